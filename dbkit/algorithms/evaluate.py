@@ -1,0 +1,50 @@
+"""Loss and accuracy of a parameter vector, for histories and final reports."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data import Dataset
+from ..nn import Network
+
+
+class Evaluator:
+    """Evaluates parameters on a fixed training subset and the test set.
+
+    Parameters
+    ----------
+    max_train : int
+        Size of the fixed, seeded training subset used for ``train_loss`` in
+        the history (the full set is used by ``final``).
+    """
+
+    def __init__(self, network: Network, data: Dataset, max_train: int = 1000, seed: int = 0) -> None:
+        self.network, self.data = network, data
+        n = data.n_train
+        idx = np.arange(n) if n <= max_train else np.random.default_rng(seed).choice(n, max_train, replace=False)
+        self.X_sub, self.y_sub = data.X_train[idx], data.y_train[idx]
+
+    def __call__(self, params: np.ndarray) -> dict:
+        """``train_loss`` (subset), ``test_loss`` and ``test_accuracy``."""
+        net, d = self.network, self.data
+        logits = net.forward(params, d.X_test)
+        return {
+            "train_loss": net.loss(params, self.X_sub, self.y_sub),
+            "test_loss": net.loss(params, d.X_test, d.y_test),
+            "test_accuracy": float((logits.argmax(axis=1) == d.y_test).mean()),
+        }
+
+    def final(self, params: np.ndarray) -> dict:
+        """As ``__call__`` plus ``full_batch_loss`` over the whole training set."""
+        out = self(params)
+        out["full_batch_loss"] = full_batch_loss(self.network, params, self.data.X_train, self.data.y_train)
+        return out
+
+
+def full_batch_loss(net: Network, params: np.ndarray, X: np.ndarray, y: np.ndarray, chunk: int = 4096) -> float:
+    """The objective over all of ``X``: mean cross-entropy plus L2, in chunks."""
+    total = 0.0
+    for a in range(0, len(y), chunk):
+        Xc, yc = X[a : a + chunk], y[a : a + chunk]
+        total += (net.loss(params, Xc, yc) - net.penalty(params)) * len(yc)
+    return total / len(y) + net.penalty(params)

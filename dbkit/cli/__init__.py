@@ -1,0 +1,1 @@
+"""The ``dbkit`` command line."""

@@ -1,0 +1,81 @@
+"""Run one configured job end to end and return its report.
+
+Shared by the CLI and by notebooks that want the same JSON report the CLI
+writes. Every cluster started here is closed before returning, also on error
+and on KeyboardInterrupt (an interrupted run still reports what it did).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from ..algorithms import SyncSGD
+from ..config import RunConfig
+from ..data import Dataset, load
+from ..nn import Network, build
+from ..telemetry import EventLog, build_report
+
+
+def prepare(config: RunConfig) -> tuple[Dataset, Network]:
+    """Load the dataset and build the model a config names."""
+    data = load(config.dataset, seed=config.seed)
+    net = build(config.model, data.n_features, data.n_classes, hidden=config.hidden, l2=config.l2,
+                image_shape=data.image_shape)
+    return data, net
+
+
+def run_sgd(config: RunConfig, on_cluster: bool = False, progress: bool = True, log=print) -> dict:
+    """Synchronous SGD, in process or with its parameters on shard actors on a cluster.
+
+    With ``on_cluster``, the parameters live on ``config.shards`` parameter
+    shard actors (a LocalCluster, or ``config.scheduler``): each step fetches
+    them and pushes the gradient back.
+    """
+    if config.replicas != 1:
+        raise ValueError(f"sgd is the single-replica baseline: replicas must be 1, got {config.replicas}")
+    data, net = prepare(config)
+    log(f"dataset {data.name}: {data.n_train} train / {len(data.y_test)} test, "
+        f"{data.n_features} features, {data.n_classes} classes")
+    log(f"model {net.name}: {net.size:,} parameters")
+    events = EventLog()
+    started = time.perf_counter()
+    interrupted = False
+    with contextlib.ExitStack() as stack:
+        server, cluster_info = None, {"kind": "none"}
+        if on_cluster:
+            from ..cluster import Cluster, start_shards
+
+            cluster = stack.enter_context(Cluster(scheduler=config.scheduler, n_workers=config.workers))
+            server = start_shards(cluster, net.init_params(config.seed), config.shards, config.optimizer, config.lr)
+            cluster_info = {"kind": cluster.kind, "workers": cluster.workers()}
+            log(f"cluster ({cluster.kind}): {len(cluster_info['workers'])} workers, "
+                f"{config.shards} parameter shard(s) on {sorted(set(server.workers))}")
+        algo = SyncSGD(net, data, config, server=server, record=events.record)
+        try:
+            algo.fit(progress=progress)
+        except KeyboardInterrupt:
+            interrupted = True
+            log("interrupted: stopping and reporting what was done")
+        summary = algo.summary()
+        final = algo.evaluator.final(summary["params"])
+    wall = time.perf_counter() - started
+    extra = {
+        "dataset": data.summary(),
+        "model": {"name": net.name, "parameters": net.size, "layers": [l.describe() for l in net.layers]},
+        "cluster": cluster_info,
+        "events": events.summary(),
+        "interrupted": interrupted,
+    }
+    return build_report(summary, config.to_dict(), final, wall, extra)
+
+
+def print_summary(report: dict, log=print) -> None:
+    f = report["final"]
+    log(f"{report['algorithm']}: {report['steps']} steps, {report['examples_per_second']:.0f} examples/s, "
+        f"{report['wall_seconds']:.1f}s wall")
+    log(f"final: test accuracy {f['test_accuracy']:.4f}, test loss {f['test_loss']:.4f}, "
+        f"full-batch training loss {f['full_batch_loss']:.4f}")
+    b = report["bytes"]
+    if b["fetched"] or b["pushed"]:
+        log(f"parameter server: {b['fetched'] / 1e6:.1f} MB fetched, {b['pushed'] / 1e6:.1f} MB pushed")

@@ -1,0 +1,78 @@
+"""The ``dbkit`` command's flags, named and explained in the paper's words."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import MODELS, RunConfig
+
+DEFAULTS = RunConfig()
+
+
+def _hidden(text: str) -> tuple[int, ...]:
+    try:
+        widths = tuple(int(w) for w in text.split(",") if w.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths such as 256,256, got {text!r}")
+    if not widths or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"--hidden widths must be >= 1, got {text!r}")
+    return widths
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Flags shared by every algorithm (DESIGN.md, CLI contract)."""
+    d = DEFAULTS
+    g = p.add_argument_group("data and model")
+    g.add_argument("--dataset", default=d.dataset, metavar="NAME_OR_PATH",
+                   help="digits (bundled, default), synthetic, speech (11x40 frames), "
+                        "or a local .npz with X_train y_train X_test y_test, or a folder of MNIST IDX files")
+    g.add_argument("--model", default=d.model, choices=MODELS,
+                   help="network preset: linear = softmax regression; mlp = ReLU layers of --hidden; "
+                        "speech = the paper's speech net scaled down (4 sigmoid layers); "
+                        "image-local = locally connected image net (default: %(default)s)")
+    g.add_argument("--hidden", type=_hidden, default=None, metavar="W1,W2",
+                   help="hidden layer widths for mlp and speech, e.g. 256,256")
+    g.add_argument("--l2", type=float, default=d.l2, help="L2 weight: loss + (l2/2)*||W||^2 (default: %(default)s)")
+    t = p.add_argument_group("training")
+    t.add_argument("--optimizer", choices=("sgd", "adagrad"), default=d.optimizer,
+                   help="update rule applied where the parameters live; Adagrad keeps its per-parameter "
+                        "accumulators on the parameter shards (paper Sec. 4.1) (default: %(default)s)")
+    t.add_argument("--lr", type=float, default=d.lr, help="learning rate (default: %(default)s)")
+    t.add_argument("--batch-size", type=int, default=d.batch_size, help="examples per mini-batch (default: %(default)s)")
+    t.add_argument("--steps", type=int, default=None, help=f"training steps (default: {d.steps} if --seconds is not given)")
+    t.add_argument("--seconds", type=float, default=None, help="train for this long instead of a number of steps")
+    t.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations (default: %(default)s)")
+    t.add_argument("--seed", type=int, default=d.seed, help="seed for initialisation, data order and splits")
+    s = p.add_argument_group("DistBelief (paper Sec. 4)")
+    s.add_argument("--replicas", type=int, default=d.replicas,
+                   help="model replicas, each training on its own data shard (default: %(default)s)")
+    s.add_argument("--shards", type=int, default=d.shards,
+                   help="parameter server shards, each owning a slice of the parameters (default: %(default)s)")
+    s.add_argument("--partitions", type=int, default=d.partitions,
+                   help="machines one replica's network is split across (model parallelism) (default: %(default)s)")
+    s.add_argument("--n-fetch", type=int, default=d.n_fetch,
+                   help="a replica fetches fresh parameters every n_fetch steps (default: %(default)s)")
+    s.add_argument("--n-push", type=int, default=d.n_push,
+                   help="a replica pushes its accumulated gradient every n_push steps (default: %(default)s)")
+    s.add_argument("--warm-start-steps", type=int, default=d.warm_start_steps,
+                   help="warm start: one replica trains alone this many steps before the others join")
+    c = p.add_argument_group("cluster")
+    c.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="address of a running Dask scheduler (tcp://HOST:PORT); default: start a LocalCluster")
+    c.add_argument("--workers", type=int, default=d.workers, help="LocalCluster worker processes (default: %(default)s)")
+    o = p.add_argument_group("output")
+    o.add_argument("--report", default=None, metavar="PATH", help="write the JSON run report here")
+    o.add_argument("--plot", default=None, metavar="PATH", help="write a PNG of loss and accuracy against time here")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
+    """Map parsed flags onto a validated ``RunConfig``."""
+    steps = args.steps if (args.steps is not None or args.seconds is not None) else DEFAULTS.steps
+    return RunConfig(
+        algorithm=algorithm, dataset=args.dataset, model=args.model, hidden=args.hidden, l2=args.l2,
+        batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer, steps=steps, seconds=args.seconds,
+        seed=args.seed, eval_every=args.eval_every, replicas=args.replicas, shards=args.shards,
+        partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
+        warm_start_steps=args.warm_start_steps, workers=args.workers, scheduler=args.scheduler,
+    )

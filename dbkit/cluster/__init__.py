@@ -1,0 +1,7 @@
+"""The only part of dbkit that knows Dask: clusters, actors, placement."""
+
+from .registry import ActorRegistry
+from .session import Cluster, ClusterError
+from .shards import start_shards
+
+__all__ = ["ActorRegistry", "Cluster", "ClusterError", "start_shards"]

@@ -1,0 +1,151 @@
+"""Start or connect to a Dask cluster, place actors, and always clean up.
+
+This package is the only place in dbkit that imports Dask. ``Cluster`` starts
+an embedded ``LocalCluster`` (worker processes on 127.0.0.1) by default,
+connects to a scheduler address (``tcp://HOST:PORT``: a cluster started with
+``dask scheduler`` / ``dask worker``, dask-jobqueue or Kubernetes), or wraps
+an existing ``Client``. It closes what it started, exactly once, on
+``close()``, at the end of a ``with`` block (errors and KeyboardInterrupt
+included) and at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import weakref
+
+from .registry import ActorRegistry
+
+_OPEN: "weakref.WeakSet[Cluster]" = weakref.WeakSet()
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or reached."""
+
+
+class Cluster:
+    """A Dask client plus the actors dbkit placed on its workers.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        Address of a running scheduler. If neither this nor ``client`` is
+        given, a ``LocalCluster`` is started.
+    client : distributed.Client, optional
+        An existing client to use; it is left open on ``close()``.
+    n_workers, threads_per_worker : int
+        Size of the embedded LocalCluster.
+    timeout : float
+        Seconds to wait when connecting to ``scheduler``.
+    """
+
+    def __init__(self, scheduler: str | None = None, client=None, n_workers: int = 2,
+                 threads_per_worker: int = 1, timeout: float = 10.0) -> None:
+        from distributed import Client, LocalCluster
+
+        if scheduler is not None and client is not None:
+            raise ValueError("give either scheduler or client, not both")
+        if n_workers < 1 or threads_per_worker < 1:
+            raise ValueError(f"n_workers and threads_per_worker must be >= 1, got {n_workers}, {threads_per_worker}")
+        self.registry = ActorRegistry()
+        self.local_cluster = None
+        self._owns_client = client is None
+        self._closed = False
+        if client is not None:
+            self.client = client
+        elif scheduler is not None:
+            try:
+                self.client = Client(scheduler, timeout=timeout, direct_to_workers=True)
+            except (OSError, TimeoutError) as e:
+                raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within {timeout}s: {e}") from e
+        else:
+            self.local_cluster = LocalCluster(
+                n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                host="127.0.0.1", dashboard_address=":0", silence_logs=logging.ERROR,
+            )
+            try:
+                self.client = Client(self.local_cluster, direct_to_workers=True)
+            except BaseException:
+                self.local_cluster.close()
+                raise
+        _OPEN.add(self)
+
+    @property
+    def kind(self) -> str:
+        if self.local_cluster is not None:
+            return "local"
+        return "scheduler" if self._owns_client else "client"
+
+    def workers(self) -> list[str]:
+        """Addresses of the current workers, sorted."""
+        return sorted(self.client.scheduler_info().get("workers", {}))
+
+    def wait_for_workers(self, n: int, timeout: float = 30.0) -> list[str]:
+        try:
+            self.client.wait_for_workers(n, timeout=timeout)
+        except (TimeoutError, OSError) as e:
+            raise ClusterError(f"waited {timeout}s for {n} workers, have {len(self.workers())}") from e
+        return self.workers()
+
+    def place_actor(self, name: str, cls, *args, worker: str | None = None, **kwargs):
+        """Create ``cls(*args, **kwargs)`` as an actor, on ``worker`` if given.
+
+        The actor's Future is kept in the registry under ``name``; the proxy
+        is returned.
+        """
+        if self._closed:
+            raise ClusterError("this cluster is closed")
+        opts = {"workers": [worker], "allow_other_workers": False} if worker else {}
+        future = self.client.submit(cls, *args, actor=True, key=f"dbkit-{name}-{id(self):x}", **kwargs, **opts)
+        proxy = future.result()
+        where = worker or self.client.who_has(future).get(future.key, ["?"])[0]
+        self.registry.add(name, future, proxy, where)
+        return proxy
+
+    def place_round_robin(self, prefix: str, specs: list[tuple], cls) -> list:
+        """Place one actor per argument tuple in ``specs``, spreading them over the workers."""
+        workers = self.workers()
+        if not workers:
+            raise ClusterError("the cluster has no workers")
+        return [self.place_actor(f"{prefix}{i}", cls, *args, worker=workers[i % len(workers)])
+                for i, args in enumerate(specs)]
+
+    def close(self) -> None:
+        """Release every actor, then close what this object started. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        _OPEN.discard(self)
+        try:
+            self.registry.clear()
+        finally:
+            try:
+                if self._owns_client:
+                    self.client.close()
+            finally:
+                if self.local_cluster is not None:
+                    self.local_cluster.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self.workers())} workers"
+        return f"<dbkit.Cluster {self.kind}, {state}, {len(self.registry)} actors>"
+
+
+@atexit.register
+def _close_all() -> None:
+    for cluster in list(_OPEN):
+        try:
+            cluster.close()
+        except Exception:
+            pass

@@ -1,0 +1,91 @@
+"""Datasets from local files: ``.npz`` archives and MNIST-format IDX files.
+
+An ``.npz`` holds ``X_train y_train X_test y_test``. An IDX dataset is a
+folder holding ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte`` (each optionally
+``.gz``), the layout of the MNIST distribution. No download ever happens.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .dataset import Dataset, DataError
+
+NPZ_KEYS = ("X_train", "y_train", "X_test", "y_test")
+IDX_FILES = {
+    "X_train": "train-images-idx3-ubyte",
+    "y_train": "train-labels-idx1-ubyte",
+    "X_test": "t10k-images-idx3-ubyte",
+    "y_test": "t10k-labels-idx1-ubyte",
+}
+_IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def load_npz(path: str | Path) -> Dataset:
+    """Load an ``.npz`` with ``X_train y_train X_test y_test``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in NPZ_KEYS if k not in z.files]
+            if missing:
+                raise DataError(f"{path}: missing keys {missing}; an .npz dataset needs {list(NPZ_KEYS)}, found {z.files}")
+            arrays = {k: z[k] for k in NPZ_KEYS}
+    except DataError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise DataError(f"{path}: not a readable .npz file ({e})") from e
+    image_shape = None
+    if arrays["X_train"].ndim in (3, 4):
+        shape = arrays["X_train"].shape[1:]
+        image_shape = tuple(shape) + (1,) * (3 - len(shape))
+    return Dataset(**arrays, name=path.name, image_shape=image_shape)
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Read one IDX file (optionally gzipped) into a numpy array."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e})") from e
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise DataError(f"{path}: not an IDX file (bad magic number {raw[:4].hex() or 'empty'})")
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(raw) < header:
+        raise DataError(f"{path}: truncated IDX header")
+    dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
+    dtype = np.dtype(_IDX_DTYPES[raw[2]])
+    need = int(np.prod(dims)) * dtype.itemsize
+    if len(raw) - header != need:
+        raise DataError(f"{path}: IDX header promises {dims} ({need} bytes of data) but the file has {len(raw) - header}")
+    return np.frombuffer(raw, dtype, offset=header).reshape(dims).astype(dtype.newbyteorder("="))
+
+
+def _find(folder: Path, stem: str) -> Path:
+    for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
+        if (folder / name).is_file():
+            return folder / name
+    raise DataError(f"{folder}: missing IDX file {stem} (or {stem}.gz)")
+
+
+def load_idx(folder: str | Path) -> Dataset:
+    """Load an MNIST-format IDX dataset from a local folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(f"{folder}: no such folder")
+    arrays = {k: read_idx(_find(folder, stem)) for k, stem in IDX_FILES.items()}
+    for k in ("X_train", "X_test"):
+        if arrays[k].ndim != 3:
+            raise DataError(f"{folder}: {IDX_FILES[k]} must hold images (3 dimensions), got shape {arrays[k].shape}")
+    h, w = arrays["X_train"].shape[1:]
+    return Dataset(**arrays, name=folder.name, image_shape=(h, w, 1))

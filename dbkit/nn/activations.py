@@ -1,0 +1,56 @@
+"""Elementwise nonlinearities: ReLU, sigmoid (the paper's speech model) and tanh."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layer import Layer, Params
+
+
+class _Elementwise(Layer):
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"{self.kind} size must be >= 1, got {size}")
+        self.in_size = self.out_size = int(size)
+
+
+class ReLU(_Elementwise):
+    kind = "relu"
+
+    def forward(self, params: Params, x: np.ndarray):
+        mask = x > 0
+        return x * mask, mask
+
+    def backward(self, params: Params, cache, dout: np.ndarray):
+        return dout * cache, {}
+
+
+class Sigmoid(_Elementwise):
+    kind = "sigmoid"
+
+    def forward(self, params: Params, x: np.ndarray):
+        # Split by sign so exp never overflows.
+        out = np.empty_like(x)
+        pos = x >= 0
+        out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
+        ex = np.exp(x[~pos])
+        out[~pos] = ex / (1.0 + ex)
+        return out, out
+
+    def backward(self, params: Params, cache, dout: np.ndarray):
+        s = cache
+        return dout * s * (1.0 - s), {}
+
+
+class Tanh(_Elementwise):
+    kind = "tanh"
+
+    def forward(self, params: Params, x: np.ndarray):
+        out = np.tanh(x)
+        return out, out
+
+    def backward(self, params: Params, cache, dout: np.ndarray):
+        return dout * (1.0 - cache * cache), {}
+
+
+ACTIVATIONS = {"relu": ReLU, "sigmoid": Sigmoid, "tanh": Tanh}

@@ -1,0 +1,38 @@
+"""Fully connected layer: every output unit sees every input unit.
+
+In a partitioned model (DistBelief Sec. 3) this is the layer whose partitions
+must exchange all activations: its connectivity is all-to-all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layer import Layer, Params, glorot
+
+
+class Dense(Layer):
+    """``y = x @ W + b`` with ``W`` of shape ``(in_size, out_size)``."""
+
+    kind = "dense"
+
+    def __init__(self, in_size: int, out_size: int) -> None:
+        if in_size < 1 or out_size < 1:
+            raise ValueError(f"Dense sizes must be >= 1, got in_size={in_size}, out_size={out_size}")
+        self.in_size = int(in_size)
+        self.out_size = int(out_size)
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"W": (self.in_size, self.out_size), "b": (self.out_size,)}
+
+    def init(self, rng: np.random.Generator) -> Params:
+        W = glorot(rng, self.in_size, self.out_size, (self.in_size, self.out_size))
+        return {"W": W, "b": np.zeros(self.out_size)}
+
+    def forward(self, params: Params, x: np.ndarray):
+        return x @ params["W"] + params["b"], x
+
+    def backward(self, params: Params, cache, dout: np.ndarray):
+        x = cache
+        grads = {"W": x.T @ dout, "b": dout.sum(axis=0)}
+        return dout @ params["W"].T, grads

@@ -1,0 +1,54 @@
+"""The layer protocol shared by every numpy layer.
+
+A layer is stateless: its parameters live in the network's flat vector and are
+handed to ``forward`` and ``backward`` as a dict of named views. This is what
+lets a parameter shard (DistBelief, Sec. 4) own a slice of the vector without
+knowing anything about layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Params = dict[str, np.ndarray]
+
+
+class Layer:
+    """Base class: a map from ``(batch, in_size)`` to ``(batch, out_size)``.
+
+    Subclasses set ``in_size`` and ``out_size`` and implement ``forward`` and
+    ``backward``. Parameterised layers also override ``param_shapes`` and
+    ``init``. Parameters named ``"W"`` are weights (they get the L2 penalty);
+    every other parameter (``"b"``) is a bias.
+    """
+
+    in_size: int
+    out_size: int
+    kind: str = "layer"
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shapes of this layer's parameters, in flat-vector order."""
+        return {}
+
+    def init(self, rng: np.random.Generator) -> Params:
+        """Seeded initial values for every parameter in ``param_shapes``."""
+        return {}
+
+    def forward(self, params: Params, x: np.ndarray) -> tuple[np.ndarray, Any]:
+        """Return the output and a cache for ``backward``."""
+        raise NotImplementedError
+
+    def backward(self, params: Params, cache: Any, dout: np.ndarray) -> tuple[np.ndarray, Params]:
+        """Return the gradient with respect to the input and to each parameter."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return f"{self.kind}({self.in_size}->{self.out_size})"
+
+
+def glorot(rng: np.random.Generator, fan_in: int, fan_out: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Glorot-uniform initial weights (float64; the network casts)."""
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, size=shape)

@@ -1,0 +1,124 @@
+"""Locally connected layers: each output unit sees a local receptive field
+with its own, unshared weights (DistBelief's image model, Sec. 3).
+
+Unlike a convolution, no weights are shared between positions, so the layer
+has ``positions * field * filters`` weights. Its locality is what makes model
+partitioning pay: a partition of output positions needs only the inputs in its
+receptive fields, so only a boundary crosses between partitions.
+
+Inputs are flattened row-major: a 1-D input of shape ``(length, channels)``
+and a 2-D input of shape ``(height, width, channels)``. Outputs are flattened
+the same way, with ``filters`` as the channel axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layer import Layer, Params, glorot
+
+
+def _out_len(n: int, k: int, s: int, what: str) -> int:
+    if k < 1 or s < 1:
+        raise ValueError(f"{what}: kernel and stride must be >= 1, got kernel={k}, stride={s}")
+    if k > n:
+        raise ValueError(f"{what}: kernel {k} is larger than the input extent {n}")
+    return (n - k) // s + 1
+
+
+class LocallyConnected(Layer):
+    """Generic locally connected layer given a patch index.
+
+    Parameters
+    ----------
+    patch_index : ndarray of int, shape (positions, field)
+        ``patch_index[p]`` lists the flat input units seen by output position ``p``.
+    in_size : int
+        Number of input units.
+    filters : int
+        Output units per position.
+    """
+
+    kind = "local"
+
+    def __init__(self, patch_index: np.ndarray, in_size: int, filters: int) -> None:
+        if filters < 1:
+            raise ValueError(f"filters must be >= 1, got {filters}")
+        self.patch_index = np.asarray(patch_index, dtype=np.intp)
+        self.positions, self.field = self.patch_index.shape
+        self.filters = int(filters)
+        self.in_size = int(in_size)
+        self.out_size = self.positions * self.filters
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"W": (self.positions, self.field, self.filters), "b": (self.positions, self.filters)}
+
+    def init(self, rng: np.random.Generator) -> Params:
+        W = glorot(rng, self.field, self.filters, (self.positions, self.field, self.filters))
+        return {"W": W, "b": np.zeros((self.positions, self.filters))}
+
+    def forward(self, params: Params, x: np.ndarray):
+        patches = x[:, self.patch_index].transpose(1, 0, 2)  # (P, B, K)
+        out = np.matmul(patches, params["W"])  # (P, B, F)
+        out = out.transpose(1, 0, 2) + params["b"]  # (B, P, F)
+        return out.reshape(x.shape[0], self.out_size), patches
+
+    def backward(self, params: Params, cache, dout: np.ndarray):
+        patches = cache
+        batch = dout.shape[0]
+        d = dout.reshape(batch, self.positions, self.filters).transpose(1, 0, 2)  # (P, B, F)
+        grads = {
+            "W": np.matmul(patches.transpose(0, 2, 1), d),
+            "b": d.sum(axis=1),
+        }
+        dpatch = np.matmul(d, params["W"].transpose(0, 2, 1))  # (P, B, K)
+        dx = np.zeros((batch, self.in_size), dtype=dout.dtype)
+        # For a fixed field offset k, distinct positions read distinct inputs,
+        # so a plain fancy-indexed add never collides.
+        for k in range(self.field):
+            dx[:, self.patch_index[:, k]] += dpatch[:, :, k].T
+        return dx, grads
+
+
+class LocallyConnected1D(LocallyConnected):
+    """1-D locally connected layer over ``(length, channels)`` inputs."""
+
+    kind = "local1d"
+
+    def __init__(self, length: int, channels: int, kernel: int, filters: int, stride: int = 1) -> None:
+        out_len = _out_len(length, kernel, stride, "LocallyConnected1D")
+        starts = np.arange(out_len) * stride
+        pos = starts[:, None] + np.arange(kernel)[None, :]  # (P, kernel)
+        idx = (pos[:, :, None] * channels + np.arange(channels)[None, None, :]).reshape(out_len, -1)
+        super().__init__(idx, length * channels, filters)
+        self.in_shape = (length, channels)
+        self.out_shape = (out_len, filters)
+        self.kernel, self.stride = kernel, stride
+
+    def describe(self) -> str:
+        return f"local1d({self.in_shape}->{self.out_shape}, kernel={self.kernel}, stride={self.stride})"
+
+
+class LocallyConnected2D(LocallyConnected):
+    """2-D locally connected layer over ``(height, width, channels)`` inputs."""
+
+    kind = "local2d"
+
+    def __init__(
+        self, height: int, width: int, channels: int, kernel: int, filters: int, stride: int = 1
+    ) -> None:
+        oh = _out_len(height, kernel, stride, "LocallyConnected2D")
+        ow = _out_len(width, kernel, stride, "LocallyConnected2D")
+        r0 = (np.arange(oh) * stride)[:, None, None, None]
+        c0 = (np.arange(ow) * stride)[None, :, None, None]
+        dr = np.arange(kernel)[None, None, :, None]
+        dc = np.arange(kernel)[None, None, None, :]
+        pix = (r0 + dr) * width + (c0 + dc)  # (oh, ow, k, k)
+        idx = pix[..., None] * channels + np.arange(channels)  # (oh, ow, k, k, C)
+        super().__init__(idx.reshape(oh * ow, -1), height * width * channels, filters)
+        self.in_shape = (height, width, channels)
+        self.out_shape = (oh, ow, filters)
+        self.kernel, self.stride = kernel, stride
+
+    def describe(self) -> str:
+        return f"local2d({self.in_shape}->{self.out_shape}, kernel={self.kernel}, stride={self.stride})"

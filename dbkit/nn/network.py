@@ -1,0 +1,155 @@
+"""A sequential network whose parameters are ONE flat float32 vector.
+
+DistBelief's parameter server (Sec. 4) shards the model's parameters; keeping
+them in one flat vector with named per-layer views makes a shard nothing more
+than a contiguous range ``[start, stop)`` of that vector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layer import Layer, Params
+from .loss import softmax_cross_entropy
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """Where one named parameter lives in the flat vector."""
+
+    name: str
+    layer: int
+    key: str
+    start: int
+    stop: int
+    shape: tuple[int, ...]
+
+    @property
+    def is_weight(self) -> bool:
+        return self.key == "W"
+
+
+class Network:
+    """A stack of layers with a flat parameter vector.
+
+    Parameters
+    ----------
+    layers : list of Layer
+        Consecutive sizes must match; the last layer outputs class logits.
+    l2 : float
+        Weight of the ``(l2 / 2) * ||W||^2`` penalty on weights (not biases).
+    name : str
+        Preset name, for reports.
+    """
+
+    def __init__(self, layers: list[Layer], l2: float = 0.0, name: str = "custom") -> None:
+        if not layers:
+            raise ValueError("a network needs at least one layer")
+        for a, b in zip(layers, layers[1:]):
+            if a.out_size != b.in_size:
+                raise ValueError(f"layer sizes do not chain: {a.describe()} then {b.describe()}")
+        if not np.isfinite(l2) or l2 < 0:
+            raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
+        self.layers = list(layers)
+        self.l2 = float(l2)
+        self.name = name
+        self.specs: list[ParamSpec] = []
+        offset = 0
+        for i, layer in enumerate(self.layers):
+            for key, shape in layer.param_shapes().items():
+                n = int(np.prod(shape))
+                self.specs.append(ParamSpec(f"{i}.{key}", i, key, offset, offset + n, tuple(shape)))
+                offset += n
+        self.size = offset
+        self._by_name = {s.name: s for s in self.specs}
+        self.weight_mask = np.zeros(self.size, dtype=bool)
+        for s in self.specs:
+            if s.is_weight:
+                self.weight_mask[s.start : s.stop] = True
+
+    @property
+    def in_size(self) -> int:
+        return self.layers[0].in_size
+
+    @property
+    def n_classes(self) -> int:
+        return self.layers[-1].out_size
+
+    def init_params(self, seed: int = 0) -> np.ndarray:
+        """Seeded initial parameters as one float32 vector."""
+        rng = np.random.default_rng(seed)
+        flat = np.zeros(self.size, dtype=np.float32)
+        for i, layer in enumerate(self.layers):
+            for key, value in layer.init(rng).items():
+                spec = self.spec(f"{i}.{key}")
+                flat[spec.start : spec.stop] = np.asarray(value).ravel()
+        return flat
+
+    def spec(self, name: str) -> ParamSpec:
+        if name in self._by_name:
+            return self._by_name[name]
+        raise KeyError(f"no parameter named {name!r}; have {[s.name for s in self.specs]}")
+
+    def views(self, params: np.ndarray) -> list[Params]:
+        """Per-layer dicts of named views (no copies) into ``params``."""
+        self._check(params)
+        out: list[Params] = [{} for _ in self.layers]
+        for s in self.specs:
+            out[s.layer][s.key] = params[s.start : s.stop].reshape(s.shape)
+        return out
+
+    def _check(self, params: np.ndarray) -> None:
+        if params.ndim != 1 or params.shape[0] != self.size:
+            raise ValueError(f"expected a flat parameter vector of length {self.size}, got shape {params.shape}")
+
+    def forward(self, params: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Class logits for a batch ``X`` of shape ``(batch, in_size)``."""
+        h = np.asarray(X, dtype=params.dtype)
+        for layer, p in zip(self.layers, self.views(params)):
+            h, _ = layer.forward(p, h)
+        return h
+
+    def penalty(self, params: np.ndarray) -> float:
+        w = params[self.weight_mask]
+        return 0.5 * self.l2 * float(np.dot(w, w)) if self.l2 else 0.0
+
+    def loss(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+        """Mean softmax cross-entropy plus the L2 penalty."""
+        loss, _ = softmax_cross_entropy(self.forward(params, X), y)
+        return loss + self.penalty(params)
+
+    def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """Loss and its gradient, a flat vector of ``params``' dtype.
+
+        Computation happens in ``params.dtype``: float32 for training, float64
+        for gradient checks.
+        """
+        views = self.views(params)
+        h = np.asarray(X, dtype=params.dtype)
+        caches = []
+        for layer, p in zip(self.layers, views):
+            h, cache = layer.forward(p, h)
+            caches.append(cache)
+        loss, d = softmax_cross_entropy(h, y)
+        grad = np.zeros_like(params)
+        for i in range(len(self.layers) - 1, -1, -1):
+            d, grads = self.layers[i].backward(views[i], caches[i], d)
+            for key, g in grads.items():
+                s = self.spec(f"{i}.{key}")
+                grad[s.start : s.stop] = g.ravel()
+        if self.l2:
+            grad[self.weight_mask] += self.l2 * params[self.weight_mask]
+        return loss + self.penalty(params), grad
+
+    def predict(self, params: np.ndarray, X: np.ndarray) -> np.ndarray:
+        return self.forward(params, X).argmax(axis=1)
+
+    def accuracy(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+        return float((self.predict(params, X) == y).mean())
+
+    def describe(self) -> str:
+        rows = [f"{self.name}: {self.size:,} parameters, l2={self.l2}"]
+        rows += [f"  {i}: {layer.describe()}" for i, layer in enumerate(self.layers)]
+        return "\n".join(rows)

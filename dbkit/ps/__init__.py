@@ -1,0 +1,19 @@
+"""The sharded parameter server (DistBelief Sec. 4.1), numpy only."""
+
+from .client import ShardedParameters, resolve
+from .layout import ShardLayout, balanced_layout
+from .rules import OPTIMIZERS, UpdateRule, check_lr
+from .shard import ParameterShard, staleness_summary
+
+
+def local_shards(initial, n_shards: int, optimizer: str = "sgd", lr: float = 0.1) -> ShardedParameters:
+    """In-process shards over ``initial``, for tests and single-process runs."""
+    layout = balanced_layout(len(initial), n_shards)
+    shards = [ParameterShard(i, a, b, initial[a:b], optimizer, lr) for i, (a, b) in enumerate(layout.ranges)]
+    return ShardedParameters(shards, layout)
+
+
+__all__ = [
+    "OPTIMIZERS", "ParameterShard", "ShardLayout", "ShardedParameters", "UpdateRule", "balanced_layout",
+    "check_lr", "local_shards", "resolve", "staleness_summary",
+]

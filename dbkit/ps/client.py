@@ -1,0 +1,81 @@
+"""The replica's side of the parameter server: fetch from all shards, push each its slice.
+
+Works with plain ``ParameterShard`` objects and with Dask actor proxies alike:
+calls to every shard are issued first and resolved after, so on Dask the
+shards serve them concurrently. No Dask import: a call's result is resolved
+by duck typing (anything with ``.result()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .layout import ShardLayout
+
+
+def resolve(value):
+    """The value of a plain result or of a future-like object with ``.result()``."""
+    result = getattr(value, "result", None)
+    return result() if callable(result) else value
+
+
+class ShardedParameters:
+    """A client view of parameters spread over shards.
+
+    Parameters
+    ----------
+    shards : sequence
+        One ``ParameterShard`` (or actor proxy of one) per range in ``layout``.
+    layout : ShardLayout
+    workers : sequence of str, optional
+        Where each shard lives (for reports); ``"local"`` by default.
+    """
+
+    def __init__(self, shards: Sequence, layout: ShardLayout, workers: Sequence[str] | None = None) -> None:
+        if len(shards) != layout.n_shards:
+            raise ValueError(f"{len(shards)} shards given for a layout of {layout.n_shards}")
+        self.shards = list(shards)
+        self.workers = list(workers) if workers is not None else ["local"] * layout.n_shards
+        self.layout = layout
+        self.versions = [0] * layout.n_shards
+        self.bytes_fetched = 0
+        self.bytes_pushed = 0
+
+    def fetch(self) -> np.ndarray:
+        """Fetch every shard; returns the full float32 vector and remembers the versions."""
+        pending = [s.fetch() for s in self.shards]
+        out = np.empty(self.layout.size, dtype=np.float32)
+        for i, ((a, b), p) in enumerate(zip(self.layout.ranges, pending)):
+            version, values = resolve(p)
+            out[a:b] = values
+            self.versions[i] = version
+        self.bytes_fetched += out.nbytes
+        return out
+
+    def push(self, grad: np.ndarray, versions: Sequence[int] | None = None) -> list[dict]:
+        """Push each shard its slice of ``grad``; returns each shard's answer.
+
+        ``versions`` defaults to those of the last ``fetch``.
+        """
+        grad = np.asarray(grad, dtype=np.float32)
+        if grad.shape != (self.layout.size,):
+            raise ValueError(f"gradient has shape {grad.shape}, parameters have ({self.layout.size},)")
+        versions = list(self.versions if versions is None else versions)
+        pending = [s.push(grad[a:b], int(v)) for s, (a, b), v in zip(self.shards, self.layout.ranges, versions)]
+        answers = [resolve(p) for p in pending]
+        self.bytes_pushed += sum(grad[a:b].nbytes for (a, b), r in zip(self.layout.ranges, answers) if r["accepted"])
+        return answers
+
+    def stats(self) -> list[dict]:
+        """Each shard's ``stats()`` with the worker that holds it."""
+        stats = [resolve(p) for p in [s.stats() for s in self.shards]]
+        return [{"worker": w, **st} for w, st in zip(self.workers, stats)]
+
+    def set_lr(self, lr: float) -> None:
+        for p in [s.set_lr(lr) for s in self.shards]:
+            resolve(p)
+
+    def state(self) -> list[dict]:
+        return [resolve(p) for p in [s.state() for s in self.shards]]

@@ -1,0 +1,124 @@
+"""The ``dbkit`` command: reports, plots, errors, the demo, and a real scheduler."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dbkit.telemetry import validate_report
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def dbkit(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "dbkit", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_sgd_on_digits_reaches_95_percent_and_reports_everything(tmp_path):
+    out = dbkit("run", "sgd", "--dataset", "digits", "--report", str(tmp_path / "r.json"),
+                "--plot", str(tmp_path / "p.png"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert validate_report(report) == []
+    assert report["final"]["test_accuracy"] >= 0.95
+    assert report["algorithm"] == "sgd" and report["config"]["dataset"] == "digits"
+    assert report["replicas"][0]["steps"] == report["config"]["steps"] == 2000
+    assert (tmp_path / "p.png").read_bytes()[:8] == PNG
+    assert "test accuracy" in out.stdout
+
+
+def test_run_sgd_on_cluster_shards(tmp_path):
+    out = dbkit("run", "sgd", "--on-cluster", "--shards", "2", "--steps", "60", "--eval-every", "30",
+                "--report", str(tmp_path / "r.json"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert validate_report(report) == []
+    assert len(report["shards"]) == 2
+    assert all(s["worker"].startswith("tcp://127.0.0.1:") and s["updates"] == 60 for s in report["shards"])
+    assert sum(s["size"] for s in report["shards"]) == report["model"]["parameters"]
+    step_bytes = 60 * 4 * report["model"]["parameters"]
+    assert report["events"]["bytes"] == {"fetch": step_bytes, "push": step_bytes}
+    assert report["bytes"]["fetched"] >= step_bytes  # plus the fetches made for evaluation
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--lr", "-1"], "lr must be"),
+    (["--batch-size", "0"], "batch_size must be"),
+    (["--dataset", "nowhere.npz"], "nowhere.npz"),
+    (["--model", "speech"], "use --dataset speech"),
+    (["--replicas", "3"], "replicas must be 1"),
+])
+def test_bad_flags_exit_2_with_a_clear_message(args, message):
+    out = dbkit("run", "sgd", "--steps", "5", "--quiet", *args)
+    assert out.returncode == 2
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_help_explains_flags_in_the_papers_words():
+    out = dbkit("run", "sgd", "--help")
+    assert out.returncode == 0
+    for words in ("--n-fetch", "--n-push", "parameter server shards", "model replicas", "Adagrad", "--report"):
+        assert words in out.stdout
+
+
+def test_demo_writes_report_and_plot(tmp_path):
+    out = dbkit("demo", "--out", str(tmp_path), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert validate_report(report) == []
+    assert report["cluster"]["kind"] == "local" and len(report["shards"]) == 2
+    assert report["final"]["test_accuracy"] > 0.9
+    assert (tmp_path / "plot.png").read_bytes()[:8] == PNG
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_run_against_a_real_dask_scheduler_and_workers(tmp_path):
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
+                 "--nthreads", "1", "--dashboard-address", ":0", "--no-nanny"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        deadline = time.time() + 60
+        while True:  # wait for both workers to join
+            try:
+                with Client(address, timeout=5) as c:
+                    c.wait_for_workers(2, timeout=30)
+                    break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        out = dbkit("run", "sgd", "--scheduler", address, "--shards", "2", "--steps", "50", "--eval-every", "25",
+                    "--report", str(tmp_path / "r.json"), "--quiet")
+        assert out.returncode == 0, out.stderr
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert report["cluster"]["kind"] == "scheduler" and len(report["cluster"]["workers"]) == 2
+        assert len({s["worker"] for s in report["shards"]}) == 2
+        assert all(s["updates"] == 50 for s in report["shards"])
+        # the cluster outlives the run: dbkit closed only its own client and actors
+        with Client(address, timeout=5) as c:
+            assert len(c.scheduler_info()["workers"]) == 2
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()

@@ -1,0 +1,120 @@
+"""Parameter shards as real Dask actors on a LocalCluster with processes; cleanup."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from dbkit.cluster import Cluster, ClusterError, start_shards
+from dbkit.ps import ParameterShard
+
+from .conftest import live_children
+
+
+def _push_many(shards, n):
+    """Runs as a task on a worker: a second client of the same shards."""
+    g = np.ones(shards.layout.size, np.float32)
+    for _ in range(n):
+        shards.fetch()
+        assert all(a["accepted"] for a in shards.push(g))
+    return n
+
+
+def test_shards_live_on_different_workers(local_cluster):
+    ps = start_shards(local_cluster, np.zeros(10, np.float32), 2, prefix="spread")
+    try:
+        assert len(set(ps.workers)) == 2
+        assert [s["worker"] for s in ps.stats()] == ps.workers
+    finally:
+        for i in range(2):
+            local_cluster.registry.release(f"spread{i}")
+
+
+def test_actor_fetch_returns_a_copy(local_cluster):
+    ps = start_shards(local_cluster, np.arange(6, dtype=np.float32), 2, prefix="copy")
+    a = ps.fetch()
+    a[:] = -1.0
+    assert np.array_equal(ps.fetch(), np.arange(6, dtype=np.float32))
+
+
+def test_pushes_from_two_clients_all_land(local_cluster):
+    n = 25
+    ps = start_shards(local_cluster, np.zeros(8, np.float32), 2, "sgd", 0.5, prefix="two")
+    futures = [local_cluster.client.submit(_push_many, ps, n, workers=[w], pure=False)
+               for w in local_cluster.workers()]
+    assert [f.result() for f in futures] == [n, n]
+    stats = ps.stats()
+    assert [s["updates"] for s in stats] == [2 * n, 2 * n]
+    assert np.allclose(ps.fetch(), -0.5 * 2 * n)
+    assert [s["staleness"]["count"] for s in stats] == [2 * n, 2 * n]
+
+
+def test_refused_push_over_the_wire_changes_nothing(local_cluster):
+    ps = start_shards(local_cluster, np.ones(4, np.float32), 1, prefix="refuse")
+    before = ps.fetch()
+    answers = ps.push(np.array([1.0, np.nan, 0.0, 0.0], np.float32))
+    assert not answers[0]["accepted"]
+    assert ps.fetch().tobytes() == before.tobytes()
+    assert ps.stats()[0]["rejected"] == 1
+
+
+def test_registry_keeps_actors_alive_after_proxies_are_dropped(local_cluster):
+    local_cluster.place_actor("kept", ParameterShard, 0, 0, 3, np.ones(3, np.float32))
+    import gc
+
+    gc.collect()
+    time.sleep(0.2)
+    assert local_cluster.registry.proxy("kept").fetch().result()[0] == 0
+    local_cluster.registry.release("kept")
+    assert "kept" not in local_cluster.registry.names()
+
+
+def test_close_is_idempotent_and_stops_workers():
+    before = {p.pid for p in live_children()}
+    cluster = Cluster(n_workers=1)
+    started = [p for p in live_children() if p.pid not in before]
+    assert started  # the worker (and its nanny) are real processes
+    cluster.close()
+    cluster.close()
+    assert cluster.closed
+    gone, alive = psutil.wait_procs(started, timeout=20)
+    assert not alive
+    with pytest.raises(ClusterError, match="closed"):
+        cluster.place_actor("late", ParameterShard, 0, 0, 1, np.ones(1))
+
+
+def test_unreachable_scheduler_gives_a_clear_error():
+    with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        Cluster(scheduler="tcp://127.0.0.1:9", timeout=2)
+
+
+def test_keyboard_interrupt_stops_every_process(tmp_path):
+    script = tmp_path / "interrupted.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        from dbkit.cluster import Cluster
+        if __name__ == "__main__":
+            with Cluster(n_workers=2) as c:
+                print("READY", flush=True)
+                time.sleep(120)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        children = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                    if "resource_tracker" not in " ".join(c.cmdline())]
+        assert len(children) >= 2
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        gone, alive = psutil.wait_procs(children, timeout=30)
+        assert not alive, f"left running after Ctrl-C: {alive}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

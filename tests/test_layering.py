@@ -1,0 +1,29 @@
+"""DESIGN.md layering: the numpy core loads no dask, ipywidgets or matplotlib."""
+
+import subprocess
+import sys
+
+import pytest
+
+DETECT = (
+    "import sys\n{imports}\n"
+    "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'ipywidgets', 'matplotlib'))\n"
+    "print(','.join(bad))\n"
+)
+
+
+def loaded_after(imports: str) -> str:
+    out = subprocess.run([sys.executable, "-c", DETECT.format(imports=imports)], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip()
+
+
+def test_core_imports_no_dask_widgets_or_matplotlib():
+    core = "import dbkit, dbkit.nn, dbkit.ps, dbkit.algorithms, dbkit.data, dbkit.config"
+    assert loaded_after(core) == ""
+
+
+@pytest.mark.parametrize("module", ["distributed", "matplotlib"])
+def test_the_detector_sees_a_forbidden_import(module):
+    # The check above means something only if the same detector sees these when loaded.
+    assert module in loaded_after(f"import dbkit.nn, {module}")

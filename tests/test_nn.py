@@ -1,0 +1,108 @@
+"""Every layer and preset against central differences; the flat vector and its views."""
+
+import numpy as np
+import pytest
+
+from dbkit import nn
+from dbkit.nn import check_layer, check_network
+
+LAYERS = [
+    nn.Dense(7, 5),
+    nn.ReLU(9),
+    nn.Sigmoid(9),
+    nn.Tanh(9),
+    nn.LocallyConnected1D(length=9, channels=2, kernel=3, filters=4),
+    nn.LocallyConnected1D(length=10, channels=1, kernel=4, filters=2, stride=3),
+    nn.LocallyConnected2D(height=6, width=5, channels=2, kernel=3, filters=3),
+    nn.LocallyConnected2D(height=7, width=7, channels=1, kernel=3, filters=2, stride=2),
+]
+
+
+@pytest.mark.parametrize("layer", LAYERS, ids=lambda l: l.describe())
+def test_layer_gradients_match_central_differences(layer):
+    assert check_layer(layer, seed=1) < 1e-6
+
+
+@pytest.mark.parametrize(
+    "name,n_features,n_classes,hidden",
+    [("linear", 12, 4, None), ("mlp", 12, 4, (9, 7)), ("speech", 440, 16, (24, 16, 16, 12)),
+     ("speech", 440, 64, None), ("image-local", 64, 10, None)],
+)
+def test_preset_gradients_match_central_differences(name, n_features, n_classes, hidden):
+    net = nn.build(name, n_features, n_classes, hidden=hidden, l2=0.01)
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((6, n_features)), rng.integers(0, n_classes, 6)
+    assert check_network(net, X, y, max_coords=250) < 1e-4
+
+
+def test_gradcheck_detects_a_wrong_gradient():
+    class BrokenDense(nn.Dense):
+        def backward(self, params, cache, dout):
+            dx, grads = super().backward(params, cache, dout)
+            grads["W"] = grads["W"] * 1.01
+            return dx, grads
+
+    assert check_layer(BrokenDense(4, 3)) > 1e-3
+
+
+def test_locally_connected_units_see_only_their_receptive_field():
+    layer = nn.LocallyConnected2D(height=6, width=6, channels=1, kernel=3, filters=1)
+    params = {k: v.astype(float) for k, v in layer.init(np.random.default_rng(0)).items()}
+    x = np.zeros((1, 36))
+    x[0, 0] = 1.0  # the top-left pixel feeds only output position (0, 0)
+    out, _ = layer.forward(params, x)
+    base, _ = layer.forward(params, np.zeros((1, 36)))
+    changed = np.flatnonzero(np.abs(out - base) > 0)
+    assert set(changed) <= {0}
+    # unshared weights: two positions with the same input pattern give different outputs
+    x2 = np.ones((1, 36))
+    out2, _ = layer.forward(params, x2)
+    assert len(np.unique(np.round(out2, 6))) > 1
+
+
+def test_flat_vector_views_and_l2_excludes_biases():
+    net = nn.build("mlp", 5, 3, hidden=(4,), l2=0.5)
+    assert net.size == 5 * 4 + 4 + 4 * 3 + 3
+    p = net.init_params(0)
+    assert p.dtype == np.float32
+    views = net.views(p)
+    views[0]["W"][0, 0] = 42.0  # a view, not a copy
+    assert p[net.spec("0.W").start] == 42.0
+    b = np.zeros(net.size, np.float32)
+    b[net.spec("0.b").start] = 3.0
+    assert net.penalty(b) == 0.0
+    w = np.zeros(net.size, np.float32)
+    w[net.spec("2.W").start] = 2.0
+    assert net.penalty(w) == pytest.approx(0.5 * 0.5 * 4.0)
+
+
+def test_seeded_initialisation_is_reproducible():
+    a = nn.build("image-local", 64, 10).init_params(7)
+    b = nn.build("image-local", 64, 10).init_params(7)
+    c = nn.build("image-local", 64, 10).init_params(8)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_loss_matches_a_direct_formula():
+    net = nn.build("linear", 3, 2, l2=0.2)
+    p = net.init_params(1).astype(np.float64)
+    X = np.array([[1.0, 2.0, -1.0], [0.5, -0.5, 0.0]])
+    y = np.array([1, 0])
+    W = p[:6].reshape(3, 2)
+    logits = X @ W + p[6:]
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    expected = -np.mean(np.log(probs[[0, 1], y])) + 0.1 * np.sum(W**2)
+    assert net.loss(p, X, y) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: nn.build("nope", 4, 2),
+    lambda: nn.build("speech", 64, 10),
+    lambda: nn.build("image-local", 10, 3),
+    lambda: nn.build("mlp", 4, 2, hidden=(0,)),
+    lambda: nn.Network([nn.Dense(3, 4), nn.Dense(5, 2)]),
+    lambda: nn.LocallyConnected2D(2, 2, 1, kernel=3, filters=1),
+])
+def test_bad_model_settings_raise_clear_errors(bad):
+    with pytest.raises(ValueError):
+        bad()

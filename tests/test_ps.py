@@ -1,0 +1,134 @@
+"""Parameter shards in-process: update rules against hand computation, staleness,
+refused pushes, checkpoints, layout and the client helper."""
+
+import numpy as np
+import pytest
+
+from dbkit.ps import ParameterShard, ShardedParameters, balanced_layout, local_shards, staleness_summary
+
+
+def shard(values, optimizer="sgd", lr=0.5):
+    v = np.asarray(values, np.float32)
+    return ParameterShard(0, 10, 10 + len(v), v, optimizer, lr)
+
+
+def test_sgd_step_by_hand():
+    s = shard([1.0, 2.0, 3.0], lr=0.5)
+    ans = s.push(np.array([2.0, -4.0, 0.0], np.float32), 0)
+    assert ans == {"accepted": True, "version": 1, "staleness": 0, "reason": None}
+    assert np.allclose(s.fetch()[1], [0.0, 4.0, 3.0])
+
+
+def test_adagrad_steps_by_hand():
+    s = shard([1.0, 1.0], "adagrad", lr=0.1)
+    g1, g2 = np.array([1.0, -2.0]), np.array([3.0, 0.5])
+    s.push(g1, 0)
+    s.push(g2, 1)
+    acc = 0.1 + g1**2 + g2**2  # accumulators start at 0.1
+    p = 1.0 - 0.1 * g1 / (np.sqrt(0.1 + g1**2) + 1e-8)
+    p = p - 0.1 * g2 / (np.sqrt(acc) + 1e-8)
+    assert np.allclose(s.fetch()[1], p, rtol=1e-6)
+    assert np.allclose(s.state()["opt_state"], acc, rtol=1e-6)
+
+
+def test_fetch_returns_a_copy():
+    s = shard([1.0, 2.0])
+    version, values = s.fetch()
+    values[:] = 99.0
+    assert np.array_equal(s.fetch()[1], [1.0, 2.0])
+
+
+def test_staleness_counts_updates_since_the_fetch():
+    s = shard(np.zeros(4))
+    v0, _ = s.fetch()
+    for _ in range(3):
+        s.push(np.ones(4), s.fetch()[0])  # fresh: staleness 0
+    assert s.push(np.ones(4), v0)["staleness"] == 3  # fetched before those three
+    st = s.stats()["staleness"]
+    assert st["count"] == 4 and st["max"] == 3 and st["mean"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("grad,version,reason", [
+    (np.ones(3), 0, "wrong length"),
+    (np.array([1.0, np.nan]), 0, "non-finite"),
+    (np.array([np.inf, 1.0]), 0, "non-finite"),
+    (np.array([1e30, 1.0]), 0, "non-finite"),
+    (np.array(["a", "b"]), 0, "not numeric"),
+    (np.ones(2), 5, "bad version"),
+    (np.ones(2), -1, "bad version"),
+])
+def test_refused_pushes_are_counted_and_change_nothing(grad, version, reason):
+    s = shard([0.25, -0.75], "adagrad")
+    before = s.state()
+    ans = s.push(grad, version)
+    assert not ans["accepted"] and reason in ans["reason"]
+    after = s.state()
+    assert after["params"].tobytes() == before["params"].tobytes()
+    assert after["opt_state"].tobytes() == before["opt_state"].tobytes()
+    assert after["version"] == before["version"]
+    assert s.stats()["rejected"] == 1
+
+
+def test_checkpoint_round_trip_and_validation():
+    s = shard([1.0, 2.0, 3.0], "adagrad")
+    s.push(np.ones(3), 0)
+    saved = s.state()
+    s.push(np.ones(3), 1)
+    assert s.load_state(saved) == 1
+    assert np.array_equal(s.fetch()[1], saved["params"])
+    assert np.array_equal(s.state()["opt_state"], saved["opt_state"])
+    current = s.state()
+    for broken in [{**saved, "params": np.ones(2)}, {**saved, "start": 0}, {**saved, "opt_state": None},
+                   {"params": saved["params"]}, {**saved, "params": np.array([np.nan, 1, 2])}]:
+        with pytest.raises(ValueError):
+            s.load_state(broken)
+        assert s.state()["params"].tobytes() == current["params"].tobytes()
+
+
+def test_set_lr_validates():
+    s = shard([1.0])
+    assert s.set_lr(0.25) == 0.25
+    for bad in (0, -1, float("nan"), 1e9):
+        with pytest.raises(ValueError, match="lr"):
+            s.set_lr(bad)
+    assert s.stats()["lr"] == 0.25
+
+
+def test_balanced_layout():
+    lay = balanced_layout(10, 3)
+    assert lay.ranges == ((0, 4), (4, 7), (7, 10))
+    assert lay.owner(4) == 1 and lay.owner(9) == 2
+    for size, n in [(10, 0), (3, 4), (0, 1)]:
+        with pytest.raises(ValueError):
+            balanced_layout(size, n)
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 5])
+def test_sharded_sgd_equals_one_vector_sgd(n_shards):
+    rng = np.random.default_rng(0)
+    init = rng.standard_normal(23).astype(np.float32)
+    ps = local_shards(init, n_shards, "sgd", 0.1)
+    expected = init.copy()
+    for _ in range(4):
+        g = rng.standard_normal(23).astype(np.float32)
+        ps.fetch()
+        assert all(a["accepted"] for a in ps.push(g))
+        expected -= np.float32(0.1) * g
+    assert np.array_equal(ps.fetch(), expected)
+    assert ps.bytes_pushed == 4 * 23 * 4
+
+
+def test_client_rejects_a_gradient_of_the_wrong_length():
+    ps = local_shards(np.zeros(6, np.float32), 2)
+    with pytest.raises(ValueError, match="shape"):
+        ps.push(np.zeros(5))
+    with pytest.raises(ValueError):
+        ShardedParameters(ps.shards[:1], ps.layout)
+
+
+def test_staleness_summary_quantiles():
+    from collections import Counter
+
+    s = staleness_summary(Counter({0: 90, 5: 9, 20: 1}))
+    assert s["p50"] == 0 and s["p95"] == 5 and s["max"] == 20 and s["count"] == 100
+    assert staleness_summary(Counter())["count"] == 0
