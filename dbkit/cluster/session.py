@@ -97,8 +97,14 @@ class Cluster:
         if self._closed:
             raise ClusterError("this cluster is closed")
         opts = {"workers": [worker], "allow_other_workers": False} if worker else {}
-        future = self.client.submit(cls, *args, actor=True, key=f"dbkit-{name}-{id(self):x}", **kwargs, **opts)
+        # Large arrays travel as data, not inside the task graph.
+        scattered = [self.client.scatter(a, workers=[worker] if worker else None, hash=False)
+                     if _is_large_array(a) else a for a in args]
+        future = self.client.submit(cls, *scattered, actor=True, key=f"dbkit-{name}-{id(self):x}", **kwargs, **opts)
         proxy = future.result()
+        for a in scattered:
+            if hasattr(a, "release"):
+                a.release()
         where = worker or self.client.who_has(future).get(future.key, ["?"])[0]
         self.registry.add(name, future, proxy, where)
         return proxy
@@ -140,6 +146,10 @@ class Cluster:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.workers())} workers"
         return f"<dbkit.Cluster {self.kind}, {state}, {len(self.registry)} actors>"
+
+
+def _is_large_array(value) -> bool:
+    return getattr(value, "nbytes", 0) > 256 * 1024 and hasattr(value, "dtype")
 
 
 @atexit.register

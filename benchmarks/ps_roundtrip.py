@@ -1,0 +1,87 @@
+"""Median fetch and push times of the sharded parameter server on a 2-worker LocalCluster.
+
+    python benchmarks/ps_roundtrip.py                 # table
+    python benchmarks/ps_roundtrip.py --json out.json # also machine-readable
+
+For each parameter count and shard count it times, from the client, a full
+fetch (all shards, concatenated), a full push (each shard its slice), and one
+fetch plus one push back to back (a Downpour step at n_fetch = n_push = 1).
+The target row is 1M float32 parameters over 2 shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+SIZES = (10, 1_000, 100_000, 1_000_000, 4_000_000)
+SHARDS = (1, 2, 4)
+TARGET_MS = 10.0
+
+
+def _median_ms(fn, repeats: int) -> float:
+    fn()  # warm up
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times) * 1e3)
+
+
+def measure(cluster, size: int, shards: int, repeats: int) -> dict:
+    from dbkit.cluster import start_shards
+
+    prefix = f"b{size}x{shards}-"
+    ps = start_shards(cluster, np.zeros(size, np.float32), shards, "sgd", 1e-6, prefix=prefix)
+    grad = np.ones(size, np.float32)
+    try:
+        fetch = _median_ms(ps.fetch, repeats)
+        push = _median_ms(lambda: ps.push(grad), repeats)
+        step = _median_ms(lambda: (ps.fetch(), ps.push(grad)), repeats)
+    finally:
+        for i in range(shards):
+            cluster.registry.release(f"{prefix}{i}")
+    return {"parameters": size, "shards": shards, "megabytes": size * 4 / 1e6,
+            "fetch_ms": fetch, "push_ms": push, "fetch_plus_push_ms": step}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    p.add_argument("--shards", default=",".join(map(str, SHARDS)))
+    p.add_argument("--json", default=None, metavar="PATH")
+    args = p.parse_args(argv)
+    from dbkit.cluster import Cluster
+
+    rows = []
+    with Cluster(n_workers=2) as cluster:
+        for size in map(int, args.sizes.split(",")):
+            for shards in map(int, args.shards.split(",")):
+                if shards <= size:
+                    rows.append(measure(cluster, size, shards, args.repeats))
+    print(f"{'parameters':>11} {'shards':>6} {'MB':>7} {'fetch ms':>9} {'push ms':>8} {'fetch+push ms':>14}")
+    for r in rows:
+        print(f"{r['parameters']:>11,} {r['shards']:>6} {r['megabytes']:>7.3f} {r['fetch_ms']:>9.2f} "
+              f"{r['push_ms']:>8.2f} {r['fetch_plus_push_ms']:>14.2f}")
+    target = [r for r in rows if r["parameters"] == 1_000_000 and r["shards"] == 2]
+    if target:
+        t = target[0]["fetch_plus_push_ms"]
+        print(f"target: 1M parameters over 2 shards, fetch+push median {t:.2f} ms "
+              f"({'meets' if t <= TARGET_MS else 'misses'} the {TARGET_MS:.0f} ms target)")
+        small = [r for r in rows if r["parameters"] == 10 and r["shards"] == 2]
+        if small:
+            print(f"  of which fixed per-call overhead (10 parameters, 2 shards): {small[0]['fetch_plus_push_ms']:.2f} ms")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"benchmark": "ps_roundtrip", "machine": platform.platform(), "rows": rows}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
