@@ -101,7 +101,10 @@ class ParameterShard:
             return f"not numeric: dtype {grad.dtype}"
         # One BLAS dot instead of an elementwise scan: NaN and inf propagate
         # into it, and so does an overflow (|g| ~ 1e19), which is refused too.
-        if not np.isfinite(np.dot(grad.astype(np.float32, copy=False), grad.astype(np.float32, copy=False))):
+        g = grad.astype(np.float32, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = np.isfinite(np.dot(g, g))
+        if not finite:
             return "non-finite: gradient has NaN or inf (or overflows float32)"
         if not isinstance(fetched_version, (int, np.integer)) or not 0 <= fetched_version <= self.version:
             return f"bad version: {fetched_version!r} not in [0, {self.version}]"
