@@ -118,3 +118,14 @@ def test_keyboard_interrupt_stops_every_process(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_an_existing_client_is_used_and_left_open(local_cluster):
+    with Cluster(client=local_cluster.client) as borrowed:
+        assert borrowed.kind == "client"
+        ps = start_shards(borrowed, np.ones(4, np.float32), 2, prefix="borrowed")
+        assert np.array_equal(ps.fetch(), np.ones(4, np.float32))
+        assert len(borrowed.registry) == 2
+    assert len(borrowed.registry) == 0  # its own actors were released ...
+    assert local_cluster.client.status == "running"  # ... and the client it was given still works
+    assert local_cluster.workers()
