@@ -37,6 +37,54 @@ def no_leaked_processes():
     assert not left, f"processes left behind: {[(p.pid, p.name(), p.cmdline()[:4]) for p in left]}"
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def dask_cluster_address():
+    """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1; yields the address."""
+    import subprocess
+    import sys
+
+    from distributed import Client
+
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--dashboard-address", ":0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
+                 "--nthreads", "1", "--dashboard-address", ":0", "--no-nanny"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 60
+        while True:  # wait for both workers to join
+            try:
+                with Client(address, timeout=5) as c:
+                    c.wait_for_workers(2, timeout=30)
+                    break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
 @pytest.fixture(scope="session")
 def local_cluster():
     """One real 2-process LocalCluster shared by the cluster tests."""

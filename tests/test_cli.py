@@ -1,10 +1,8 @@
 """The ``dbkit`` command: reports, plots, errors, the demo, and a real scheduler."""
 
 import json
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -74,51 +72,17 @@ def test_demo_writes_report_and_plot(tmp_path):
     assert (tmp_path / "plot.png").read_bytes()[:8] == PNG
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_run_against_a_real_dask_scheduler_and_workers(tmp_path, dask_cluster_address):
+    from distributed import Client
 
-
-def test_run_against_a_real_dask_scheduler_and_workers(tmp_path):
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    try:
-        for _ in range(2):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
-                 "--nthreads", "1", "--dashboard-address", ":0", "--no-nanny"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        from distributed import Client
-
-        deadline = time.time() + 60
-        while True:  # wait for both workers to join
-            try:
-                with Client(address, timeout=5) as c:
-                    c.wait_for_workers(2, timeout=30)
-                    break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-        out = dbkit("run", "sgd", "--scheduler", address, "--shards", "2", "--steps", "50", "--eval-every", "25",
-                    "--report", str(tmp_path / "r.json"), "--quiet")
-        assert out.returncode == 0, out.stderr
-        report = json.loads((tmp_path / "r.json").read_text())
-        assert report["cluster"]["kind"] == "scheduler" and len(report["cluster"]["workers"]) == 2
-        assert len({s["worker"] for s in report["shards"]}) == 2
-        assert all(s["updates"] == 50 for s in report["shards"])
-        # the cluster outlives the run: dbkit closed only its own client and actors
-        with Client(address, timeout=5) as c:
-            assert len(c.scheduler_info()["workers"]) == 2
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    address = dask_cluster_address
+    out = dbkit("run", "sgd", "--scheduler", address, "--shards", "2", "--steps", "50", "--eval-every", "25",
+                "--report", str(tmp_path / "r.json"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["cluster"]["kind"] == "scheduler" and len(report["cluster"]["workers"]) == 2
+    assert len({s["worker"] for s in report["shards"]}) == 2
+    assert all(s["updates"] == 50 for s in report["shards"])
+    # the cluster outlives the run: dbkit closed only its own client and actors
+    with Client(address, timeout=5) as c:
+        assert len(c.scheduler_info()["workers"]) == 2

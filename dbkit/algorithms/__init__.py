@@ -1,7 +1,8 @@
-"""Training algorithms as plain classes (numpy only): the sync SGD baseline for now;
-Downpour SGD, Sandblaster L-BFGS and partitioning build on the same pieces."""
+"""Training algorithms as plain classes (numpy only): the sync SGD baseline and the
+Downpour SGD replica; ``dbkit.cluster`` runs them on Dask."""
 
+from .downpour import DownpourReplica, check_rates
 from .evaluate import Evaluator, full_batch_loss
 from .sgd import SyncSGD, TrainingDiverged
 
-__all__ = ["Evaluator", "SyncSGD", "TrainingDiverged", "full_batch_loss"]
+__all__ = ["DownpourReplica", "check_rates", "Evaluator", "SyncSGD", "TrainingDiverged", "full_batch_loss"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import uuid
 import weakref
 
 from .registry import ActorRegistry
@@ -49,6 +50,7 @@ class Cluster:
         if n_workers < 1 or threads_per_worker < 1:
             raise ValueError(f"n_workers and threads_per_worker must be >= 1, got {n_workers}, {threads_per_worker}")
         self.registry = ActorRegistry()
+        self.tag = uuid.uuid4().hex[:10]  # unique task keys, even when an old Cluster's id() is reused
         self.local_cluster = None
         self._owns_client = client is None
         self._closed = False
@@ -96,22 +98,35 @@ class Cluster:
         """
         if self._closed:
             raise ClusterError("this cluster is closed")
-        opts = {"workers": [worker], "allow_other_workers": False} if worker else {}
-        # Large arrays travel as data, not inside the task graph.
-        scattered = [self.client.scatter(a, workers=[worker] if worker else None, hash=False)
-                     if _is_large_array(a) else a for a in args]
-        future = self.client.submit(cls, *scattered, actor=True, key=f"dbkit-{name}-{id(self):x}", **kwargs, **opts)
+        future, scattered = self._submit(cls, args, kwargs, worker, key=f"dbkit-{name}-{self.tag}", actor=True)
         proxy = future.result()
         for a in scattered:
-            if hasattr(a, "release"):
-                a.release()
+            a.release()
         where = worker or self.client.who_has(future).get(future.key, ["?"])[0]
         self.registry.add(name, future, proxy, where)
         return proxy
 
-    def place_round_robin(self, prefix: str, specs: list[tuple], cls) -> list:
-        """Place one actor per argument tuple in ``specs``, spreading them over the workers."""
-        workers = self.workers()
+    def submit_on(self, worker: str, fn, *args, key: str, **kwargs):
+        """Run ``fn(*args, **kwargs)`` as a task pinned to ``worker``; returns its Future.
+
+        A pinned task never moves: if its worker dies, it is lost with it.
+        """
+        if self._closed:
+            raise ClusterError("this cluster is closed")
+        future, _ = self._submit(fn, args, kwargs, worker, key=key)
+        return future
+
+    def _submit(self, fn, args, kwargs, worker: str | None, key: str, actor: bool = False):
+        opts = {"workers": [worker], "allow_other_workers": False} if worker else {}
+        # Large arrays travel as data, not inside the task graph.
+        scattered = [self.client.scatter(a, workers=[worker] if worker else None, hash=False)
+                     if _is_large_array(a) else a for a in args]
+        future = self.client.submit(fn, *scattered, key=key, actor=actor, pure=False, **kwargs, **opts)
+        return future, [a for a, b in zip(scattered, args) if a is not b]
+
+    def place_round_robin(self, prefix: str, specs: list[tuple], cls, workers: list[str] | None = None) -> list:
+        """Place one actor per argument tuple in ``specs``, spreading them over ``workers`` (default: all)."""
+        workers = workers or self.workers()
         if not workers:
             raise ClusterError("the cluster has no workers")
         return [self.place_actor(f"{prefix}{i}", cls, *args, worker=workers[i % len(workers)])

@@ -2,21 +2,49 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..ps import ParameterShard, ShardedParameters, balanced_layout
+from ..ps import ParameterShard, ShardedParameters, ShardLayout, balanced_layout
 from .session import Cluster
 
 
 def start_shards(cluster: Cluster, initial: np.ndarray, n_shards: int, optimizer: str = "sgd",
-                 lr: float = 0.1, prefix: str = "shard") -> ShardedParameters:
-    """Place ``n_shards`` ``ParameterShard`` actors over ``initial``, round-robin over workers.
+                 lr: float = 0.1, prefix: str = "shard", workers: list[str] | None = None) -> ShardedParameters:
+    """Place ``n_shards`` ``ParameterShard`` actors over ``initial``, round-robin over ``workers`` (default: all).
 
     Returns a ``ShardedParameters`` whose fetch and push go to the actors.
     """
     layout = balanced_layout(len(initial), n_shards)
     specs = [(i, a, b, np.asarray(initial[a:b], dtype=np.float32), optimizer, lr)
              for i, (a, b) in enumerate(layout.ranges)]
-    proxies = cluster.place_round_robin(prefix, specs, ParameterShard)
+    proxies = cluster.place_round_robin(prefix, specs, ParameterShard, workers=workers)
     workers = [cluster.registry.worker(f"{prefix}{i}") for i in range(n_shards)]
     return ShardedParameters(proxies, layout, workers=workers)
+
+
+@dataclass(frozen=True)
+class ShardHandles:
+    """Plain-data addresses of shard actors, to send to tasks instead of proxies.
+
+    A task argument is kept by the scheduler while the task is known; an actor
+    proxy inside it holds a Future, which would keep the shard alive after
+    ``stop()``. Strings hold nothing.
+    """
+
+    layout: ShardLayout
+    keys: tuple[str, ...]
+    workers: tuple[str, ...]
+
+
+def handles_of(server: ShardedParameters) -> ShardHandles:
+    return ShardHandles(server.layout, tuple(str(s.key) for s in server.shards), tuple(server.workers))
+
+
+def connect(handles: ShardHandles) -> ShardedParameters:
+    """Proxies to the shards named by ``handles``, bound to the current worker (call inside a task)."""
+    from distributed.actor import Actor
+
+    proxies = [Actor(ParameterShard, w, k) for k, w in zip(handles.keys, handles.workers)]
+    return ShardedParameters(proxies, handles.layout, workers=list(handles.workers))

@@ -45,28 +45,42 @@ class ShardedParameters:
 
     def fetch(self) -> np.ndarray:
         """Fetch every shard; returns the full float32 vector and remembers the versions."""
-        pending = [s.fetch() for s in self.shards]
-        out = np.empty(self.layout.size, dtype=np.float32)
-        for i, ((a, b), p) in enumerate(zip(self.layout.ranges, pending)):
-            version, values = resolve(p)
-            out[a:b] = values
-            self.versions[i] = version
-        self.bytes_fetched += out.nbytes
-        return out
+        return self._assemble([resolve(p) for p in [s.fetch() for s in self.shards]])
 
     def push(self, grad: np.ndarray, versions: Sequence[int] | None = None) -> list[dict]:
         """Push each shard its slice of ``grad``; returns each shard's answer.
 
         ``versions`` defaults to those of the last ``fetch``.
         """
+        answers = [resolve(p) for p in self._send("push", grad, versions)]
+        self._count_pushed(answers)
+        return answers
+
+    def push_fetch(self, grad: np.ndarray, versions: Sequence[int] | None = None) -> tuple[list[dict], np.ndarray]:
+        """``push`` then ``fetch``, one message per shard; returns ``(answers, parameters)``."""
+        results = [resolve(p) for p in self._send("push_fetch", grad, versions)]
+        answers = [r[0] for r in results]
+        self._count_pushed(answers)
+        return answers, self._assemble([r[1:] for r in results])
+
+    def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None) -> list:
         grad = np.asarray(grad, dtype=np.float32)
         if grad.shape != (self.layout.size,):
             raise ValueError(f"gradient has shape {grad.shape}, parameters have ({self.layout.size},)")
         versions = list(self.versions if versions is None else versions)
-        pending = [s.push(grad[a:b], int(v)) for s, (a, b), v in zip(self.shards, self.layout.ranges, versions)]
-        answers = [resolve(p) for p in pending]
-        self.bytes_pushed += sum(grad[a:b].nbytes for (a, b), r in zip(self.layout.ranges, answers) if r["accepted"])
-        return answers
+        return [getattr(s, method)(grad[a:b], int(v))
+                for s, (a, b), v in zip(self.shards, self.layout.ranges, versions)]
+
+    def _count_pushed(self, answers: list[dict]) -> None:
+        self.bytes_pushed += sum(4 * (b - a) for (a, b), r in zip(self.layout.ranges, answers) if r["accepted"])
+
+    def _assemble(self, fetched: list) -> np.ndarray:
+        out = np.empty(self.layout.size, dtype=np.float32)
+        for i, ((a, b), (version, values)) in enumerate(zip(self.layout.ranges, fetched)):
+            out[a:b] = values
+            self.versions[i] = version
+        self.bytes_fetched += out.nbytes
+        return out
 
     def stats(self) -> list[dict]:
         """Each shard's ``stats()`` with the worker that holds it."""

@@ -94,6 +94,17 @@ class ParameterShard:
             self.bytes_pushed += grad.size * 4
             return {"accepted": True, "version": self.version, "staleness": staleness, "reason": None}
 
+    def push_fetch(self, grad: np.ndarray, fetched_version: int) -> tuple[dict, int, np.ndarray]:
+        """``push`` then ``fetch`` in one call: ``(answer, version, copy of the parameters)``.
+
+        A Downpour replica whose push is due just before its next fetch sends
+        one message per shard instead of two; the result is the same as
+        calling the two in turn.
+        """
+        answer = self.push(grad, fetched_version)
+        version, params = self.fetch()
+        return answer, version, params
+
     def _refusal(self, grad: np.ndarray, fetched_version) -> str | None:
         if grad.shape != (self.size,):
             return f"wrong length: got shape {grad.shape}, shard {self.index} holds {self.size}"

@@ -1,0 +1,125 @@
+"""One Downpour SGD model replica (DistBelief Sec. 4.1, Algorithm "DownpourSGDClient").
+
+Each step the replica fetches fresh parameters if ``n_fetch`` steps have
+passed, computes a mini-batch gradient, adds it to its accumulated gradient,
+takes a local SGD step, and every ``n_push`` steps pushes the accumulated
+gradient to the parameter shards (each shard receives only its slice; they
+apply SGD or Adagrad). Replicas never talk to each other.
+
+This class is plain numpy: given in-process shards it runs in a test; on Dask,
+``dbkit.cluster`` runs the same object inside a long-running task.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..data import MiniBatches
+from ..nn import Network
+from ..ps import check_lr
+
+
+def check_rates(n_fetch: int, n_push: int) -> None:
+    """Raise ``ValueError`` unless both rates are whole numbers in [1, 100000]."""
+    for name, v in (("n_fetch", n_fetch), ("n_push", n_push)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 100_000:
+            raise ValueError(f"{name} must be a whole number in [1, 100000], got {v!r}")
+
+
+class DownpourReplica:
+    """A model replica training on its own data shard.
+
+    Parameters
+    ----------
+    index : int
+        Replica number (for reports).
+    network : Network
+    X, y : ndarray
+        This replica's data shard.
+    server : object
+        Parameter server client with ``fetch()``, ``push(grad)``,
+        ``push_fetch(grad)`` and ``versions`` (``dbkit.ps.ShardedParameters``).
+    n_fetch, n_push : int
+        Fetch every ``n_fetch`` steps; push every ``n_push`` steps.
+    lr : float
+        Learning rate of the replica's local SGD step between fetches.
+    """
+
+    def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
+                 n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0) -> None:
+        check_rates(n_fetch, n_push)
+        self.index = index
+        self.network, self.server = network, server
+        self.batches = MiniBatches(X, y, batch_size, seed=seed)
+        self.n_fetch, self.n_push, self.lr = int(n_fetch), int(n_push), check_lr(lr)
+        self.params: np.ndarray | None = None
+        self.accrued = np.zeros(network.size, dtype=np.float32)
+        self.since_fetch = self.since_push = 0
+        self.steps = self.pushes = self.fetches = self.examples = 0
+        self.rejected = self.nonfinite = 0
+        self.losses: deque[float] = deque(maxlen=50)
+
+    def configure(self, n_fetch: int | None = None, n_push: int | None = None, lr: float | None = None) -> None:
+        """Change rates or learning rate; takes effect from the next step."""
+        nf = self.n_fetch if n_fetch is None else n_fetch
+        npush = self.n_push if n_push is None else n_push
+        check_rates(nf, npush)
+        self.lr = self.lr if lr is None else check_lr(lr)
+        self.n_fetch, self.n_push = int(nf), int(npush)
+
+    def _fetch(self) -> None:
+        self.params = self.server.fetch()
+        self.fetches += 1
+        self.since_fetch = 0
+
+    def step(self) -> float:
+        """One Downpour step; returns the mini-batch loss."""
+        if self.params is None or self.since_fetch >= self.n_fetch:
+            self._fetch()
+        X, y = next(self.batches)
+        with np.errstate(all="ignore"):
+            loss, grad = self.network.loss_and_grad(self.params, X, y)
+        if not (np.isfinite(loss) and np.isfinite(grad).all()):
+            self.nonfinite += 1  # drop this gradient and start again from the server's parameters
+            self.params = None
+            return float("nan")
+        self.accrued += grad
+        self.since_push += 1
+        self.since_fetch += 1
+        self.steps += 1
+        self.examples += len(y)
+        self.losses.append(loss)
+        fetch_next = self.since_fetch >= self.n_fetch
+        if not fetch_next:  # local step between fetches (pointless if we fetch next anyway)
+            self.params -= np.float32(self.lr) * grad
+        if self.since_push >= self.n_push:
+            self._push(and_fetch=fetch_next)
+        return loss
+
+    def _push(self, and_fetch: bool = False) -> None:
+        if and_fetch:
+            answers, self.params = self.server.push_fetch(self.accrued)
+            self.fetches += 1
+            self.since_fetch = 0
+        else:
+            answers = self.server.push(self.accrued)
+        self.rejected += sum(1 for a in answers if not a["accepted"])
+        self.pushes += 1
+        self.accrued[:] = 0.0
+        self.since_push = 0
+
+    def flush(self) -> None:
+        """Push any accumulated gradient now (before pausing or stopping)."""
+        if self.since_push:
+            self._push()
+
+    def stats(self) -> dict:
+        return {
+            "replica": self.index, "steps": self.steps, "pushes": self.pushes, "fetches": self.fetches,
+            "examples": self.examples, "rejected": self.rejected, "nonfinite": self.nonfinite,
+            "n_fetch": self.n_fetch, "n_push": self.n_push, "lr": self.lr,
+            "loss": float(np.mean(self.losses)) if self.losses else None,
+            "bytes_fetched": self.server.bytes_fetched, "bytes_pushed": self.server.bytes_pushed,
+        }

@@ -1,0 +1,340 @@
+"""The Downpour SGD driver: shards and replicas on Dask workers, steered while training.
+
+DistBelief Sec. 4.1: many model replicas, each on its own data shard, fetch
+parameters from and push gradients to a sharded parameter server,
+asynchronously; Adagrad on the shards; warm start with one replica.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from ..algorithms import Evaluator
+from ..config import RunConfig
+from ..data import Dataset, load, shard_indices
+from ..nn import Network, build
+from .downpour_state import ReplicaBook
+from .monitor import Monitor
+from .replica_task import ReplicaControl, run_replica
+from .session import Cluster
+from .shards import handles_of, start_shards
+
+NO_CAP = 2**62
+STEERABLE = ("n_fetch", "n_push", "lr")
+
+
+class ChangeInProgress(RuntimeError):
+    """Another change (set, add, remove, pause) is still being applied; nothing was changed."""
+
+
+class DownpourSGD:
+    """Asynchronous Downpour SGD on a Dask cluster.
+
+    Parameters
+    ----------
+    model : str or Network
+        A preset name (``mlp``, ``linear``, ``speech``, ``image-local``) or a network.
+    data : str or Dataset
+        A dataset name or path (see ``dbkit.data.load``) or a dataset.
+    replicas, shards : int
+        Model replicas and parameter shards.
+    n_fetch, n_push : int
+        Each replica fetches every ``n_fetch`` steps and pushes every ``n_push`` steps.
+    optimizer : {'sgd', 'adagrad'}
+        Update rule on the shards; Adagrad's accumulators live on the shards.
+    lr : float
+        Learning rate (shards' rule and replicas' local steps).
+    warm_start_steps : int
+        One replica trains alone this many steps before the others start.
+    client, scheduler : optional
+        An existing ``distributed.Client`` or a scheduler address; default: a LocalCluster.
+    config : RunConfig, optional
+        Base settings; keyword arguments override it. Other settings
+        (``batch_size``, ``l2``, ``hidden``, ``seed``, ``eval_every``, ``workers``) go in ``settings``.
+    replica_workers, shard_workers : list of str, optional
+        Pin replica ``i`` to ``replica_workers[i % len]`` and shards likewise;
+        default: spread round-robin over all workers.
+    """
+
+    name = "downpour"
+
+    def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", replicas: int | None = None,
+                 shards: int | None = None, n_fetch: int | None = None, n_push: int | None = None,
+                 optimizer: str | None = None, lr: float | None = None, warm_start_steps: int | None = None,
+                 client=None, scheduler: str | None = None, config: RunConfig | None = None,
+                 replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
+                 **settings) -> None:
+        given = dict(replicas=replicas, shards=shards, n_fetch=n_fetch, n_push=n_push, optimizer=optimizer,
+                     lr=lr, warm_start_steps=warm_start_steps, scheduler=scheduler, **settings)
+        given = {k: v for k, v in given.items() if v is not None}
+        base = config or RunConfig(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
+        given["algorithm"] = "downpour"
+        if isinstance(model, str):
+            given["model"] = model
+        if isinstance(data, str):
+            given["dataset"] = data
+        self.config = base.replace(**given)
+        self.data = data if isinstance(data, Dataset) else load(self.config.dataset, seed=self.config.seed)
+        c = self.config
+        self.network = model if isinstance(model, Network) else build(
+            c.model, self.data.n_features, self.data.n_classes, hidden=c.hidden, l2=c.l2,
+            image_shape=self.data.image_shape)
+        if self.network.in_size != self.data.n_features:
+            raise ValueError(f"the network takes {self.network.in_size} inputs, the data has {self.data.n_features}")
+        self.evaluator = Evaluator(self.network, self.data, seed=c.seed)
+        self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
+        self.cluster: Cluster | None = None
+        self.server = None
+        self.book = ReplicaBook()
+        self.history: list[dict] = []
+        self._controls: dict[str, object] = {}
+        self._parts = shard_indices(self.data.n_train, c.replicas, seed=c.seed)
+        self._change = threading.Lock()
+        self._launching = threading.RLock()
+        self._monitor: Monitor | None = None
+        self._cap = NO_CAP
+        self._final: dict | None = None
+        self.started = self.stopped = False
+        self._t0 = 0.0
+        self.tag = uuid.uuid4().hex[:10]
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "DownpourSGD":
+        """Place shards and replicas and start training (non-blocking)."""
+        if self.stopped:
+            raise RuntimeError("this DownpourSGD was stopped; make a new one")
+        if self.started:
+            return self
+        c = self.config
+        self.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
+        try:
+            workers = self.cluster.workers()
+            if not workers:
+                self.cluster.wait_for_workers(1)
+                workers = self.cluster.workers()
+            self._shard_workers = self._shard_workers or workers
+            self._replica_workers = self._replica_workers or workers
+            self.server = self._place_shards()
+            self.started = True
+            self._t0 = time.perf_counter()
+            first = 1 if c.warm_start_steps > 0 else c.replicas
+            for i in range(first):
+                self._launch(i)
+            self.book.pending_warm = list(range(first, c.replicas))
+            self.book.clock_start()
+            self._monitor = Monitor(self)
+            self._monitor.start()
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def _place_shards(self):
+        c = self.config
+        init = self.network.init_params(c.seed)
+        return start_shards(self.cluster, init, c.shards, c.optimizer, c.lr, workers=self._shard_workers)
+
+    def _control(self, worker: str):
+        if worker not in self._controls:
+            self._controls[worker] = self.cluster.place_actor(f"control-{len(self._controls)}", ReplicaControl,
+                                                              worker=worker)
+        return self._controls[worker]
+
+    def _launch(self, index: int) -> None:
+        c = self.config
+        worker = self._replica_workers[index % len(self._replica_workers)]
+        control = self._control(worker)
+        cap = NO_CAP if self._cap == NO_CAP else max(0, self._cap - self.total_steps())
+        settings = {"n_fetch": c.n_fetch, "n_push": c.n_push, "lr": c.lr, "paused": False, "stop": False,
+                    "max_steps": cap}
+        control.register(index, settings).result()
+        part = self._parts[index % len(self._parts)]
+        future = self.cluster.submit_on(
+            worker, run_replica, index, str(control.key), self.network, self.data.X_train[part],
+            self.data.y_train[part], handles_of(self.server), c.batch_size, c.seed + index,
+            key=f"dbkit-replica-{index}-{self.tag}")
+        self.book.add(index, worker, future)
+
+    def stop(self) -> None:
+        """Stop every replica (they push what they accumulated), keep the final figures, release everything."""
+        if not self.started or self.stopped:
+            return
+        try:
+            self._broadcast(stop=True)
+            self.book.wait_all(timeout=60)
+            self.book.clock_stop()
+            self._final = {"params": self.server.fetch(), "shards": self.server.stats(),
+                           "shard_workers": list(self.server.workers)}
+        finally:
+            self._teardown()
+
+    def _teardown(self) -> None:
+        self.stopped = True
+        if self._monitor is not None:
+            self._monitor.stop()
+        self.book.cancel_all()
+        # Actor proxies hold Futures of their own: drop ours, or a borrowed
+        # client would keep the shards and controls alive after stop().
+        self.server = None
+        self._controls = {}
+        if self.cluster is not None:
+            self.cluster.close()
+        gc.collect()  # proxies and Futures can sit in reference cycles; free them now
+
+    def __enter__(self) -> "DownpourSGD":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- steering --------------------------------------------------------------------------
+    def _broadcast(self, indices: list[int] | None = None, **changes) -> None:
+        pending = []
+        for ctl in list(self._controls.values()):
+            try:
+                pending.append(ctl.set(indices, **changes))
+            except RuntimeError:  # "Worker holding Actor was lost": its replicas are gone already
+                pass
+        for p in pending:
+            try:
+                p.result(timeout=10)
+            except Exception:  # noqa: BLE001 - the same, noticed while waiting
+                pass
+
+    @contextlib.contextmanager
+    def _steer(self):
+        """Hold the change lock, or refuse at once if another change holds it."""
+        if not self._change.acquire(blocking=False):
+            raise ChangeInProgress("another change is still being applied; try again when it is done")
+        try:
+            yield
+        finally:
+            self._change.release()
+
+    def set(self, **changes) -> RunConfig:
+        """Change ``n_fetch``, ``n_push`` or ``lr`` in running replicas (from their next step).
+
+        Values are validated first; a bad value raises ``ValueError`` and changes nothing.
+        """
+        unknown = set(changes) - set(STEERABLE)
+        if unknown:
+            raise ValueError(f"set() takes {STEERABLE}; {sorted(unknown)} cannot change while training")
+        new = self.config.replace(**changes)
+        with self._steer():
+            if self.started and not self.stopped:
+                if "lr" in changes:
+                    self.server.set_lr(new.lr)
+                self._broadcast(**changes)
+            self.config = new
+        return new
+
+    def pause(self) -> None:
+        """Replicas push what they accumulated and wait."""
+        with self._steer():
+            self._broadcast(paused=True)
+            self.book.clock_stop()
+
+    def resume(self) -> None:
+        with self._steer():
+            self._broadcast(paused=False)
+            self.book.clock_start()
+
+    def add_replicas(self, k: int = 1) -> list[int]:
+        """Start ``k`` more replicas while training runs; returns their indices."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1 or self.book.live_count() + k > 256:
+            raise ValueError(f"k must be a whole number >= 1 with at most 256 replicas in all, got {k!r}")
+        if not self.started or self.stopped:
+            raise RuntimeError("add_replicas needs a running job: call start() or fit() first")
+        with self._steer():
+            with self._launching:
+                new = [self.book.next_index() + j for j in range(k)]
+                for i in new:
+                    self._launch(i)
+            self.config = self.config.replace(replicas=self.book.live_count())
+        return new
+
+    def remove_replicas(self, k: int = 1) -> list[int]:
+        """Stop the ``k`` most recently added replicas (at least one keeps training)."""
+        live = self.book.live()
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= len(live) - 1:
+            raise ValueError(f"k must be a whole number in [1, {len(live) - 1}] (one replica must remain), got {k!r}")
+        with self._steer():
+            gone = sorted(live)[-k:]
+            self._broadcast(gone, stop=True)
+            self.book.wait(gone, timeout=60, state="removed")
+            self.config = self.config.replace(replicas=max(1, self.book.live_count()))
+        return gone
+
+    # ---- training and figures --------------------------------------------------------------
+    def fit(self, steps: int | None = None, seconds: float | None = None, progress: bool = False) -> list[dict]:
+        """Train for ``steps`` more steps (over all replicas) or ``seconds``; then pause. Returns the history.
+
+        With one replica, ``steps`` is exact; with several, training stops as
+        soon as the replicas together have done at least ``steps``.
+        """
+        if steps is None and seconds is None:
+            steps, seconds = self.config.steps, self.config.seconds
+        self.start()
+        from .progress import fit_loop
+
+        return fit_loop(self, steps, seconds, progress)
+
+    def total_steps(self) -> int:
+        return sum(f.get("steps", 0) for f in self.book.figures().values())
+
+    def current_params(self) -> np.ndarray:
+        if self._final is not None:
+            return self._final["params"]
+        return self.server.fetch()
+
+    def evaluate(self) -> dict:
+        """Final-style figures (including ``full_batch_loss``) for the current parameters."""
+        return self.evaluator.final(self.current_params())
+
+    def record_eval(self) -> dict:
+        row = {"t": round(time.perf_counter() - self._t0, 4), "step": self.total_steps()}
+        row.update(self.evaluator(self.current_params()))
+        row["replicas"] = self.book.live_count()
+        self.history.append(row)
+        return row
+
+    def summary(self) -> dict:
+        figures = self.book.figures()
+        replicas = [{"replica": i, **{k: f.get(k, 0) for k in ("steps", "pushes", "fetches", "examples",
+                                                               "rejected", "nonfinite", "failures")},
+                     "worker": f.get("worker"), "state": f.get("state"), "error": f.get("error")}
+                    for i, f in sorted(figures.items())]
+        shards = self._final["shards"] if self._final is not None else self.server.stats()
+        return {
+            "algorithm": self.name, "params": self.current_params(),
+            "steps": sum(r["steps"] for r in replicas), "examples": sum(r["examples"] for r in replicas),
+            "train_seconds": self.book.train_seconds(), "history": list(self.history),
+            "replicas": replicas, "shards": shards,
+            "bytes": {"fetched": sum(f.get("bytes_fetched", 0) for f in figures.values()),
+                      "pushed": sum(f.get("bytes_pushed", 0) for f in figures.values()),
+                      "between_partitions": 0, "between_partitions_min": 0},
+        }
+
+    def _shard_placement(self) -> list[str]:
+        if self._final is not None:
+            return self._final["shard_workers"]
+        return list(self.server.workers) if self.server is not None else []
+
+    def report(self) -> dict:
+        """The JSON report of DESIGN.md for this run so far."""
+        from ..telemetry import build_report
+
+        s = self.summary()
+        extra = {"dataset": self.data.summary(),
+                 "model": {"name": self.network.name, "parameters": self.network.size,
+                           "layers": [layer.describe() for layer in self.network.layers]},
+                 "cluster": {"kind": self.cluster.kind if self.cluster else "none",
+                             "shard_workers": self._shard_placement()}}
+        return build_report(s, self.config.to_dict(), self.evaluator.final(s["params"]),
+                            time.perf_counter() - self._t0, extra)
