@@ -86,3 +86,39 @@ def test_run_against_a_real_dask_scheduler_and_workers(tmp_path, dask_cluster_ad
     # the cluster outlives the run: dbkit closed only its own client and actors
     with Client(address, timeout=5) as c:
         assert len(c.scheduler_info()["workers"]) == 2
+
+
+def test_run_downpour_writes_a_whole_report(tmp_path):
+    out = dbkit("run", "downpour", "--replicas", "2", "--shards", "2", "--n-fetch", "2", "--n-push", "2",
+                "--steps", "300", "--eval-every", "100", "--report", str(tmp_path / "d.json"),
+                "--plot", str(tmp_path / "d.png"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "d.json").read_text())
+    assert validate_report(report) == []
+    c = report["config"]
+    assert (c["algorithm"], c["replicas"], c["shards"], c["n_fetch"], c["n_push"], c["optimizer"]) == \
+        ("downpour", 2, 2, 2, 2, "adagrad")
+    assert len(report["replicas"]) == 2 and report["steps"] >= 300
+    assert all(r["pushes"] * 2 >= r["steps"] - 1 for r in report["replicas"])
+    assert (tmp_path / "d.png").read_bytes()[:8] == PNG
+    assert "replica 1:" in out.stdout and "staleness" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--n-fetch", "0"], "n_fetch must be"),
+    (["--replicas", "0"], "replicas must be"),
+    (["--warm-start-steps", "-1"], "warm_start_steps must be"),
+])
+def test_bad_downpour_flags_exit_2(args, message):
+    out = dbkit("run", "downpour", "--steps", "5", "--quiet", *args)
+    assert out.returncode == 2 and message in out.stderr
+
+
+def test_downpour_on_a_real_dask_scheduler(tmp_path, dask_cluster_address):
+    out = dbkit("run", "downpour", "--scheduler", dask_cluster_address, "--replicas", "2", "--shards", "2",
+                "--steps", "200", "--report", str(tmp_path / "r.json"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["cluster"]["kind"] == "scheduler"
+    assert len({r["worker"] for r in report["replicas"]}) == 2 and all(r["pushes"] > 0 for r in report["replicas"])
+    assert len(set(report["cluster"]["shard_workers"])) == 2

@@ -70,6 +70,30 @@ def run_sgd(config: RunConfig, on_cluster: bool = False, progress: bool = True, 
     return build_report(summary, config.to_dict(), final, wall, extra)
 
 
+def run_downpour(config: RunConfig, progress: bool = True, log=print) -> dict:
+    """Downpour SGD (paper Sec. 4.1) on a LocalCluster or ``config.scheduler``; returns the report."""
+    from ..cluster.downpour import DownpourSGD
+
+    data, net = prepare(config)
+    log(f"dataset {data.name}: {data.n_train} train / {len(data.y_test)} test; model {net.name}: "
+        f"{net.size:,} parameters")
+    log(f"downpour: {config.replicas} replicas, {config.shards} shards, n_fetch={config.n_fetch}, "
+        f"n_push={config.n_push}, {config.optimizer} lr={config.lr}"
+        + (f", warm start {config.warm_start_steps} steps" if config.warm_start_steps else ""))
+    interrupted = False
+    with DownpourSGD(net, data, config=config) as job:
+        job.start()
+        log(f"cluster ({job.cluster.kind}): workers {job.cluster.workers()}")
+        try:
+            job.fit(steps=config.steps, seconds=config.seconds, progress=progress)
+        except KeyboardInterrupt:
+            interrupted = True
+            log("interrupted: stopping the replicas and reporting what was done")
+    report = job.report()
+    report["interrupted"] = interrupted
+    return report
+
+
 def print_summary(report: dict, log=print) -> None:
     f = report["final"]
     log(f"{report['algorithm']}: {report['steps']} steps, {report['examples_per_second']:.0f} examples/s, "
@@ -79,3 +103,12 @@ def print_summary(report: dict, log=print) -> None:
     b = report["bytes"]
     if b["fetched"] or b["pushed"]:
         log(f"parameter server: {b['fetched'] / 1e6:.1f} MB fetched, {b['pushed'] / 1e6:.1f} MB pushed")
+    if len(report["replicas"]) > 1 or report["algorithm"] != "sgd":
+        for r in report["replicas"]:
+            state = f" ({r.get('state')}: {r.get('error')})" if r.get("failures") else ""
+            log(f"  replica {r.get('replica', 0)}: {r['steps']} steps, {r['pushes']} pushes, "
+                f"{r['fetches']} fetches{state}")
+    for s in report["shards"]:
+        st = s["staleness"]
+        log(f"  shard {s.get('index', '?')} on {s['worker']}: {s['updates']} updates, {s['rejected']} refused, "
+            f"staleness mean {st['mean']:.2f} p95 {st['p95']} max {st['max']}")

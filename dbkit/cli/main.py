@@ -2,6 +2,7 @@
 
     dbkit demo                         # the default job on an embedded LocalCluster
     dbkit run sgd --dataset digits --report out/sgd.json --plot out/sgd.png
+    dbkit run downpour --replicas 3 --shards 2 --optimizer adagrad --n-fetch 2 --n-push 2
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="{run,demo}")
     run = sub.add_parser("run", help="train with one algorithm and write a JSON report")
-    algos = run.add_subparsers(dest="algorithm", required=True, metavar="{sgd}")
+    algos = run.add_subparsers(dest="algorithm", required=True, metavar="{sgd,downpour}")
     sgd = algos.add_parser("sgd", help="synchronous mini-batch SGD, the single-process baseline",
                            description="Plain mini-batch SGD (or Adagrad) in one process: the baseline every "
                            "distributed algorithm is compared to. With --on-cluster the parameters live on "
@@ -31,9 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(sgd)
     sgd.add_argument("--on-cluster", action="store_true",
                      help="keep the parameters on shard actors on a Dask cluster (LocalCluster or --scheduler)")
+    downpour = algos.add_parser(
+        "downpour", help="Downpour SGD: asynchronous replicas and a sharded parameter server (paper Sec. 4.1)",
+        description="Asynchronous Downpour SGD: --replicas model replicas, each on its own data shard, fetch "
+        "parameters every --n-fetch steps and push accumulated gradients every --n-push steps to --shards "
+        "parameter shards, which apply SGD or Adagrad. --warm-start-steps lets one replica train alone first.")
+    add_run_options(downpour)
+    downpour.set_defaults(replicas=2, shards=2, optimizer="adagrad")
     demo = sub.add_parser("demo", help="the default job on an embedded LocalCluster, with report and plot",
-                          description="Runs synchronous SGD with its parameters on two parameter-shard actors "
-                          "on a 2-worker LocalCluster, on the bundled digits, and writes a report and a plot.")
+                          description="Runs Downpour SGD with Adagrad (3 replicas, 2 parameter shards) on a "
+                          "2-worker LocalCluster, on the bundled digits, and writes a report and a plot.")
     demo.add_argument("--out", default="dbkit-demo", help="folder for report.json and plot.png (default: %(default)s)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -51,23 +59,27 @@ def _write_outputs(report: dict, report_path: str | None, plot_path: str | None)
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .jobs import print_summary, run_sgd
+    from .jobs import print_summary, run_downpour, run_sgd
 
     try:
         if args.command == "demo":
             from ..config import RunConfig
 
-            steps = 300 if small() else 1500
-            config = RunConfig(algorithm="sgd", dataset="digits", model="mlp", steps=steps, shards=2,
-                               lr=0.05, eval_every=max(1, steps // 15))
-            print(f"dbkit demo: synchronous SGD through 2 parameter-shard actors on a LocalCluster, {steps} steps")
-            report = run_sgd(config, on_cluster=True, progress=not args.quiet)
+            steps = 800 if small() else 3000
+            config = RunConfig(algorithm="downpour", dataset="digits", model="mlp", steps=steps, replicas=3,
+                               shards=2, optimizer="adagrad", lr=0.05, eval_every=max(1, steps // 20))
+            print(f"dbkit demo: Downpour SGD with Adagrad, 3 replicas and 2 parameter shards on a LocalCluster, "
+                  f"{steps} steps in all")
+            report = run_downpour(config, progress=not args.quiet)
             print_summary(report)
             out = Path(args.out)
             _write_outputs(report, str(out / "report.json"), str(out / "plot.png"))
             return 0
         config = config_from_args(args, args.algorithm)
-        report = run_sgd(config, on_cluster=args.on_cluster or bool(args.scheduler), progress=not args.quiet)
+        if args.algorithm == "downpour":
+            report = run_downpour(config, progress=not args.quiet)
+        else:
+            report = run_sgd(config, on_cluster=args.on_cluster or bool(args.scheduler), progress=not args.quiet)
         print_summary(report)
         _write_outputs(report, args.report, args.plot)
         return 130 if report.get("interrupted") else 0
