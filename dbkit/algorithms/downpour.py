@@ -81,7 +81,9 @@ class DownpourReplica:
         X, y = next(self.batches)
         with np.errstate(all="ignore"):
             loss, grad = self.network.loss_and_grad(self.params, X, y)
-        if not (np.isfinite(loss) and np.isfinite(grad).all()):
+            # one BLAS dot, no temporary: NaN and inf (and overflow) propagate into it
+            finite = np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
+        if not finite:
             self.nonfinite += 1  # drop this gradient and start again from the server's parameters
             self.params = None
             return float("nan")
@@ -93,7 +95,8 @@ class DownpourReplica:
         self.losses.append(loss)
         fetch_next = self.since_fetch >= self.n_fetch
         if not fetch_next:  # local step between fetches (pointless if we fetch next anyway)
-            self.params -= np.float32(self.lr) * grad
+            np.multiply(grad, np.float32(self.lr), out=grad)
+            self.params -= grad
         if self.since_push >= self.n_push:
             self._push(and_fetch=fetch_next)
         return loss

@@ -48,7 +48,6 @@ class Monitor(threading.Thread):
     def poll(self, d) -> None:
         """Take every worker's replica figures; a worker is lost only when its control
         actor is reported lost, or does not answer and the scheduler no longer lists it."""
-        alive = set(d.cluster.workers())
         pending = []
         for worker, ctl in list(d._controls.items()):
             try:
@@ -60,7 +59,7 @@ class Monitor(threading.Thread):
                 for index, figures in p.result(timeout=2).items():
                     d.book.update(int(index), figures)
             except Exception as e:  # noqa: BLE001
-                if worker not in alive:
+                if worker not in d.cluster.workers():  # asked only when a worker does not answer
                     self._lose_worker(d, worker, f"worker {worker} lost ({type(e).__name__})")
         d.book.settle_futures()
 

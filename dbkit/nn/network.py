@@ -111,9 +111,14 @@ class Network:
             h, _ = layer.forward(p, h)
         return h
 
+    def _weight_slices(self) -> list[slice]:
+        return [slice(s.start, s.stop) for s in self.specs if s.is_weight]
+
     def penalty(self, params: np.ndarray) -> float:
-        w = params[self.weight_mask]
-        return 0.5 * self.l2 * float(np.dot(w, w)) if self.l2 else 0.0
+        """``(l2 / 2) * ||W||^2`` over the weights (contiguous slices: no temporary copies)."""
+        if not self.l2:
+            return 0.0
+        return 0.5 * self.l2 * float(sum(np.dot(params[s], params[s]) for s in self._weight_slices()))
 
     def loss(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
         """Mean softmax cross-entropy plus the L2 penalty."""
@@ -133,14 +138,17 @@ class Network:
             h, cache = layer.forward(p, h)
             caches.append(cache)
         loss, d = softmax_cross_entropy(h, y)
-        grad = np.zeros_like(params)
+        grad = np.empty_like(params)  # every entry is written below
         for i in range(len(self.layers) - 1, -1, -1):
             d, grads = self.layers[i].backward(views[i], caches[i], d)
             for key, g in grads.items():
                 s = self.spec(f"{i}.{key}")
-                grad[s.start : s.stop] = g.ravel()
-        if self.l2:
-            grad[self.weight_mask] += self.l2 * params[self.weight_mask]
+                out = grad[s.start : s.stop]
+                if self.l2 and s.is_weight:
+                    np.multiply(params[s.start : s.stop], self.l2, out=out)
+                    out += g.ravel()
+                else:
+                    out[:] = g.ravel()
         return loss + self.penalty(params), grad
 
     def predict(self, params: np.ndarray, X: np.ndarray) -> np.ndarray:
