@@ -129,3 +129,10 @@ def test_an_existing_client_is_used_and_left_open(local_cluster):
     assert len(borrowed.registry) == 0  # its own actors were released ...
     assert local_cluster.client.status == "running"  # ... and the client it was given still works
     assert local_cluster.workers()
+
+
+def test_local_workers_get_the_malloc_settings(local_cluster):
+    from dbkit.cluster.session import WORKER_MALLOC
+
+    env = local_cluster.client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
+    assert all(v == WORKER_MALLOC for v in env.values())
