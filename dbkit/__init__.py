@@ -9,6 +9,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Cluster": ("dbkit.cluster", "Cluster"),
+    "DownpourSGD": ("dbkit.cluster.downpour", "DownpourSGD"),
+    "RunConfig": ("dbkit.config", "RunConfig"),
     "SyncSGD": ("dbkit.algorithms", "SyncSGD"),
     "build_model": ("dbkit.nn", "build"),
     "load_dataset": ("dbkit.data", "load"),

@@ -27,3 +27,12 @@ def test_core_imports_no_dask_widgets_or_matplotlib():
 def test_the_detector_sees_a_forbidden_import(module):
     # The check above means something only if the same detector sees these when loaded.
     assert module in loaded_after(f"import dbkit.nn, {module}")
+
+
+def test_top_level_names_load_lazily():
+    import dbkit
+
+    assert dbkit.DownpourSGD.__name__ == "DownpourSGD" and dbkit.SyncSGD.__name__ == "SyncSGD"
+    assert "DownpourSGD" in dir(dbkit)
+    with pytest.raises(AttributeError):
+        dbkit.NoSuchThing

@@ -1,7 +1,8 @@
 """The only part of dbkit that knows Dask: clusters, actors, placement."""
 
+from .downpour import ChangeInProgress, DownpourSGD
 from .registry import ActorRegistry
 from .session import Cluster, ClusterError
 from .shards import start_shards
 
-__all__ = ["ActorRegistry", "Cluster", "ClusterError", "start_shards"]
+__all__ = ["ChangeInProgress", "DownpourSGD", "ActorRegistry", "Cluster", "ClusterError", "start_shards"]

@@ -272,7 +272,7 @@ class DownpourSGD:
         return gone
 
     # ---- training and figures --------------------------------------------------------------
-    def fit(self, steps: int | None = None, seconds: float | None = None, progress: bool = False) -> list[dict]:
+    def fit(self, steps: int | None = None, seconds: float | None = None, progress: bool = True) -> list[dict]:
         """Train for ``steps`` more steps (over all replicas) or ``seconds``; then pause. Returns the history.
 
         With one replica, ``steps`` is exact; with several, training stops as
