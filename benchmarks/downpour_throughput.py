@@ -49,12 +49,12 @@ def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: 
     with DownpourSGD(case["model"], case["dataset"], replicas=replicas, shards=shards, n_fetch=n, n_push=n,
                      optimizer="adagrad", lr=case["lr"], batch_size=case["batch_size"], client=client,
                      eval_every=10**9) as job:
-        job.fit(seconds=min(2.0, seconds))  # warm-up: replicas started, first fetches done
+        job.fit(seconds=min(2.0, seconds), progress=False)  # warm-up: replicas started, first fetches done
         figures = job.book.figures()
         e0 = sum(f["examples"] for f in figures.values())
         s0 = {i: f["steps"] for i, f in figures.items()}
         t0 = time.perf_counter()
-        job.fit(seconds=seconds)
+        job.fit(seconds=seconds, progress=False)
         dt = time.perf_counter() - t0
         figures = job.book.figures()
         examples = sum(f["examples"] for f in figures.values()) - e0

@@ -127,7 +127,7 @@ def test_warm_start_runs_one_replica_first(digits, local_cluster):
         d.fit(steps=60)
         f = d.book.figures()
         assert list(f) == [0] and f[0]["steps"] == 60  # the others wait for warm start
-        d.fit(steps=400)
+        d.fit(seconds=2.0)
         f = d.book.figures()
         assert sorted(f) == [0, 1, 2] and all(f[i]["pushes"] > 0 for i in (1, 2))
         assert f[0]["steps"] > f[1]["steps"]

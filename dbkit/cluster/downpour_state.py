@@ -84,6 +84,8 @@ class ReplicaBook:
 
     def _finish(self, e: ReplicaEntry, figures: dict, state: str) -> None:
         with self._lock:
+            if e.state not in LIVE:  # someone else (driver or monitor) finished it first
+                return
             e.figures = {**e.figures, **figures}
             e.state = "failed" if figures.get("state") == "failed" else state
             e.figures["state"] = e.state
@@ -92,12 +94,14 @@ class ReplicaBook:
         deadline = time.monotonic() + timeout
         for i in indices:
             e = self.entries[i]
-            if e.state not in LIVE:
-                continue
-            try:
-                self._finish(e, e.future.result(timeout=max(0.1, deadline - time.monotonic())), state)
-            except Exception as err:  # noqa: BLE001
-                self.mark_lost(i, f"did not stop cleanly: {type(err).__name__}: {err}")
+            if e.state in LIVE:
+                try:
+                    self._finish(e, e.future.result(timeout=max(0.1, deadline - time.monotonic())), state)
+                except Exception as err:  # noqa: BLE001
+                    self.mark_lost(i, f"did not stop cleanly: {type(err).__name__}: {err}")
+            elif e.state == "stopped":  # the monitor saw it end first; it ended because we asked
+                with self._lock:
+                    e.state = e.figures["state"] = state
 
     def wait_all(self, timeout: float) -> None:
         self.wait(self.live(), timeout)

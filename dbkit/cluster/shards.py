@@ -42,9 +42,17 @@ def handles_of(server: ShardedParameters) -> ShardHandles:
     return ShardHandles(server.layout, tuple(str(s.key) for s in server.shards), tuple(server.workers))
 
 
-def connect(handles: ShardHandles) -> ShardedParameters:
-    """Proxies to the shards named by ``handles``, bound to the current worker (call inside a task)."""
+def connect(handles: ShardHandles, colocated: bool = True) -> ShardedParameters:
+    """Handles to the shards named by ``handles``, for use inside a task on a worker.
+
+    A shard on another worker is reached through an actor proxy. A shard on
+    *this* worker is, with ``colocated``, called in process: no serialisation,
+    no TCP, and no wait for the worker's actor thread. That is safe because
+    ``ParameterShard`` guards its state with a lock and ``fetch`` returns a copy.
+    """
+    from distributed import get_worker
     from distributed.actor import Actor
 
-    proxies = [Actor(ParameterShard, w, k) for k, w in zip(handles.keys, handles.workers)]
-    return ShardedParameters(proxies, handles.layout, workers=list(handles.workers))
+    local = get_worker().state.actors if colocated else {}
+    shards = [local.get(k) or Actor(ParameterShard, w, k) for k, w in zip(handles.keys, handles.workers)]
+    return ShardedParameters(shards, handles.layout, workers=list(handles.workers))
