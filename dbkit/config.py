@@ -55,6 +55,12 @@ class RunConfig:
     warm_start_steps: int = 0
     workers: int = 2
     scheduler: str | None = None
+    memory: int = 10
+    iterations: int = 100
+    work_unit_size: int = 0
+    backup: bool = True
+    balance: bool = True
+    slow_replicas: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -85,6 +91,15 @@ class RunConfig:
         _int_range("n_push", self.n_push, 1, 100_000)
         _int_range("warm_start_steps", self.warm_start_steps, 0)
         _int_range("workers", self.workers, 1, 256)
+        _int_range("memory", self.memory, 1, 1000)
+        _int_range("iterations", self.iterations, 1)
+        _int_range("work_unit_size", self.work_unit_size, 0)
+        slow = tuple((int(i), float(f)) for i, f in (dict(self.slow_replicas).items()))
+        object.__setattr__(self, "slow_replicas", slow)
+        for i, f in slow:
+            if not 0 <= i < self.replicas or not (math.isfinite(f) and 1.0 <= f <= 1000.0):
+                raise ValueError(f"slow_replicas needs replica indices in [0, {self.replicas - 1}] and factors in "
+                                 f"[1, 1000], got {i}:{f}")
         if self.scheduler is not None and not isinstance(self.scheduler, str):
             raise ValueError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {self.scheduler!r}")
 
@@ -98,4 +113,5 @@ class RunConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["hidden"] = list(self.hidden) if self.hidden else None
+        d["slow_replicas"] = {str(i): f for i, f in self.slow_replicas}
         return d

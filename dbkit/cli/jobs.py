@@ -94,6 +94,33 @@ def run_downpour(config: RunConfig, progress: bool = True, log=print) -> dict:
     return report
 
 
+def run_sandblaster(config: RunConfig, progress: bool = True, log=print) -> dict:
+    """Sandblaster L-BFGS (paper Sec. 4.2) on a LocalCluster or ``config.scheduler``; returns the report."""
+    from ..cluster.sandblaster import SandblasterLBFGS
+
+    data, net = prepare(config)
+    log(f"dataset {data.name}: {data.n_train} train; model {net.name}: {net.size:,} parameters, l2={config.l2}")
+    interrupted = False
+    with SandblasterLBFGS(net, data, config=config) as job:
+        job.start()
+        log(f"sandblaster: {config.replicas} replicas, {config.shards} shards, memory {config.memory}, "
+            f"{len(job.batch.units)} work units of {job.unit_size} examples per batch, "
+            f"backups {'on' if config.backup else 'off'}" + (f", slow {dict(config.slow_replicas)}"
+                                                            if config.slow_replicas else ""))
+        try:
+            job.fit(progress=progress)
+        except KeyboardInterrupt:
+            interrupted = True
+            log("interrupted: stopping and reporting what was done")
+    report = job.report()
+    report["interrupted"] = interrupted
+    sb = report["sandblaster"]
+    log(f"L-BFGS: {sb['iterations']} iterations, {sb['batch_evaluations']} batch gradients ({sb['stop_reason']}); "
+        f"units per replica {sb['units_per_replica']}, backups {sb['backups_issued']} issued / "
+        f"{sb['backups_won']} won")
+    return report
+
+
 def print_summary(report: dict, log=print) -> None:
     f = report["final"]
     log(f"{report['algorithm']}: {report['steps']} steps, {report['examples_per_second']:.0f} examples/s, "

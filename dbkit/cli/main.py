@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..data import DataError, small
-from .options import add_run_options, config_from_args
+from .options import add_run_options, add_sandblaster_options, config_from_args
 
 EPILOG = """Paper: Dean et al., "Large Scale Distributed Deep Networks", NIPS 2012.
 Set DBKIT_SMALL=1 for small, quick sizes (CI, Binder)."""
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="{run,demo}")
     run = sub.add_parser("run", help="train with one algorithm and write a JSON report")
-    algos = run.add_subparsers(dest="algorithm", required=True, metavar="{sgd,downpour}")
+    algos = run.add_subparsers(dest="algorithm", required=True, metavar="{sgd,downpour,sandblaster}")
     sgd = algos.add_parser("sgd", help="synchronous mini-batch SGD, the single-process baseline",
                            description="Plain mini-batch SGD (or Adagrad) in one process: the baseline every "
                            "distributed algorithm is compared to. With --on-cluster the parameters live on "
@@ -39,6 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
         "parameter shards, which apply SGD or Adagrad. --warm-start-steps lets one replica train alone first.")
     add_run_options(downpour)
     downpour.set_defaults(replicas=2, shards=2, optimizer="adagrad")
+    sandblaster = algos.add_parser(
+        "sandblaster", help="Sandblaster L-BFGS: a coordinator, history on the shards, work units (paper Sec. 4.2)",
+        description="Batch L-BFGS: a coordinator drives L-BFGS with commands to the parameter shards, which keep "
+        "the parameters and the (s, y) history; each batch gradient is cut into small work units handed to "
+        "--replicas replicas as they become free, with backup copies near the end of a batch.")
+    add_run_options(sandblaster)
+    add_sandblaster_options(sandblaster)
+    sandblaster.set_defaults(replicas=3, shards=2, model="linear", l2=1e-3)
     demo = sub.add_parser("demo", help="the default job on an embedded LocalCluster, with report and plot",
                           description="Runs Downpour SGD with Adagrad (3 replicas, 2 parameter shards) on a "
                           "2-worker LocalCluster, on the bundled digits, and writes a report and a plot.")
@@ -59,7 +67,7 @@ def _write_outputs(report: dict, report_path: str | None, plot_path: str | None)
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .jobs import print_summary, run_downpour, run_sgd
+    from .jobs import print_summary, run_downpour, run_sandblaster, run_sgd
 
     try:
         if args.command == "demo":
@@ -78,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args, args.algorithm)
         if args.algorithm == "downpour":
             report = run_downpour(config, progress=not args.quiet)
+        elif args.algorithm == "sandblaster":
+            report = run_sandblaster(config, progress=not args.quiet)
         else:
             report = run_sgd(config, on_cluster=args.on_cluster or bool(args.scheduler), progress=not args.quiet)
         print_summary(report)

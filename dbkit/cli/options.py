@@ -66,6 +66,31 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _slow(text: str) -> tuple[int, float]:
+    try:
+        index, factor = text.split(":")
+        return int(index), float(factor)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--slow-replica takes INDEX:FACTOR such as 0:10, got {text!r}")
+
+
+def add_sandblaster_options(p: argparse.ArgumentParser) -> None:
+    """Sandblaster L-BFGS's own flags (paper Sec. 4.2)."""
+    d = DEFAULTS
+    g = p.add_argument_group("Sandblaster L-BFGS (paper Sec. 4.2)")
+    g.add_argument("--memory", type=int, default=d.memory,
+                   help="L-BFGS history pairs (s, y) kept on the parameter shards (default: %(default)s)")
+    g.add_argument("--iterations", type=int, default=d.iterations, help="at most this many L-BFGS iterations")
+    g.add_argument("--work-unit-size", type=int, default=d.work_unit_size,
+                   help="examples per work unit; 0 = about a tenth of the batch per replica (default)")
+    g.add_argument("--no-backup", dest="backup", action="store_false",
+                   help="do not schedule backup copies of running units near the end of a batch")
+    g.add_argument("--no-balance", dest="balance", action="store_false",
+                   help="split the units equally up front instead of handing them out as replicas free up")
+    g.add_argument("--slow-replica", type=_slow, action="append", default=[], metavar="I:FACTOR",
+                   help="make replica I FACTOR times slower (repeatable), to watch load balancing and backups")
+
+
 def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
     """Map parsed flags onto a validated ``RunConfig``."""
     steps = args.steps if (args.steps is not None or args.seconds is not None) else DEFAULTS.steps
@@ -75,4 +100,7 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
         seed=args.seed, eval_every=args.eval_every, replicas=args.replicas, shards=args.shards,
         partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
         warm_start_steps=args.warm_start_steps, workers=args.workers, scheduler=args.scheduler,
+        **({"memory": args.memory, "iterations": args.iterations, "work_unit_size": args.work_unit_size,
+            "backup": args.backup, "balance": args.balance, "slow_replicas": tuple(args.slow_replica)}
+           if algorithm == "sandblaster" else {}),
     )

@@ -125,11 +125,21 @@ class Network:
         loss, _ = softmax_cross_entropy(self.forward(params, X), y)
         return loss + self.penalty(params)
 
-    def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    def penalty_grad(self, params: np.ndarray) -> np.ndarray:
+        """Gradient of ``penalty``: ``l2 * W`` on weights, zero on biases."""
+        grad = np.zeros_like(params)
+        if self.l2:
+            for s in self._weight_slices():
+                np.multiply(params[s], self.l2, out=grad[s])
+        return grad
+
+    def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray,
+                      with_penalty: bool = True) -> tuple[float, np.ndarray]:
         """Loss and its gradient, a flat vector of ``params``' dtype.
 
         Computation happens in ``params.dtype``: float32 for training, float64
-        for gradient checks.
+        for gradient checks. ``with_penalty=False`` leaves out the L2 term (a
+        Sandblaster work unit adds it once per batch, not once per unit).
         """
         views = self.views(params)
         h = np.asarray(X, dtype=params.dtype)
@@ -144,12 +154,12 @@ class Network:
             for key, g in grads.items():
                 s = self.spec(f"{i}.{key}")
                 out = grad[s.start : s.stop]
-                if self.l2 and s.is_weight:
+                if self.l2 and s.is_weight and with_penalty:
                     np.multiply(params[s.start : s.stop], self.l2, out=out)
                     out += g.ravel()
                 else:
                     out[:] = g.ravel()
-        return loss + self.penalty(params), grad
+        return (loss + self.penalty(params) if with_penalty else loss), grad
 
     def predict(self, params: np.ndarray, X: np.ndarray) -> np.ndarray:
         return self.forward(params, X).argmax(axis=1)

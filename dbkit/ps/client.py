@@ -82,6 +82,46 @@ class ShardedParameters:
         self.bytes_fetched += out.nbytes
         return out
 
+    # ---- commands on named vectors (Sandblaster's coordinator): scalars only ----
+    def _all(self, method: str, *args) -> list:
+        return [resolve(p) for p in [getattr(s, method)(*args) for s in self.shards]]
+
+    def dot(self, a: str, b: str) -> float:
+        """``a . b`` over the whole vector: each shard's part, summed here."""
+        return float(sum(self._all("dot", a, b)))
+
+    def axpy(self, alpha: float, x: str, y: str) -> None:
+        self._all("axpy", float(alpha), x, y)
+
+    def scale(self, alpha: float, x: str) -> None:
+        self._all("scale", float(alpha), x)
+
+    def copy(self, src: str, dst: str) -> None:
+        self._all("copy", src, dst)
+
+    def zero(self, name: str) -> None:
+        self._all("zero", name)
+
+    def drop(self, name: str) -> None:
+        self._all("drop", name)
+
+    def fetch_vector(self, name: str) -> np.ndarray:
+        """A whole named vector (replicas fetch trial parameters this way; the coordinator never does)."""
+        return self._assemble([resolve(p) for p in [s.fetch_vector(name) for s in self.shards]])
+
+    def accumulate(self, name: str, values: np.ndarray, units: tuple = (), skip: frozenset = frozenset()) -> list[dict]:
+        """Add each shard (except those in ``skip``) its slice of ``values`` into vector ``name``."""
+        values = np.asarray(values, dtype=np.float32)
+        pending = [None if i in skip else s.accumulate(name, values[a:b], tuple(units))
+                   for i, (s, (a, b)) in enumerate(zip(self.shards, self.layout.ranges))]
+        answers = [{"accepted": True, "reason": "skipped"} if p is None else resolve(p) for p in pending]
+        self._count_pushed(answers)
+        return answers
+
+    def landed(self, name: str) -> list[set]:
+        """Per shard, the work units already accumulated into ``name``."""
+        return [set(x) for x in self._all("landed_units", name)]
+
     def stats(self) -> list[dict]:
         """Each shard's ``stats()`` with the worker that holds it."""
         stats = [resolve(p) for p in [s.stats() for s in self.shards]]

@@ -18,9 +18,10 @@ from collections import Counter
 import numpy as np
 
 from .rules import UpdateRule, check_lr
+from .vectors import VectorOps
 
 
-class ParameterShard:
+class ParameterShard(VectorOps):
     """Holds ``params[start:stop]`` and applies pushed gradients.
 
     Parameters
@@ -54,6 +55,8 @@ class ParameterShard:
         self.staleness: Counter[int] = Counter()
         self.bytes_fetched = 0
         self.bytes_pushed = 0
+        self.vectors: dict[str, np.ndarray] = {}  # named vectors for Sandblaster (dbkit.ps.vectors)
+        self.landed: dict[str, set] = {}  # work units accumulated into each named vector
         self._lock = threading.Lock()
 
     @property

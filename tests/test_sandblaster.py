@@ -1,0 +1,183 @@
+"""Sandblaster L-BFGS: shard-side two-loop, work units, scipy, load balancing, backups, lost replicas."""
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from dbkit import data, nn
+from dbkit.algorithms.lbfgs import HistoryPair, two_loop, two_loop_numpy
+from dbkit.algorithms.line_search import wolfe_search
+from dbkit.algorithms.sandblaster import LBFGSCoordinator
+from dbkit.algorithms.work_units import PENALTY, LocalBatch, make_units
+from dbkit.cluster import Cluster
+from dbkit.cluster.sandblaster import SandblasterLBFGS
+from dbkit.ps import local_shards
+from dbkit.telemetry import validate_report
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+def _reference(net, params, ds):
+    return net.loss_and_grad(params.astype(np.float64), ds.X_train.astype(np.float64), ds.y_train)
+
+
+@pytest.mark.parametrize("n_shards", [1, 2, 5])
+def test_two_loop_from_shard_commands_matches_numpy(n_shards):
+    rng = np.random.default_rng(n_shards)
+    n = 23
+    g = rng.standard_normal(n).astype(np.float32)
+    S = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
+    Y = [s + 0.2 * rng.standard_normal(n).astype(np.float32) for s in S]
+    ps = local_shards(g, n_shards)
+    ps.copy("params", "grad")
+    history = []
+    for i, (s, y) in enumerate(zip(S, Y)):
+        for shard, (a, b) in zip(ps.shards, ps.layout.ranges):
+            shard.vectors[f"s{i}"], shard.vectors[f"y{i}"] = s[a:b].copy(), y[a:b].copy()
+        history.append(HistoryPair(f"s{i}", f"y{i}", 1.0 / float(np.dot(y.astype(float), s.astype(float)))))
+    two_loop(ps, history)
+    ref = two_loop_numpy(g, [s.astype(float) for s in S], [y.astype(float) for y in Y])
+    np.testing.assert_allclose(ps.fetch_vector("direction"), ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
+    assert ps.dot("grad", "direction") < 0  # a descent direction
+
+
+def test_wolfe_search_meets_both_conditions():
+    f = lambda t: (np.cos(3 * t) + 0.5 * t * t, -3 * np.sin(3 * t) + t)  # noqa: E731
+    f0, d0 = f(0.0)[0], -1.0
+    phi = lambda t: f(t) if t else (f0, d0)  # noqa: E731
+    g = lambda t: (np.cos(3 * t) + 0.5 * t * t - 1.0 * t, -3 * np.sin(3 * t) + t - 1.0)  # noqa: E731
+    r = wolfe_search(g, *g(0.0), t0=1.0)
+    fr, dr = g(r.t)
+    f0, d0 = g(0.0)
+    assert r.wolfe and fr <= f0 + 1e-4 * r.t * d0 and abs(dr) <= 0.9 * abs(d0)
+    with pytest.raises(ValueError, match="descent"):
+        wolfe_search(phi, 1.0, 0.5)
+
+
+@pytest.mark.parametrize("unit_size,n_shards", [(1, 1), (37, 2), (500, 3), (5000, 1)])
+def test_units_give_the_full_batch_gradient_in_process(digits, unit_size, n_shards):
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
+    params = net.init_params(3)
+    ps = local_shards(params, n_shards)
+    batch = LocalBatch(net, digits.X_train, digits.y_train, ps, unit_size=unit_size)
+    f = batch("params")
+    fr, gr = _reference(net, params, digits)
+    assert abs(f - fr) < 1e-5 * fr
+    np.testing.assert_allclose(ps.fetch_vector("acc"), gr, atol=2e-6)
+    assert make_units(10, 4)[-1].index == PENALTY and [u.size for u in make_units(10, 4)] == [4, 4, 2, 0]
+
+
+def test_in_process_lbfgs_matches_scipy(digits):
+    net = nn.build("linear", 64, 10, l2=1e-2)
+    x0 = net.init_params(0)
+    ps = local_shards(x0, 2)
+    coord = LBFGSCoordinator(ps, LocalBatch(net, digits.X_train, digits.y_train, ps, 100), memory=10,
+                             max_iterations=200, gtol=1e-6, ftol=1e-12)
+    coord.run()
+    X = digits.X_train.astype(np.float64)
+    ref = scipy.optimize.minimize(lambda p: net.loss_and_grad(p, X, digits.y_train), x0.astype(np.float64),
+                                  jac=True, method="L-BFGS-B", options=dict(maxiter=1000, gtol=1e-9, ftol=1e-15))
+    ours = net.loss(ps.fetch().astype(np.float64), X, digits.y_train)
+    assert abs(ours - ref.fun) <= 1e-6 * ref.fun
+    assert len(coord.rows) - 1 <= ref.nit + 10  # comparable: no more iterations than scipy, give or take 10
+    assert all(b["loss"] <= a["loss"] for a, b in zip(coord.rows, coord.rows[1:]))  # monotone decrease
+
+
+def test_sandblaster_on_dask_matches_scipy(digits, local_cluster):
+    net = nn.build("linear", 64, 10, l2=1e-2)
+    with SandblasterLBFGS(net, digits, replicas=2, shards=2, work_unit_size=300, max_iterations=200,
+                          client=local_cluster.client, gtol=1e-6, ftol=1e-12) as sb:
+        sb.fit(progress=False)
+    report = sb.report()
+    assert validate_report(report) == []
+    X = digits.X_train.astype(np.float64)
+    ref = scipy.optimize.minimize(lambda p: net.loss_and_grad(p, X, digits.y_train),
+                                  net.init_params(0).astype(np.float64), jac=True, method="L-BFGS-B",
+                                  options=dict(maxiter=1000, gtol=1e-9, ftol=1e-15))
+    ours = net.loss(sb.current_params().astype(np.float64), X, digits.y_train)
+    assert abs(ours - ref.fun) <= 1e-6 * ref.fun
+    assert report["sandblaster"]["iterations"] <= ref.nit + 10
+    units = report["sandblaster"]["units_per_replica"]
+    assert all(units[str(i)] > 0 for i in range(2))
+
+
+@pytest.mark.parametrize("replicas,unit_size", [(1, 500), (3, 37)])
+def test_dask_units_give_the_full_batch_gradient(digits, local_cluster, replicas, unit_size):
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
+    with SandblasterLBFGS(net, digits, replicas=replicas, shards=2, work_unit_size=unit_size,
+                          client=local_cluster.client) as sb:
+        sb.start()
+        f = sb.batch("params")
+        acc = sb.server.fetch_vector("acc")
+    fr, gr = _reference(net, net.init_params(0), digits)
+    assert abs(f - fr) < 1e-5 * fr
+    np.testing.assert_allclose(acc, gr, atol=2e-6)
+
+
+@pytest.fixture(scope="module")
+def roomy_cluster():
+    """2 workers with 2 threads each: room for 3 replicas to run at once."""
+    with Cluster(n_workers=2, threads_per_worker=2) as cluster:
+        yield cluster
+
+
+def test_slow_replica_does_fewer_units_and_backups_keep_the_result(digits, roomy_cluster):
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
+    with SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
+                          client=roomy_cluster.client) as sb:
+        sb.start()
+        for _ in range(3):
+            f = sb.batch("params")
+        acc = sb.server.fetch_vector("acc")
+        done = sb.batch.units_done
+        assert done[0] * 3 < min(done[1], done[2])
+        assert sb.batch.backups_issued > 0
+    fr, gr = _reference(net, net.init_params(0), digits)
+    assert abs(f - fr) < 1e-5 * fr
+    np.testing.assert_allclose(acc, gr, atol=2e-6)
+
+
+def test_a_replica_lost_mid_batch_does_not_lose_its_units(digits):
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
+    with Cluster(n_workers=3) as cluster:
+        w = cluster.workers()
+        with SandblasterLBFGS(net, digits, replicas=2, shards=1, work_unit_size=20, slow_replicas={1: 20},
+                              client=cluster.client, shard_workers=[w[0]], replica_workers=[w[1], w[2]],
+                              backup=False) as sb:
+            sb.start()
+            victim = sb.batch.slots[1].worker
+            pid = cluster.client.run(os.getpid, workers=[victim])[victim]
+            timer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
+            timer.start()
+            try:
+                f = sb.batch("params")
+            finally:
+                timer.cancel()
+            acc = sb.server.fetch_vector("acc")
+            assert [x["replica"] for x in sb.batch.lost] == [1]
+            assert sb.batch.units_done[1] > 0  # it had done some units before it died
+    fr, gr = _reference(net, net.init_params(0), digits)
+    assert abs(f - fr) < 1e-5 * fr
+    np.testing.assert_allclose(acc, gr, atol=2e-6)
+
+
+def test_bad_settings(digits):
+    with pytest.raises(ValueError, match="memory"):
+        SandblasterLBFGS("linear", digits, memory=0)
+    with pytest.raises(ValueError, match="slow_replicas"):
+        SandblasterLBFGS("linear", digits, replicas=2, slow_replicas={5: 2})
+    with pytest.raises(ValueError, match="work_unit_size"):
+        SandblasterLBFGS("linear", digits, work_unit_size=-1)
+
+
+def test_more_replicas_than_threads_is_warned_about(digits, local_cluster):
+    with pytest.warns(UserWarning, match="threads"):
+        with SandblasterLBFGS("linear", digits, replicas=3, client=local_cluster.client) as sb:
+            sb.start()
