@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Cluster": ("dbkit.cluster", "Cluster"),
     "DownpourSGD": ("dbkit.cluster.downpour", "DownpourSGD"),
+    "SandblasterLBFGS": ("dbkit.cluster.sandblaster", "SandblasterLBFGS"),
     "RunConfig": ("dbkit.config", "RunConfig"),
     "SyncSGD": ("dbkit.algorithms", "SyncSGD"),
     "build_model": ("dbkit.nn", "build"),

@@ -122,3 +122,27 @@ def test_downpour_on_a_real_dask_scheduler(tmp_path, dask_cluster_address):
     assert report["cluster"]["kind"] == "scheduler"
     assert len({r["worker"] for r in report["replicas"]}) == 2 and all(r["pushes"] > 0 for r in report["replicas"])
     assert len(set(report["cluster"]["shard_workers"])) == 2
+
+
+def test_run_sandblaster_writes_a_whole_report(tmp_path):
+    out = dbkit("run", "sandblaster", "--replicas", "2", "--work-unit-size", "300", "--iterations", "15",
+                "--slow-replica", "0:3", "--report", str(tmp_path / "s.json"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "s.json").read_text())
+    assert validate_report(report) == []
+    sb = report["sandblaster"]
+    assert report["config"]["memory"] == 10 and report["config"]["slow_replicas"] == {"0": 3.0}
+    assert 1 <= sb["iterations"] <= 15 and sb["work_units_per_batch"] == 6
+    assert report["history"][-1]["train_loss"] < report["history"][0]["train_loss"]
+    assert "L-BFGS:" in out.stdout and "backups" in out.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--slow-replica", "zero:5"], "INDEX:FACTOR"),
+    (["--slow-replica", "7:5"], "slow_replicas"),
+    (["--memory", "0"], "memory must be"),
+    (["--work-unit-size", "-2"], "work_unit_size must be"),
+])
+def test_bad_sandblaster_flags_exit_2(args, message):
+    out = dbkit("run", "sandblaster", "--iterations", "2", "--quiet", *args)
+    assert out.returncode == 2 and message in out.stderr
