@@ -109,10 +109,10 @@ def test_sandblaster_on_dask_matches_scipy(digits, local_cluster):
 
 
 @pytest.mark.parametrize("replicas,unit_size", [(1, 500), (3, 37)])
-def test_dask_units_give_the_full_batch_gradient(digits, local_cluster, replicas, unit_size):
+def test_dask_units_give_the_full_batch_gradient(digits, roomy_cluster, replicas, unit_size):
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
     with SandblasterLBFGS(net, digits, replicas=replicas, shards=2, work_unit_size=unit_size,
-                          client=local_cluster.client) as sb:
+                          client=roomy_cluster.client) as sb:
         sb.start()
         f = sb.batch("params")
         acc = sb.server.fetch_vector("acc")

@@ -16,14 +16,17 @@ import numpy as np
 
 from ..algorithms import Evaluator
 from ..config import RunConfig
-from ..data import Dataset, load, shard_indices
-from ..nn import Network, build
+from ..data import Dataset, shard_indices
+from ..nn import Network
 from .downpour_state import ReplicaBook
+from .job_setup import resolve_job
 from .monitor import Monitor
 from .replica_task import ReplicaControl, run_replica
 from .session import Cluster
 from .shards import handles_of, start_shards
-from .steering import ChangeInProgress, Steering  # noqa: F401 - ChangeInProgress is public here too
+from .steering import ChangeInProgress, Steering
+
+__all__ = ["ChangeInProgress", "DownpourSGD"]
 
 NO_CAP = 2**62
 
@@ -67,21 +70,9 @@ class DownpourSGD(Steering):
                  **settings) -> None:
         given = dict(replicas=replicas, shards=shards, n_fetch=n_fetch, n_push=n_push, optimizer=optimizer,
                      lr=lr, warm_start_steps=warm_start_steps, scheduler=scheduler, **settings)
-        given = {k: v for k, v in given.items() if v is not None}
         base = config or RunConfig(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
-        given["algorithm"] = "downpour"
-        if isinstance(model, str):
-            given["model"] = model
-        if isinstance(data, str):
-            given["dataset"] = data
-        self.config = base.replace(**given)
-        self.data = data if isinstance(data, Dataset) else load(self.config.dataset, seed=self.config.seed)
+        self.config, self.data, self.network = resolve_job("downpour", model, data, base, given)
         c = self.config
-        self.network = model if isinstance(model, Network) else build(
-            c.model, self.data.n_features, self.data.n_classes, hidden=c.hidden, l2=c.l2,
-            image_shape=self.data.image_shape)
-        if self.network.in_size != self.data.n_features:
-            raise ValueError(f"the network takes {self.network.in_size} inputs, the data has {self.data.n_features}")
         self.evaluator = Evaluator(self.network, self.data, seed=c.seed)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self.cluster: Cluster | None = None

@@ -18,8 +18,9 @@ import numpy as np
 from ..algorithms import Evaluator
 from ..algorithms.sandblaster import LBFGSCoordinator
 from ..config import RunConfig
-from ..data import Dataset, load
-from ..nn import Network, build
+from ..data import Dataset
+from ..nn import Network
+from .job_setup import resolve_job
 from .sandblaster_batch import DaskBatch, Slot
 from .session import Cluster
 from .shards import start_shards
@@ -62,18 +63,9 @@ class SandblasterLBFGS:
                      work_unit_size=work_unit_size, backup=backup, balance=balance, scheduler=scheduler,
                      slow_replicas=tuple((slow_replicas or {}).items()) if slow_replicas is not None else None,
                      **settings)
-        given = {k: v for k, v in given.items() if v is not None}
         base = config or RunConfig(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
-        given["algorithm"] = "sandblaster"
-        if isinstance(model, str):
-            given["model"] = model
-        if isinstance(data, str):
-            given["dataset"] = data
-        self.config = c = base.replace(**given)
-        self.data = data if isinstance(data, Dataset) else load(c.dataset, seed=c.seed)
-        self.network = model if isinstance(model, Network) else build(
-            c.model, self.data.n_features, self.data.n_classes, hidden=c.hidden, l2=c.l2,
-            image_shape=self.data.image_shape)
+        self.config, self.data, self.network = resolve_job("sandblaster", model, data, base, given)
+        c = self.config
         self.unit_size = c.work_unit_size or max(1, self.data.n_train // (10 * c.replicas))
         self.gtol, self.ftol, self.push_every = gtol, ftol, push_every
         self.evaluator = Evaluator(self.network, self.data, seed=c.seed)

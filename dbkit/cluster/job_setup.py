@@ -1,0 +1,29 @@
+"""What every distributed job does first: settle its config, load its data, build its network."""
+
+from __future__ import annotations
+
+from ..config import RunConfig
+from ..data import Dataset, load
+from ..nn import Network, build
+
+
+def resolve_job(algorithm: str, model, data, base: RunConfig, given: dict) -> tuple[RunConfig, Dataset, Network]:
+    """The validated config, the dataset and the network of a job.
+
+    ``model`` and ``data`` are names (recorded in the config) or ready objects;
+    ``given`` holds keyword settings, ``None`` meaning "not given".
+    """
+    changes = {k: v for k, v in given.items() if v is not None}
+    changes["algorithm"] = algorithm
+    if isinstance(model, str):
+        changes["model"] = model
+    if isinstance(data, str):
+        changes["dataset"] = data
+    config = base.replace(**changes)
+    dataset = data if isinstance(data, Dataset) else load(config.dataset, seed=config.seed)
+    network = model if isinstance(model, Network) else build(
+        config.model, dataset.n_features, dataset.n_classes, hidden=config.hidden, l2=config.l2,
+        image_shape=dataset.image_shape)
+    if network.in_size != dataset.n_features:
+        raise ValueError(f"the network takes {network.in_size} inputs, the data has {dataset.n_features}")
+    return config, dataset, network
