@@ -89,8 +89,13 @@ class Cluster:
         return "scheduler" if self._owns_client else "client"
 
     def workers(self) -> list[str]:
-        """Addresses of the current workers, sorted."""
-        return sorted(self.client.scheduler_info().get("workers", {}))
+        """Addresses of the current workers, sorted.
+
+        Asks the scheduler each time (``Client.nthreads``): ``scheduler_info()`` can
+        return a periodically refreshed copy with no per-worker entries, which once
+        made live workers look lost.
+        """
+        return sorted(self.client.nthreads())
 
     def wait_for_workers(self, n: int, timeout: float = 30.0) -> list[str]:
         try:
