@@ -19,7 +19,7 @@ def loaded_after(imports: str) -> str:
 
 
 def test_core_imports_no_dask_widgets_or_matplotlib():
-    core = "import dbkit, dbkit.nn, dbkit.ps, dbkit.algorithms, dbkit.data, dbkit.config"
+    core = "import dbkit, dbkit.nn, dbkit.ps, dbkit.algorithms, dbkit.data, dbkit.config, dbkit.partition"
     assert loaded_after(core) == ""
 
 

@@ -1,0 +1,13 @@
+"""Model partitioning (DistBelief Sec. 3): one replica's network split across K machines.
+
+Numpy only. ``plan`` decides which partition owns which units and parameters,
+``needs`` / ``boundary_floats`` compute what must cross partition boundaries,
+``describe`` tabulates it, and ``PartitionedNetwork`` runs the split network in
+process as the reference for partitioned execution.
+"""
+
+from .execute import PartitionedNetwork
+from .plan import Plan, plan
+from .traffic import boundary_floats, describe, inputs_used, needs
+
+__all__ = ["PartitionedNetwork", "Plan", "boundary_floats", "describe", "inputs_used", "needs", "plan"]

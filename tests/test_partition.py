@@ -1,0 +1,67 @@
+"""Model partitioning in process: equal to the unpartitioned network, and the minimum traffic."""
+
+import numpy as np
+import pytest
+
+from dbkit import nn
+from dbkit.partition import PartitionedNetwork, boundary_floats, describe, needs, plan
+
+
+def _batch(n_features, n_classes, seed=0, n=6):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_features)).astype(np.float32), rng.integers(0, n_classes, n)
+
+
+@pytest.mark.parametrize("name,hidden", [("image-local", None), ("mlp", (32, 16))])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_partitioned_equals_unpartitioned(name, hidden, k):
+    net = nn.build(name, 64, 10, hidden=hidden, l2=0.01)
+    params = net.init_params(2)
+    X, y = _batch(64, 10)
+    loss, grad = net.loss_and_grad(params, X, y)
+    ploss, pgrad = PartitionedNetwork(net, k).loss_and_grad(params, X, y)
+    assert ploss == pytest.approx(loss, rel=1e-6)
+    np.testing.assert_allclose(pgrad, grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_measured_bytes_equal_the_connectivity_minimum(k):
+    net = nn.build("image-local", 64, 10)
+    X, y = _batch(64, 10, n=7)
+    pn = PartitionedNetwork(net, k)
+    pn.loss_and_grad(net.init_params(0), X, y)
+    floats = boundary_floats(pn.plan)
+    assert pn.bytes_between_partitions == 4 * 7 * (floats["forward"] + floats["backward"])
+
+
+def test_locally_connected_layers_send_far_less_than_fully_connected_ones():
+    local = nn.LocallyConnected2D(6, 6, 8, kernel=3, filters=8)  # 288 -> 128 units
+    dense = nn.Dense(288, 128)  # the same units, all-to-all
+    first = nn.LocallyConnected2D(8, 8, 1, kernel=3, filters=8)  # 64 -> 288
+    for k in (2, 4):
+        lc = sum(u.size for u in needs(plan(nn.Network([first, local]), k), 1).values())
+        fc = sum(u.size for u in needs(plan(nn.Network([first, dense]), k), 1).values())
+        assert fc == (k - 1) * 288  # every partition needs every other partition's units
+        assert lc * 3 <= fc  # only the boundary rows cross
+
+
+def test_units_and_parameters_are_owned_exactly_once():
+    net = nn.build("image-local", 64, 10)
+    p = plan(net, 3)
+    owner = p.param_owner()
+    assert set(np.unique(owner)) == {0, 1, 2}
+    assert sum(len(p.param_indices(q)) for q in range(3)) == net.size
+    rows = describe(net, 3)
+    for row, layer in zip(rows, net.layers):
+        assert sum(row["units_per_partition"]) == layer.out_size
+    assert sum(sum(r["params_per_partition"]) for r in rows) == net.size
+    # spatial bands: neighbouring rows of positions stay together
+    first = p.owner[0].reshape(6, 6, 8)
+    assert all(len(np.unique(first[r])) == 1 for r in range(6))
+
+
+def test_too_many_partitions_is_a_clear_error():
+    with pytest.raises(ValueError, match="fewer than"):
+        plan(nn.build("image-local", 64, 10), 7)
+    with pytest.raises(ValueError, match="partitions must be"):
+        plan(nn.build("linear", 4, 2), 0)
