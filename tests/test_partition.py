@@ -65,3 +65,23 @@ def test_too_many_partitions_is_a_clear_error():
         plan(nn.build("image-local", 64, 10), 7)
     with pytest.raises(ValueError, match="partitions must be"):
         plan(nn.build("linear", 4, 2), 0)
+
+
+@pytest.mark.parametrize("name,hidden", [("image-local", None), ("mlp", (32, 16))])
+def test_partitions_as_actors_equal_the_unpartitioned_network(local_cluster, name, hidden):
+    from dbkit.cluster.partitioned import PartitionedReplica
+
+    net = nn.build(name, 64, 10, hidden=hidden, l2=0.01)
+    params = net.init_params(4)
+    X, y = _batch(64, 10, seed=1, n=8)
+    loss, grad = net.loss_and_grad(params, X, y)
+    for k in (1, 2, 3, 4):
+        replica = PartitionedReplica(local_cluster, net, k, name=f"{name}-k{k}")
+        try:
+            ploss, pgrad = replica.loss_and_grad(params, X, y)
+            assert ploss == pytest.approx(loss, rel=1e-6)
+            np.testing.assert_allclose(pgrad, grad, rtol=1e-5, atol=1e-6)
+            assert replica.bytes_between_partitions == replica.minimum_bytes(8)
+        finally:
+            for j in range(k):
+                local_cluster.registry.release(f"{name}-k{k}-{j}")

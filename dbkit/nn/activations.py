@@ -21,7 +21,7 @@ class ReLU(_Elementwise):
         mask = x > 0
         return x * mask, mask
 
-    def backward(self, params: Params, cache, dout: np.ndarray):
+    def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         return dout * cache, {}
 
 
@@ -37,7 +37,7 @@ class Sigmoid(_Elementwise):
         out[~pos] = ex / (1.0 + ex)
         return out, out
 
-    def backward(self, params: Params, cache, dout: np.ndarray):
+    def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         s = cache
         return dout * s * (1.0 - s), {}
 
@@ -49,7 +49,7 @@ class Tanh(_Elementwise):
         out = np.tanh(x)
         return out, out
 
-    def backward(self, params: Params, cache, dout: np.ndarray):
+    def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         return dout * (1.0 - cache * cache), {}
 
 

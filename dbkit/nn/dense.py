@@ -32,7 +32,7 @@ class Dense(Layer):
     def forward(self, params: Params, x: np.ndarray):
         return x @ params["W"] + params["b"], x
 
-    def backward(self, params: Params, cache, dout: np.ndarray):
+    def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         x = cache
         grads = {"W": x.T @ dout, "b": dout.sum(axis=0)}
-        return dout @ params["W"].T, grads
+        return (dout @ params["W"].T if need_dx else None), grads

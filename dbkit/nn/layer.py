@@ -40,8 +40,13 @@ class Layer:
         """Return the output and a cache for ``backward``."""
         raise NotImplementedError
 
-    def backward(self, params: Params, cache: Any, dout: np.ndarray) -> tuple[np.ndarray, Params]:
-        """Return the gradient with respect to the input and to each parameter."""
+    def backward(self, params: Params, cache: Any, dout: np.ndarray,
+                 need_dx: bool = True) -> tuple[np.ndarray | None, Params]:
+        """Return the gradient with respect to the input and to each parameter.
+
+        With ``need_dx=False`` (the first layer: nobody needs the gradient of
+        the data) a layer may return ``None`` for the input gradient.
+        """
         raise NotImplementedError
 
     def describe(self) -> str:

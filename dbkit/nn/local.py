@@ -63,7 +63,7 @@ class LocallyConnected(Layer):
         out = out.transpose(1, 0, 2) + params["b"]  # (B, P, F)
         return out.reshape(x.shape[0], self.out_size), patches
 
-    def backward(self, params: Params, cache, dout: np.ndarray):
+    def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         patches = cache
         batch = dout.shape[0]
         d = dout.reshape(batch, self.positions, self.filters).transpose(1, 0, 2)  # (P, B, F)
@@ -71,13 +71,23 @@ class LocallyConnected(Layer):
             "W": np.matmul(patches.transpose(0, 2, 1), d),
             "b": d.sum(axis=1),
         }
+        if not need_dx:
+            return None, grads
         dpatch = np.matmul(d, params["W"].transpose(0, 2, 1))  # (P, B, K)
-        dx = np.zeros((batch, self.in_size), dtype=dout.dtype)
-        # For a fixed field offset k, distinct positions read distinct inputs,
-        # so a plain fancy-indexed add never collides.
-        for k in range(self.field):
-            dx[:, self.patch_index[:, k]] += dpatch[:, :, k].T
-        return dx, grads
+        # Scatter-add every (position, field offset) back to its input unit: one
+        # sparse product instead of a loop over the field.
+        dx = (self._scatter() @ dpatch.transpose(0, 2, 1).reshape(-1, batch)).T
+        return np.ascontiguousarray(dx, dtype=dout.dtype), grads
+
+    def _scatter(self):
+        """The (in_size x positions*field) 0/1 matrix mapping patch entries to input units (cached)."""
+        if getattr(self, "_scatter_matrix", None) is None:
+            from scipy.sparse import csr_matrix
+
+            n = self.patch_index.size
+            self._scatter_matrix = csr_matrix((np.ones(n, dtype=np.float32), (self.patch_index.ravel(), np.arange(n))),
+                                              shape=(self.in_size, n))
+        return self._scatter_matrix
 
 
 class LocallyConnected1D(LocallyConnected):

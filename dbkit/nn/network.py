@@ -150,7 +150,7 @@ class Network:
         loss, d = softmax_cross_entropy(h, y)
         grad = np.empty_like(params)  # every entry is written below
         for i in range(len(self.layers) - 1, -1, -1):
-            d, grads = self.layers[i].backward(views[i], caches[i], d)
+            d, grads = self.layers[i].backward(views[i], caches[i], d, need_dx=i > 0)
             for key, g in grads.items():
                 s = self.spec(f"{i}.{key}")
                 out = grad[s.start : s.stop]

@@ -99,7 +99,7 @@ class PartitionedNetwork:
                     dx = np.zeros((douts[j].shape[0], layer.in_size), dtype=params.dtype)
                     dx[:, units] = dx_own
                 else:
-                    dx, g = sub.backward(slicer(views[l]), cache, douts[j][:, units])
+                    dx, g = sub.backward(slicer(views[l]), cache, douts[j][:, units], need_dx=l > 0)
                     self._scatter_grad(grad, l, layer, units, g)
                 dins.append(dx)
             if l == 0:

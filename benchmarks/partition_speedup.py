@@ -1,0 +1,88 @@
+"""Model partitioning: time per training step against the number of partitions K.
+
+    python benchmarks/partition_speedup.py [--steps 10] [--json out.json]
+
+A locally connected model and a fully connected model of similar parameter
+count, each split into K in {1, 2, 4} partitions on a LocalCluster with K
+workers (one BLAS thread each). A step is one forward and backward pass of a
+batch of 32 on parameters already on the partitions (their gradients stay
+there, as in Downpour where each partition pushes its own). Also printed:
+bytes sent between partitions per step, measured and the connectivity minimum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+from dbkit import nn
+
+
+def models() -> dict[str, nn.Network]:
+    l1 = nn.LocallyConnected2D(40, 40, 1, kernel=5, filters=16)  # 36x36x16
+    l2 = nn.LocallyConnected2D(*l1.out_shape, kernel=3, filters=8)  # 34x34x8
+    l3 = nn.LocallyConnected2D(*l2.out_shape, kernel=4, filters=4, stride=2)  # 16x16x4: a small head
+    local = nn.Network([l1, nn.ReLU(l1.out_size), l2, nn.ReLU(l2.out_size), l3, nn.ReLU(l3.out_size),
+                        nn.Dense(l3.out_size, 10)], name="locally connected")
+    hidden = 1600
+    full = nn.Network([nn.Dense(1600, hidden), nn.ReLU(hidden), nn.Dense(hidden, 512), nn.ReLU(512),
+                       nn.Dense(512, 10)], name="fully connected")
+    return {"local": local, "dense": full}
+
+
+def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
+    from dbkit.cluster import Cluster
+    from dbkit.cluster.partitioned import PartitionedReplica
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
+    y = rng.integers(0, 10, batch)
+    with Cluster(n_workers=k) as cluster:
+        replica = PartitionedReplica(cluster, net, k)
+        replica.set_params(net.init_params(0))
+        b0 = sum(r["bytes_sent"] for r in replica.run(X, y, return_grad=False))  # warm-up
+        times = []
+        for _ in range(steps):
+            t = time.perf_counter()
+            results = replica.run(X, y, return_grad=False)
+            times.append(time.perf_counter() - t)
+        sent = sum(r["bytes_sent"] for r in results)
+        per_step = (sent - b0) / steps if k > 1 else 0  # bytes_sent is cumulative per partition
+    return {"k": k, "step_ms": 1e3 * float(np.median(times)), "bytes_per_step": per_step,
+            "min_bytes_per_step": replica.minimum_bytes(batch)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--ks", default="1,2,4")
+    p.add_argument("--json", default=None, metavar="PATH")
+    args = p.parse_args(argv)
+    out = {}
+    for name, net in models().items():
+        rows = [measure(net, k, args.steps) for k in map(int, args.ks.split(","))]
+        for r in rows:
+            r["speedup"] = rows[0]["step_ms"] / r["step_ms"]
+        out[name] = {"parameters": net.size, "rows": rows}
+        print(f"\n{net.name}: {net.size:,} parameters")
+        print(f"{'K':>3} {'ms/step':>9} {'speedup':>8} {'bytes/step':>12} {'minimum':>12}")
+        for r in rows:
+            print(f"{r['k']:>3} {r['step_ms']:>9.1f} {r['speedup']:>8.2f} {r['bytes_per_step']:>12,.0f} "
+                  f"{r['min_bytes_per_step']:>12,}")
+    local2 = [r for r in out["local"]["rows"] if r["k"] == 2]
+    dense2 = [r for r in out["dense"]["rows"] if r["k"] == 2]
+    if local2 and dense2:
+        print(f"\ntarget (locally connected, K=2 at least 1.5x faster than K=1): {local2[0]['speedup']:.2f}x; "
+              f"fully connected at K=2: {dense2[0]['speedup']:.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"benchmark": "partition_speedup", "machine": platform.platform(), **out}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
