@@ -17,7 +17,7 @@ import numpy as np
 
 from ..nn import Dense, LocallyConnected, Network, softmax_cross_entropy
 from ..partition import plan as make_plan
-from ..partition.execute import _sub_layer
+from ..partition.execute import _sub_layer, add_sub_grad
 from ..partition.traffic import inputs_used, needs
 
 
@@ -164,12 +164,5 @@ class PartitionWorker:
             dx[:, units] = dx_own
             return dx
         dx, g = sub.backward(slicer(views[l]), c, dout[:, units], need_dx=l > 0)
-        gv = self.network.views(grad)[l]
-        if isinstance(layer, Dense):
-            gv["W"][:, units] += g["W"]
-            gv["b"][units] += g["b"]
-        else:
-            positions = np.unique(units // layer.filters)
-            gv["W"][positions] += g["W"]
-            gv["b"][positions] += g["b"]
+        add_sub_grad(self.network.views(grad)[l], layer, units, g)
         return dx

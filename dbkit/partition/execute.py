@@ -119,11 +119,15 @@ class PartitionedNetwork:
         return loss, grad
 
     def _scatter_grad(self, grad: np.ndarray, l: int, layer, units: np.ndarray, g: dict) -> None:
-        views = self.network.views(grad)[l]
-        if isinstance(layer, Dense):
-            views["W"][:, units] += g["W"]
-            views["b"][units] += g["b"]
-        else:
-            positions = np.unique(units // layer.filters)
-            views["W"][positions] += g["W"]
-            views["b"][positions] += g["b"]
+        add_sub_grad(self.network.views(grad)[l], layer, units, g)
+
+
+def add_sub_grad(views: dict, layer, units: np.ndarray, g: dict) -> None:
+    """Add a sub-layer's parameter gradient ``g`` (for output ``units``) into the layer's gradient views."""
+    if isinstance(layer, Dense):
+        views["W"][:, units] += g["W"]
+        views["b"][units] += g["b"]
+    else:
+        positions = np.unique(units // layer.filters)
+        views["W"][positions] += g["W"]
+        views["b"][positions] += g["b"]
