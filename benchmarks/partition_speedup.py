@@ -23,13 +23,13 @@ from dbkit import nn
 
 
 def models() -> dict[str, nn.Network]:
-    l1 = nn.LocallyConnected2D(40, 40, 1, kernel=5, filters=16)  # 36x36x16
-    l2 = nn.LocallyConnected2D(*l1.out_shape, kernel=3, filters=8)  # 34x34x8
-    l3 = nn.LocallyConnected2D(*l2.out_shape, kernel=4, filters=4, stride=2)  # 16x16x4: a small head
+    l1 = nn.LocallyConnected2D(64, 64, 1, kernel=5, filters=16)  # 60x60x16
+    l2 = nn.LocallyConnected2D(*l1.out_shape, kernel=3, filters=8)  # 58x58x8
+    l3 = nn.LocallyConnected2D(*l2.out_shape, kernel=4, filters=4, stride=2)  # 28x28x4: a small head
     local = nn.Network([l1, nn.ReLU(l1.out_size), l2, nn.ReLU(l2.out_size), l3, nn.ReLU(l3.out_size),
                         nn.Dense(l3.out_size, 10)], name="locally connected")
-    hidden = 1600
-    full = nn.Network([nn.Dense(1600, hidden), nn.ReLU(hidden), nn.Dense(hidden, 512), nn.ReLU(512),
+    hidden = 2048
+    full = nn.Network([nn.Dense(4096, hidden), nn.ReLU(hidden), nn.Dense(hidden, 512), nn.ReLU(512),
                        nn.Dense(512, 10)], name="fully connected")
     return {"local": local, "dense": full}
 
@@ -44,11 +44,12 @@ def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
     with Cluster(n_workers=k) as cluster:
         replica = PartitionedReplica(cluster, net, k)
         replica.set_params(net.init_params(0))
-        b0 = sum(r["bytes_sent"] for r in replica.run(X, y, return_grad=False))  # warm-up
+        replica.load_batch(X, y)  # partitions hold their data, as in training
+        b0 = sum(r["bytes_sent"] for r in replica.run(None, None, return_grad=False))  # warm-up
         times = []
         for _ in range(steps):
             t = time.perf_counter()
-            results = replica.run(X, y, return_grad=False)
+            results = replica.run(None, None, return_grad=False)
             times.append(time.perf_counter() - t)
         sent = sum(r["bytes_sent"] for r in results)
         per_step = (sent - b0) / steps if k > 1 else 0  # bytes_sent is cumulative per partition

@@ -85,3 +85,21 @@ def test_partitions_as_actors_equal_the_unpartitioned_network(local_cluster, nam
         finally:
             for j in range(k):
                 local_cluster.registry.release(f"{name}-k{k}-{j}")
+
+
+def test_a_batch_left_on_the_partitions_gives_the_same_step(local_cluster):
+    from dbkit.cluster.partitioned import PartitionedReplica
+
+    net = nn.build("image-local", 64, 10, l2=0.01)
+    X, y = _batch(64, 10, seed=3, n=5)
+    replica = PartitionedReplica(local_cluster, net, 2, name="held")
+    try:
+        replica.set_params(net.init_params(1))
+        sent = replica.run(X, y)
+        replica.load_batch(X, y)
+        held = replica.run(None, None)
+        for a, b in zip(sent, held):
+            np.testing.assert_array_equal(a["grad"], b["grad"])
+    finally:
+        for j in range(2):
+            local_cluster.registry.release(f"held-{j}")

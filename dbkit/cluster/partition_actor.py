@@ -15,9 +15,10 @@ import asyncio
 
 import numpy as np
 
-from ..nn import Dense, LocallyConnected, Network, softmax_cross_entropy
+from ..nn import Network, softmax_cross_entropy
 from ..partition import plan as make_plan
-from ..partition.execute import _sub_layer, add_sub_grad
+from ..partition.execute import add_sub_grad
+from ..partition.narrow import narrow_layers
 from ..partition.traffic import inputs_used, needs
 
 
@@ -30,11 +31,21 @@ class PartitionWorker:
         self.needs = [needs(self.plan, layer) for layer in range(len(network.layers))]
         self.mine = self.plan.param_indices(index)
         self.input_cols = inputs_used(network.layers[0], self.plan.units(0, index))  # the data it reads
+        # narrow arrays: per layer, where each unit sits among my own outputs and among what I read
+        self.narrow = narrow_layers(self.plan, index)
+        self.pos_own = [self._where(nl.own, network.layers[l].out_size) for l, nl in enumerate(self.narrow)]
+        self.pos_reads = [self._where(nl.reads, network.layers[l].in_size) for l, nl in enumerate(self.narrow)]
         self.params = np.zeros(network.size, dtype=np.float32)  # only this partition's entries are used
         self.partners: list = []
         self.mailbox: dict = {}
         self.events: dict = {}
         self.bytes_sent = 0
+
+    @staticmethod
+    def _where(units: np.ndarray, size: int) -> np.ndarray:
+        index = np.full(size, -1, dtype=np.intp)
+        index[units] = np.arange(units.size)
+        return index
 
     async def connect(self, partners: list[tuple[str, str]]) -> int:
         """Proxies to every partition, given as ``(key, worker address)`` in partition order."""
@@ -71,67 +82,80 @@ class PartitionWorker:
     async def _deliver(self, to: int, key: tuple, values: np.ndarray) -> None:
         await self.partners[to].receive(key, values)
 
-    async def run_step(self, step: int, X: np.ndarray, y: np.ndarray, return_grad: bool = True) -> dict:
-        """Forward and backward for one batch; returns this partition's gradient (own entries), loss on partition 0."""
-        net, plan, j, k = self.network, self.plan, self.index, self.k
+    async def load_batch(self, X: np.ndarray, y: np.ndarray) -> int:
+        """Keep a batch here (its columns this partition reads), as a partition holding its data would."""
+        X = np.asarray(X, dtype=np.float32)
+        self.batch = (X if X.shape[1] == self.narrow[0].reads.size else X[:, self.narrow[0].reads], y)
+        return len(y)
+
+    async def run_step(self, step: int, X: np.ndarray | None, y: np.ndarray | None,
+                       return_grad: bool = True) -> dict:
+        """Forward and backward for one batch on narrow arrays (own and read columns only).
+
+        Returns this partition's gradient (its own entries) and, on partition 0, the loss.
+        """
+        net, plan, j, k, lay = self.network, self.plan, self.index, self.k, self.narrow
         self._outbox = []
         views = net.views(self.params)
+        if X is None:
+            X, y = self.batch
         X = np.asarray(X, dtype=np.float32)
-        if X.shape[1] == self.input_cols.size and self.input_cols.size != net.in_size:
-            acts = np.zeros((X.shape[0], net.in_size), dtype=np.float32)  # only its columns were sent
-            acts[:, self.input_cols] = X
-        else:
-            acts = X
+        acts = X if X.shape[1] == lay[0].reads.size else X[:, lay[0].reads]  # layer 0 reads the data
         caches = []
         for l, layer in enumerate(net.layers):
+            nl = lay[l]
             if l > 0:
-                for (i, m), u in self.needs[l].items():
+                for (i, m), u in self.needs[l].items():  # send what partners read of my units
                     if i == j:
-                        self._send(m, (step, "f", l, j), acts[:, u])
-                acts = acts.copy()
+                        self._send(m, (step, "f", l, j), acts[:, self.pos_own[l - 1][u]])
+                x = np.empty((acts.shape[0], nl.reads.size), dtype=np.float32)
+                mine = nl.own_in_reads >= 0
+                x[:, nl.own_in_reads[mine]] = acts[:, mine]
                 for (i, m), u in self.needs[l].items():
                     if m == j:
-                        acts[:, u] = await self._take((step, "f", l, i))
-            units = plan.units(l, j)
-            if isinstance(layer, (Dense, LocallyConnected)):  # the arithmetic, off the event loop
-                acts, cache = await asyncio.to_thread(self._forward, l, layer, units, views, acts)
+                        x[:, self.pos_reads[l][u]] = await self._take((step, "f", l, i))
+            else:
+                x = acts
+            if nl.sub is not None:  # the arithmetic, off the event loop
+                acts, cache = await asyncio.to_thread(nl.sub.forward, nl.slicer(views[l]), x)
             else:  # elementwise: cheap, not worth a thread hop
-                acts, cache = self._forward(l, layer, units, views, acts)
+                acts, cache = layer.forward({}, x)
             caches.append(cache)
         last = plan.owner[-1]
         loss = None
         if j == 0:
-            logits = acts
+            logits = np.empty((acts.shape[0], last.size), dtype=np.float32)
+            logits[:, last == 0] = acts
             for i in range(1, k):
                 logits[:, last == i] = await self._take((step, "logits", i))
             loss, dlogits = softmax_cross_entropy(logits, y)
             loss += net.penalty(self.params) if k == 1 else 0.0
             for i in range(1, k):
                 self._send(i, (step, "dlogits"), dlogits[:, last == i])
-            dout = np.zeros_like(dlogits)
-            dout[:, last == 0] = dlogits[:, last == 0]
+            dout = np.ascontiguousarray(dlogits[:, last == 0])
         else:
-            self._send(0, (step, "logits", j), acts[:, last == j])
-            dout = np.zeros((acts.shape[0], last.size), dtype=np.float32)
-            dout[:, last == j] = await self._take((step, "dlogits"))
+            self._send(0, (step, "logits", j), acts)
+            dout = await self._take((step, "dlogits"))
         grad = np.zeros_like(self.params)
+        gviews = net.views(grad)
         for l in range(len(net.layers) - 1, -1, -1):
-            layer, units = net.layers[l], plan.units(l, j)
-            if isinstance(layer, (Dense, LocallyConnected)):
-                dx = await asyncio.to_thread(self._backward, l, layer, units, views, caches[l], dout, grad)
+            layer, nl = net.layers[l], lay[l]
+            if nl.sub is not None:
+                dx, g = await asyncio.to_thread(nl.sub.backward, nl.slicer(views[l]), caches[l], dout, l > 0)
+                add_sub_grad(gviews[l], layer, nl.own, g)
             else:
-                dx = self._backward(l, layer, units, views, caches[l], dout, grad)
+                dx, _ = layer.backward({}, caches[l], dout)
             if l == 0:
                 break
-            for (i, m), u in self.needs[l].items():
+            for (i, m), u in self.needs[l].items():  # gradients of partners' units I read go back to them
                 if m == j:
-                    self._send(i, (step, "b", l, j), dx[:, u])
-            own = plan.owner[l - 1] == j
-            dout = np.zeros_like(dx)
-            dout[:, own] = dx[:, own]
+                    self._send(i, (step, "b", l, j), dx[:, self.pos_reads[l][u]])
+            mine = nl.own_in_reads >= 0
+            dout = np.zeros((dx.shape[0], nl.own_in_reads.size), dtype=np.float32)
+            dout[:, mine] = dx[:, nl.own_in_reads[mine]]
             for (i, m), u in self.needs[l].items():
                 if i == j:
-                    dout[:, u] += await self._take((step, "b", l, m))
+                    dout[:, self.pos_own[l - 1][u]] += await self._take((step, "b", l, m))
         if net.l2:
             grad += net.penalty_grad(self.params)
         penalty = net.penalty(self._own_weights()) if k > 1 else 0.0
@@ -144,25 +168,3 @@ class PartitionWorker:
         only = np.zeros_like(self.params)
         only[self.mine] = self.params[self.mine]
         return only
-
-    def _forward(self, l, layer, units, views, x):
-        full = np.zeros((x.shape[0], layer.out_size), dtype=np.float32)
-        if isinstance(layer, (Dense, LocallyConnected)):
-            sub, slicer = _sub_layer(layer, units)
-            out, cache = sub.forward(slicer(views[l]), x)
-            full[:, units] = out
-            return full, (sub, slicer, cache)
-        out, cache = layer.forward({}, x[:, units])
-        full[:, units] = out
-        return full, (None, None, cache)
-
-    def _backward(self, l, layer, units, views, cache, dout, grad):
-        sub, slicer, c = cache
-        if sub is None:
-            dx_own, _ = layer.backward({}, c, dout[:, units])
-            dx = np.zeros((dout.shape[0], layer.in_size), dtype=np.float32)
-            dx[:, units] = dx_own
-            return dx
-        dx, g = sub.backward(slicer(views[l]), c, dout[:, units], need_dx=l > 0)
-        add_sub_grad(self.network.views(grad)[l], layer, units, g)
-        return dx

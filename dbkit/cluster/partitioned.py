@@ -44,9 +44,20 @@ class PartitionedReplica:
         for r in [p.set_params(params[idx]) for p, idx in zip(self.parts, self.indices)]:
             resolve(r)
 
-    def run(self, X: np.ndarray, y: np.ndarray, return_grad: bool = True) -> list[dict]:
-        """One forward and backward pass on the parameters already loaded; each partition's result."""
+    def load_batch(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Leave a batch on the partitions (each its own columns) for ``run(None, None)``."""
+        X = np.asarray(X, dtype=np.float32)
+        for r in [p.load_batch(X[:, cols], y) for p, cols in zip(self.parts, self.input_cols)]:
+            resolve(r)
+
+    def run(self, X: np.ndarray | None, y: np.ndarray | None, return_grad: bool = True) -> list[dict]:
+        """One forward and backward pass on the parameters already loaded; each partition's result.
+
+        ``X=None`` uses the batch left by ``load_batch``.
+        """
         self.step += 1
+        if X is None:
+            return [resolve(r) for r in [p.run_step(self.step, None, None, return_grad) for p in self.parts]]
         X = np.asarray(X, dtype=np.float32)
         return [resolve(r) for r in [p.run_step(self.step, X[:, cols], y, return_grad)
                                      for p, cols in zip(self.parts, self.input_cols)]]

@@ -35,6 +35,8 @@ class PartitionedNetwork:
         self.plan: Plan = plan(network, k)
         self.k = k
         self.needs = [needs(self.plan, layer) for layer in range(len(network.layers))]
+        self.subs = {(l, j): _sub_layer(layer, self.plan.units(l, j)) for l, layer in enumerate(network.layers)
+                     if isinstance(layer, (Dense, LocallyConnected)) for j in range(k)}
         self.bytes_between_partitions = 0
 
     def _send(self, values: np.ndarray) -> np.ndarray:
@@ -62,7 +64,7 @@ class PartitionedNetwork:
                     x = acts[j]
                 full = np.zeros((batch, out_size), dtype=params.dtype)
                 if isinstance(layer, (Dense, LocallyConnected)):
-                    sub, slicer = _sub_layer(layer, units)
+                    sub, slicer = self.subs[(l, j)]
                     out, cache = sub.forward(slicer(views[l]), x)
                     full[:, units] = out
                     layer_caches.append((sub, slicer, cache, x))
