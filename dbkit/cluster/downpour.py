@@ -109,6 +109,7 @@ class DownpourSGD(Steering):
             self.server = self._place_shards()
             self.started = True
             self._t0 = time.perf_counter()
+            self.record_eval()  # the history starts from the untrained model
             first = 1 if c.warm_start_steps > 0 else c.replicas
             for i in range(first):
                 self._launch(i)
