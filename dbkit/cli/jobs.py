@@ -17,6 +17,16 @@ from ..nn import Network, build
 from ..telemetry import EventLog, build_report
 
 
+def fit_or_interrupt(fit, log=print) -> bool:
+    """Run ``fit()``; on Ctrl-C stop quietly and return True, so the run can still report."""
+    try:
+        fit()
+        return False
+    except KeyboardInterrupt:
+        log("interrupted: stopping and reporting what was done")
+        return True
+
+
 def prepare(config: RunConfig) -> tuple[Dataset, Network]:
     """Load the dataset and build the model a config names."""
     data = load(config.dataset, seed=config.seed)
@@ -40,7 +50,6 @@ def run_sgd(config: RunConfig, on_cluster: bool = False, progress: bool = True, 
     log(f"model {net.name}: {net.size:,} parameters")
     events = EventLog()
     started = time.perf_counter()
-    interrupted = False
     with contextlib.ExitStack() as stack:
         server, cluster_info = None, {"kind": "none"}
         if on_cluster:
@@ -52,11 +61,7 @@ def run_sgd(config: RunConfig, on_cluster: bool = False, progress: bool = True, 
             log(f"cluster ({cluster.kind}): {len(cluster_info['workers'])} workers, "
                 f"{config.shards} parameter shard(s) on {sorted(set(server.workers))}")
         algo = SyncSGD(net, data, config, server=server, record=events.record)
-        try:
-            algo.fit(progress=progress)
-        except KeyboardInterrupt:
-            interrupted = True
-            log("interrupted: stopping and reporting what was done")
+        interrupted = fit_or_interrupt(lambda: algo.fit(progress=progress), log)
         summary = algo.summary()
         final = algo.evaluator.final(summary["params"])
     wall = time.perf_counter() - started
@@ -80,15 +85,11 @@ def run_downpour(config: RunConfig, progress: bool = True, log=print) -> dict:
     log(f"downpour: {config.replicas} replicas, {config.shards} shards, n_fetch={config.n_fetch}, "
         f"n_push={config.n_push}, {config.optimizer} lr={config.lr}"
         + (f", warm start {config.warm_start_steps} steps" if config.warm_start_steps else ""))
-    interrupted = False
     with DownpourSGD(net, data, config=config) as job:
         job.start()
         log(f"cluster ({job.cluster.kind}): workers {job.cluster.workers()}")
-        try:
-            job.fit(steps=config.steps, seconds=config.seconds, progress=progress)
-        except KeyboardInterrupt:
-            interrupted = True
-            log("interrupted: stopping the replicas and reporting what was done")
+        interrupted = fit_or_interrupt(
+            lambda: job.fit(steps=config.steps, seconds=config.seconds, progress=progress), log)
     report = job.report()
     report["interrupted"] = interrupted
     return report
@@ -100,18 +101,13 @@ def run_sandblaster(config: RunConfig, progress: bool = True, log=print) -> dict
 
     data, net = prepare(config)
     log(f"dataset {data.name}: {data.n_train} train; model {net.name}: {net.size:,} parameters, l2={config.l2}")
-    interrupted = False
     with SandblasterLBFGS(net, data, config=config) as job:
         job.start()
         log(f"sandblaster: {config.replicas} replicas, {config.shards} shards, memory {config.memory}, "
             f"{len(job.batch.units)} work units of {job.unit_size} examples per batch, "
             f"backups {'on' if config.backup else 'off'}" + (f", slow {dict(config.slow_replicas)}"
                                                             if config.slow_replicas else ""))
-        try:
-            job.fit(progress=progress)
-        except KeyboardInterrupt:
-            interrupted = True
-            log("interrupted: stopping and reporting what was done")
+        interrupted = fit_or_interrupt(lambda: job.fit(progress=progress), log)
     report = job.report()
     report["interrupted"] = interrupted
     sb = report["sandblaster"]

@@ -21,6 +21,7 @@ from ..nn import Network
 from .downpour_state import ReplicaBook
 from .job_setup import resolve_job
 from .monitor import Monitor
+from .progress import NO_CAP
 from .replica_task import ReplicaControl, run_replica
 from .session import Cluster
 from .shards import handles_of, start_shards
@@ -28,7 +29,6 @@ from .steering import ChangeInProgress, Steering
 
 __all__ = ["ChangeInProgress", "DownpourSGD"]
 
-NO_CAP = 2**62
 
 
 class DownpourSGD(Steering):

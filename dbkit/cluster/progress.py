@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-NO_CAP = 2**62
+NO_CAP = 2**62  # "no step cap" for a replica (shared with the Downpour driver)
 
 
 def _set_caps(d, steps: int | None) -> None:

@@ -64,10 +64,8 @@ class Network:
                 offset += n
         self.size = offset
         self._by_name = {s.name: s for s in self.specs}
-        self.weight_mask = np.zeros(self.size, dtype=bool)
-        for s in self.specs:
-            if s.is_weight:
-                self.weight_mask[s.start : s.stop] = True
+        # where the weights (not biases) sit: the L2 term's domain, as contiguous slices
+        self.weight_slices = [slice(s.start, s.stop) for s in self.specs if s.is_weight]
 
     @property
     def in_size(self) -> int:
@@ -111,14 +109,11 @@ class Network:
             h, _ = layer.forward(p, h)
         return h
 
-    def _weight_slices(self) -> list[slice]:
-        return [slice(s.start, s.stop) for s in self.specs if s.is_weight]
-
     def penalty(self, params: np.ndarray) -> float:
         """``(l2 / 2) * ||W||^2`` over the weights (contiguous slices: no temporary copies)."""
         if not self.l2:
             return 0.0
-        return 0.5 * self.l2 * float(sum(np.dot(params[s], params[s]) for s in self._weight_slices()))
+        return 0.5 * self.l2 * float(sum(np.dot(params[s], params[s]) for s in self.weight_slices))
 
     def loss(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
         """Mean softmax cross-entropy plus the L2 penalty."""
@@ -129,7 +124,7 @@ class Network:
         """Gradient of ``penalty``: ``l2 * W`` on weights, zero on biases."""
         grad = np.zeros_like(params)
         if self.l2:
-            for s in self._weight_slices():
+            for s in self.weight_slices:
                 np.multiply(params[s], self.l2, out=grad[s])
         return grad
 
