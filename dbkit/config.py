@@ -87,6 +87,9 @@ class RunConfig:
         _int_range("replicas", self.replicas, 1, 256)
         _int_range("shards", self.shards, 1, 256)
         _int_range("partitions", self.partitions, 1, 64)
+        if self.partitions > 1 and self.algorithm != "downpour":
+            raise ValueError(f"partitions > 1 (model partitioning) runs inside downpour only; {self.algorithm} "
+                             f"replicas are whole networks, got partitions={self.partitions}")
         _int_range("n_fetch", self.n_fetch, 1, 100_000)
         _int_range("n_push", self.n_push, 1, 100_000)
         _int_range("warm_start_steps", self.warm_start_steps, 0)

@@ -96,8 +96,13 @@ def test_set_changes_fetch_and_push_rates_while_running(digits, local_cluster):
         with pytest.raises(ValueError, match="n_push must be"):
             d.set(n_push=0)
         with pytest.raises(ValueError, match="cannot change while training"):
-            d.set(shards=3)
+            d.set(batch_size=64)
         assert d.config.n_push == 5
+        before = d.current_params()
+        d.set(shards=3)  # re-sharded while running: same parameters, new shards, rates kept
+        assert len(d.server.shards) == 3 and d.current_params().tobytes() == before.tobytes()
+        d.fit(steps=20)
+        assert all(f["n_push"] == 5 for f in d.book.figures().values() if f["state"] == "paused")
 
 
 def test_add_and_remove_replicas_while_running(digits, local_cluster):

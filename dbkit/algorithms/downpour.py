@@ -19,6 +19,7 @@ import numpy as np
 from ..data import MiniBatches
 from ..nn import Network
 from ..ps import check_lr
+from .schedule import Schedule
 
 
 def check_rates(n_fetch: int, n_push: int) -> None:
@@ -56,7 +57,7 @@ class DownpourReplica:
         self.n_fetch, self.n_push, self.lr = int(n_fetch), int(n_push), check_lr(lr)
         self.params: np.ndarray | None = None
         self.accrued = np.zeros(network.size, dtype=np.float32)
-        self.since_fetch = self.since_push = 0
+        self.schedule = Schedule(self.n_fetch, self.n_push)
         self.steps = self.pushes = self.fetches = self.examples = 0
         self.rejected = self.nonfinite = 0
         self.losses: deque[float] = deque(maxlen=50)
@@ -68,16 +69,14 @@ class DownpourReplica:
         check_rates(nf, npush)
         self.lr = self.lr if lr is None else check_lr(lr)
         self.n_fetch, self.n_push = int(nf), int(npush)
-
-    def _fetch(self) -> None:
-        self.params = self.server.fetch()
-        self.fetches += 1
-        self.since_fetch = 0
+        self.schedule.n_fetch, self.schedule.n_push = self.n_fetch, self.n_push
 
     def step(self) -> float:
         """One Downpour step; returns the mini-batch loss."""
-        if self.params is None or self.since_fetch >= self.n_fetch:
-            self._fetch()
+        plan = self.schedule.plan()
+        if plan.fetch:
+            self.params = self.server.fetch()
+            self.fetches += 1
         X, y = next(self.batches)
         with np.errstate(all="ignore"):
             loss, grad = self.network.loss_and_grad(self.params, X, y)
@@ -85,38 +84,35 @@ class DownpourReplica:
             finite = np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
         if not finite:
             self.nonfinite += 1  # drop this gradient and start again from the server's parameters
-            self.params = None
+            self.schedule.dropped()
             return float("nan")
         self.accrued += grad
-        self.since_push += 1
-        self.since_fetch += 1
         self.steps += 1
         self.examples += len(y)
         self.losses.append(loss)
-        fetch_next = self.since_fetch >= self.n_fetch
-        if not fetch_next:  # local step between fetches (pointless if we fetch next anyway)
+        if plan.local:  # local step between fetches (pointless if we fetch next anyway)
             np.multiply(grad, np.float32(self.lr), out=grad)
             self.params -= grad
-        if self.since_push >= self.n_push:
-            self._push(and_fetch=fetch_next)
+        if plan.push:
+            self._push(and_fetch=plan.push_fetch)
+        self.schedule.done(plan)
         return loss
 
     def _push(self, and_fetch: bool = False) -> None:
         if and_fetch:
             answers, self.params = self.server.push_fetch(self.accrued)
             self.fetches += 1
-            self.since_fetch = 0
         else:
             answers = self.server.push(self.accrued)
         self.rejected += sum(1 for a in answers if not a["accepted"])
         self.pushes += 1
         self.accrued[:] = 0.0
-        self.since_push = 0
 
     def flush(self) -> None:
         """Push any accumulated gradient now (before pausing or stopping)."""
-        if self.since_push:
+        if self.schedule.since_push:
             self._push()
+            self.schedule.flushed()
 
     def stats(self) -> dict:
         return {

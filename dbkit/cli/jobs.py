@@ -82,7 +82,9 @@ def run_downpour(config: RunConfig, progress: bool = True, log=print) -> dict:
     data, net = prepare(config)
     log(f"dataset {data.name}: {data.n_train} train / {len(data.y_test)} test; model {net.name}: "
         f"{net.size:,} parameters")
-    log(f"downpour: {config.replicas} replicas, {config.shards} shards, n_fetch={config.n_fetch}, "
+    log(f"downpour: {config.replicas} replicas"
+        + (f" of {config.partitions} partitions each" if config.partitions > 1 else "")
+        + f", {config.shards} shards, n_fetch={config.n_fetch}, "
         f"n_push={config.n_push}, {config.optimizer} lr={config.lr}"
         + (f", warm start {config.warm_start_steps} steps" if config.warm_start_steps else ""))
     with DownpourSGD(net, data, config=config) as job:
@@ -126,6 +128,9 @@ def print_summary(report: dict, log=print) -> None:
     b = report["bytes"]
     if b["fetched"] or b["pushed"]:
         log(f"parameter server: {b['fetched'] / 1e6:.1f} MB fetched, {b['pushed'] / 1e6:.1f} MB pushed")
+    if b["between_partitions"]:
+        log(f"between partitions: {b['between_partitions'] / 1e6:.2f} MB sent "
+            f"(the connectivity requires {b['between_partitions_min'] / 1e6:.2f} MB)")
     if len(report["replicas"]) > 1 or report["algorithm"] != "sgd":
         for r in report["replicas"]:
             state = f" ({r.get('state')}: {r.get('error')})" if r.get("failures") else ""

@@ -18,20 +18,21 @@ from ..algorithms import Evaluator
 from ..config import RunConfig
 from ..data import Dataset, shard_indices
 from ..nn import Network
+from .downpour_layout import PartitionedLayout
 from .downpour_state import ReplicaBook
 from .job_setup import resolve_job
 from .monitor import Monitor
 from .progress import NO_CAP
 from .replica_task import ReplicaControl, run_replica
 from .session import Cluster
-from .shards import handles_of, start_shards
+from .shards import handles_of
 from .steering import ChangeInProgress, Steering
 
 __all__ = ["ChangeInProgress", "DownpourSGD"]
 
 
 
-class DownpourSGD(Steering):
+class DownpourSGD(Steering, PartitionedLayout):
     """Asynchronous Downpour SGD on a Dask cluster.
 
     Parameters
@@ -42,6 +43,10 @@ class DownpourSGD(Steering):
         A dataset name or path (see ``dbkit.data.load``) or a dataset.
     replicas, shards : int
         Model replicas and parameter shards.
+    partitions : int
+        Each replica is split into this many partitions on different workers
+        (DistBelief Sec. 3); every shard then holds one partition's parameters,
+        so ``shards`` must be at least ``partitions``.
     n_fetch, n_push : int
         Each replica fetches every ``n_fetch`` steps and pushes every ``n_push`` steps.
     optimizer : {'sgd', 'adagrad'}
@@ -63,16 +68,17 @@ class DownpourSGD(Steering):
     name = "downpour"
 
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", replicas: int | None = None,
-                 shards: int | None = None, n_fetch: int | None = None, n_push: int | None = None,
+                 shards: int | None = None, partitions: int | None = None, n_fetch: int | None = None, n_push: int | None = None,
                  optimizer: str | None = None, lr: float | None = None, warm_start_steps: int | None = None,
                  client=None, scheduler: str | None = None, config: RunConfig | None = None,
                  replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
                  **settings) -> None:
-        given = dict(replicas=replicas, shards=shards, n_fetch=n_fetch, n_push=n_push, optimizer=optimizer,
+        given = dict(replicas=replicas, shards=shards, partitions=partitions, n_fetch=n_fetch, n_push=n_push, optimizer=optimizer,
                      lr=lr, warm_start_steps=warm_start_steps, scheduler=scheduler, **settings)
         base = config or RunConfig(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
         self.config, self.data, self.network = resolve_job("downpour", model, data, base, given)
         c = self.config
+        self.alignment = self._check_layout(c)  # refuses partitions the network or shards cannot take
         self.evaluator = Evaluator(self.network, self.data, seed=c.seed)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self.cluster: Cluster | None = None
@@ -86,6 +92,13 @@ class DownpourSGD(Steering):
         self._monitor: Monitor | None = None
         self._cap = NO_CAP
         self._final: dict | None = None
+        self._layout_lock = threading.RLock()
+        self._generation = 0
+        self._shard_names: list[str] = []
+        self._partition_names: dict[int, list[str]] = {}
+        self._floats_per_example = 0
+        self._paused = False
+        self.layouts: list[dict] = []  # every re-layout: when, and to what
         self.started = self.stopped = False
         self._t0 = 0.0
         self.tag = uuid.uuid4().hex[:10]
@@ -106,7 +119,7 @@ class DownpourSGD(Steering):
                 workers = self.cluster.workers()
             self._shard_workers = self._shard_workers or workers
             self._replica_workers = self._replica_workers or workers
-            self.server = self._place_shards()
+            self.server = self._place_shards(self.alignment, self.network.init_params(c.seed))
             self.started = True
             self._t0 = time.perf_counter()
             self.record_eval()  # the history starts from the untrained model
@@ -122,11 +135,6 @@ class DownpourSGD(Steering):
             raise
         return self
 
-    def _place_shards(self):
-        c = self.config
-        init = self.network.init_params(c.seed)
-        return start_shards(self.cluster, init, c.shards, c.optimizer, c.lr, workers=self._shard_workers)
-
     def _control(self, worker: str):
         if worker not in self._controls:
             self._controls[worker] = self.cluster.place_actor(f"control-{len(self._controls)}", ReplicaControl,
@@ -138,14 +146,20 @@ class DownpourSGD(Steering):
         worker = self._replica_workers[index % len(self._replica_workers)]
         control = self._control(worker)
         cap = NO_CAP if self._cap == NO_CAP else max(0, self._cap - self.total_steps())
-        settings = {"n_fetch": c.n_fetch, "n_push": c.n_push, "lr": c.lr, "paused": False, "stop": False,
+        settings = {"n_fetch": c.n_fetch, "n_push": c.n_push, "lr": c.lr, "paused": self._paused, "stop": False,
                     "max_steps": cap}
         control.register(index, settings).result()
-        part = self._parts[index % len(self._parts)]
-        future = self.cluster.submit_on(
-            worker, run_replica, index, str(control.key), self.network, self.data.X_train[part],
-            self.data.y_train[part], handles_of(self.server), c.batch_size, c.seed + index,
-            key=f"dbkit-replica-{index}-{self.tag}")
+        key = f"dbkit-replica-{index}-{self.tag}"
+        if self.alignment.partitions > 1:  # the partitions hold the data and talk to the shards
+            parts = self._place_partitions(index, self._replica_workers)
+            future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
+                                            c.batch_size, c.seed + index, partitions=parts,
+                                            floats_per_example=self._floats_per_example, key=key)
+        else:
+            part = self._parts[index % len(self._parts)]
+            future = self.cluster.submit_on(
+                worker, run_replica, index, str(control.key), self.network, self.data.X_train[part],
+                self.data.y_train[part], handles_of(self.server), c.batch_size, c.seed + index, key=key)
         self.book.add(index, worker, future)
 
     def stop(self) -> None:
@@ -156,7 +170,7 @@ class DownpourSGD(Steering):
             self._broadcast(stop=True)
             self.book.wait_all(timeout=60)
             self.book.clock_stop()
-            self._final = {"params": self.server.fetch(), "shards": self.server.stats(),
+            self._final = {"params": self.current_params(), "shards": self.server.stats(),
                            "shard_workers": list(self.server.workers)}
         finally:
             self._teardown()
@@ -200,7 +214,8 @@ class DownpourSGD(Steering):
     def current_params(self) -> np.ndarray:
         if self._final is not None:
             return self._final["params"]
-        return self.server.fetch()
+        with self._layout_lock:
+            return self.alignment.from_server(self.server.fetch())
 
     def evaluate(self) -> dict:
         """Final-style figures (including ``full_batch_loss``) for the current parameters."""
@@ -217,7 +232,8 @@ class DownpourSGD(Steering):
         figures = self.book.figures()
         replicas = [{"replica": i, **{k: f.get(k, 0) for k in ("steps", "pushes", "fetches", "examples",
                                                                "rejected", "nonfinite", "failures")},
-                     "worker": f.get("worker"), "state": f.get("state"), "error": f.get("error")}
+                     "worker": f.get("worker"), "state": f.get("state"), "error": f.get("error"),
+                     **({"partitions": f["partitions"]} if f.get("partitions") else {})}
                     for i, f in sorted(figures.items())]
         shards = self._final["shards"] if self._final is not None else self.server.stats()
         return {
@@ -227,7 +243,9 @@ class DownpourSGD(Steering):
             "replicas": replicas, "shards": shards,
             "bytes": {"fetched": sum(f.get("bytes_fetched", 0) for f in figures.values()),
                       "pushed": sum(f.get("bytes_pushed", 0) for f in figures.values()),
-                      "between_partitions": 0, "between_partitions_min": 0},
+                      "between_partitions": sum(f.get("bytes_between_partitions", 0) for f in figures.values()),
+                      "between_partitions_min": sum(f.get("bytes_between_partitions_min", 0)
+                                                    for f in figures.values())},
         }
 
     def _shard_placement(self) -> list[str]:
@@ -244,6 +262,9 @@ class DownpourSGD(Steering):
                  "model": {"name": self.network.name, "parameters": self.network.size,
                            "layers": [layer.describe() for layer in self.network.layers]},
                  "cluster": {"kind": self.cluster.kind if self.cluster else "none",
-                             "shard_workers": self._shard_placement()}}
+                             "shard_workers": self._shard_placement()},
+                 "layout": {"partitions": self.alignment.partitions,
+                            "shards_of_partition": [list(s) for s in self.alignment.shards_of],
+                            "relayouts": list(self.layouts)}}
         return build_report(s, self.config.to_dict(), self.evaluator.final(s["params"]),
                             time.perf_counter() - self._t0, extra)

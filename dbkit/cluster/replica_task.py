@@ -16,6 +16,8 @@ import traceback
 import numpy as np
 
 from ..algorithms import DownpourReplica
+from .partition_downpour import DownpourPartition
+from .partitioned_downpour import PartitionedDownpourReplica
 from .shards import ShardHandles, connect
 
 SETTINGS = ("n_fetch", "n_push", "lr", "paused", "stop", "max_steps")
@@ -45,25 +47,33 @@ class ReplicaControl:
         return {i: dict(f) for i, f in self.figures.items()}
 
 
-def run_replica(index: int, control_key: str, network, X: np.ndarray, y: np.ndarray, shards: ShardHandles,
-                batch_size: int, seed: int, poll: float = 0.005) -> dict:
+def run_replica(index: int, control_key: str, network, X: np.ndarray | None, y: np.ndarray | None,
+                shards: ShardHandles | None, batch_size: int, seed: int, poll: float = 0.005,
+                partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0) -> dict:
     """The body of one replica task: step until told to stop; returns final figures.
 
     ``control_key`` names the ``ReplicaControl`` actor on this worker, read in
     process. Errors (a shard lost, say) end this replica alone: they are
     recorded in the figures (``failures``, ``error``) instead of raised.
+    A whole replica trains on ``X, y`` with ``shards``; a partitioned one
+    drives the ``DownpourPartition`` actors named by ``partitions``
+    (``(key, worker)`` each), which hold their data and shards themselves.
     """
     from distributed import get_worker, secede
+    from distributed.actor import Actor
     from threadpoolctl import threadpool_limits
 
     secede()
     ctl = get_worker().state.actors.get(control_key)
     if ctl is None:
         raise RuntimeError(f"replica {index}: its control actor {control_key} is not on this worker")
-    server = connect(shards)
     s = ctl.settings[index]
-    replica = DownpourReplica(index, network, X, y, server, batch_size, s["n_fetch"], s["n_push"], s["lr"],
-                              seed=seed)
+    if partitions:
+        parts = [Actor(DownpourPartition, w, k) for k, w in partitions]
+        replica = PartitionedDownpourReplica(index, parts, s["n_fetch"], s["n_push"], s["lr"], floats_per_example)
+    else:
+        replica = DownpourReplica(index, network, X, y, connect(shards), batch_size, s["n_fetch"], s["n_push"],
+                                  s["lr"], seed=seed)
     worker = get_worker().address
     figures = {**replica.stats(), "worker": worker, "failures": 0, "error": None, "state": "running"}
     applied = dict(s)

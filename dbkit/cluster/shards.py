@@ -11,12 +11,17 @@ from .session import Cluster
 
 
 def start_shards(cluster: Cluster, initial: np.ndarray, n_shards: int, optimizer: str = "sgd",
-                 lr: float = 0.1, prefix: str = "shard", workers: list[str] | None = None) -> ShardedParameters:
+                 lr: float = 0.1, prefix: str = "shard", workers: list[str] | None = None,
+                 layout: ShardLayout | None = None) -> ShardedParameters:
     """Place ``n_shards`` ``ParameterShard`` actors over ``initial``, round-robin over ``workers`` (default: all).
 
-    Returns a ``ShardedParameters`` whose fetch and push go to the actors.
+    ``layout`` defaults to balanced contiguous ranges. Returns a
+    ``ShardedParameters`` whose fetch and push go to the actors.
     """
-    layout = balanced_layout(len(initial), n_shards)
+    layout = layout or balanced_layout(len(initial), n_shards)
+    if layout.n_shards != n_shards or layout.size != len(initial):
+        raise ValueError(f"a layout of {layout.n_shards} shards over {layout.size} parameters does not fit "
+                         f"{n_shards} shards over {len(initial)}")
     specs = [(i, a, b, np.asarray(initial[a:b], dtype=np.float32), optimizer, lr)
              for i, (a, b) in enumerate(layout.ranges)]
     proxies = cluster.place_round_robin(prefix, specs, ParameterShard, workers=workers)

@@ -11,7 +11,8 @@ import contextlib
 
 from ..config import RunConfig
 
-STEERABLE = ("n_fetch", "n_push", "lr")
+STEERABLE = ("n_fetch", "n_push", "lr", "partitions", "shards")
+LAYOUT = ("partitions", "shards")
 
 
 class ChangeInProgress(RuntimeError):
@@ -22,6 +23,8 @@ class Steering:
     """Mixin for ``DownpourSGD``: the methods that change a running job."""
 
     def _broadcast(self, indices: list[int] | None = None, **changes) -> None:
+        if indices is None and "paused" in changes:
+            self._paused = bool(changes["paused"])  # replicas launched from now on start so too
         pending = []
         for ctl in list(self._controls.values()):
             try:
@@ -45,7 +48,13 @@ class Steering:
             self._change.release()
 
     def set(self, **changes) -> RunConfig:
-        """Change ``n_fetch``, ``n_push`` or ``lr`` in running replicas (from their next step).
+        """Change ``n_fetch``, ``n_push``, ``lr``, ``partitions`` or ``shards`` while training runs.
+
+        Rates and ``lr`` take effect from each replica's next step. A new
+        ``partitions`` or ``shards`` re-lays the job out (DistBelief Sec. 3):
+        the replicas push what they accumulated and stop, the parameters and
+        Adagrad accumulators move to shards aligned to the new partitions, and
+        as many replicas start again, each split into ``partitions`` parts.
 
         Values are validated first; a bad value raises ``ValueError`` and changes nothing.
         """
@@ -53,11 +62,18 @@ class Steering:
         if unknown:
             raise ValueError(f"set() takes {STEERABLE}; {sorted(unknown)} cannot change while training")
         new = self.config.replace(**changes)
+        relayout = any(getattr(new, k) != getattr(self.config, k) for k in LAYOUT)
+        alignment = self._check_layout(new) if relayout else None
         with self._steer():
-            if self.started and not self.stopped:
-                if "lr" in changes:
-                    self.server.set_lr(new.lr)
-                self._broadcast(**changes)
+            running = self.started and not self.stopped
+            if running and "lr" in changes:
+                self.server.set_lr(new.lr)
+            if running and relayout:
+                self._relayout(new)
+            elif running:
+                self._broadcast(**{k: v for k, v in changes.items() if k not in LAYOUT})
+            if alignment is not None and not running:
+                self.alignment = alignment
             self.config = new
         return new
 

@@ -8,6 +8,7 @@ by duck typing (anything with ``.result()``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,6 +22,11 @@ def resolve(value):
     return result() if callable(result) else value
 
 
+async def aresolve(value):
+    """``resolve`` for code on an event loop: awaits what can be awaited (an actor call)."""
+    return await value if inspect.isawaitable(value) else resolve(value)
+
+
 class ShardedParameters:
     """A client view of parameters spread over shards.
 
@@ -31,14 +37,21 @@ class ShardedParameters:
     layout : ShardLayout
     workers : sequence of str, optional
         Where each shard lives (for reports); ``"local"`` by default.
+    name : str, optional
+        Who pushes through this client; shards count accepted pushes per name.
+
+    Methods prefixed ``a`` (``afetch``, ``apush``, ``apush_fetch``) are the
+    same calls for code running on an event loop (an async actor).
     """
 
-    def __init__(self, shards: Sequence, layout: ShardLayout, workers: Sequence[str] | None = None) -> None:
+    def __init__(self, shards: Sequence, layout: ShardLayout, workers: Sequence[str] | None = None,
+                 name: str | None = None) -> None:
         if len(shards) != layout.n_shards:
             raise ValueError(f"{len(shards)} shards given for a layout of {layout.n_shards}")
         self.shards = list(shards)
         self.workers = list(workers) if workers is not None else ["local"] * layout.n_shards
         self.layout = layout
+        self.name = name
         self.versions = [0] * layout.n_shards
         self.bytes_fetched = 0
         self.bytes_pushed = 0
@@ -63,12 +76,30 @@ class ShardedParameters:
         self._count_pushed(answers)
         return answers, self._assemble([r[1:] for r in results])
 
+    async def afetch(self) -> np.ndarray:
+        pending = [s.fetch() for s in self.shards]
+        return self._assemble([await aresolve(p) for p in pending])
+
+    async def apush(self, grad: np.ndarray) -> list[dict]:
+        pending = self._send("push", grad, None)
+        answers = [await aresolve(p) for p in pending]
+        self._count_pushed(answers)
+        return answers
+
+    async def apush_fetch(self, grad: np.ndarray) -> tuple[list[dict], np.ndarray]:
+        pending = self._send("push_fetch", grad, None)
+        results = [await aresolve(p) for p in pending]
+        answers = [r[0] for r in results]
+        self._count_pushed(answers)
+        return answers, self._assemble([r[1:] for r in results])
+
     def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None) -> list:
         grad = np.asarray(grad, dtype=np.float32)
         if grad.shape != (self.layout.size,):
             raise ValueError(f"gradient has shape {grad.shape}, parameters have ({self.layout.size},)")
         versions = list(self.versions if versions is None else versions)
-        return [getattr(s, method)(grad[a:b], int(v))
+        named = {} if self.name is None else {"pusher": self.name}
+        return [getattr(s, method)(grad[a:b], int(v), **named)
                 for s, (a, b), v in zip(self.shards, self.layout.ranges, versions)]
 
     def _count_pushed(self, answers: list[dict]) -> None:

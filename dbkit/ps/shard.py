@@ -53,6 +53,7 @@ class ParameterShard(VectorOps):
         self.rejected = 0
         self.rejections: Counter[str] = Counter()
         self.staleness: Counter[int] = Counter()
+        self.pushers: Counter[str] = Counter()
         self.bytes_fetched = 0
         self.bytes_pushed = 0
         self.vectors: dict[str, np.ndarray] = {}  # named vectors for Sandblaster (dbkit.ps.vectors)
@@ -70,8 +71,11 @@ class ParameterShard(VectorOps):
             self.bytes_fetched += self.params.nbytes
             return self.version, self.params.copy()
 
-    def push(self, grad: np.ndarray, fetched_version: int) -> dict:
+    def push(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None) -> dict:
         """Apply one gradient slice computed from parameters at ``fetched_version``.
+
+        ``pusher`` optionally names who pushed (a replica, or a replica's
+        partition); accepted pushes are counted per name in ``stats()``.
 
         A gradient of the wrong length, with NaN or inf, or claiming a version
         this shard has not reached is refused: counted in ``rejected``, and
@@ -94,17 +98,20 @@ class ParameterShard(VectorOps):
             self.rule.apply(self.params, grad.astype(np.float32, copy=False), self.opt_state)
             self.version += 1
             self.staleness[staleness] += 1
+            if pusher is not None:
+                self.pushers[str(pusher)] += 1
             self.bytes_pushed += grad.size * 4
             return {"accepted": True, "version": self.version, "staleness": staleness, "reason": None}
 
-    def push_fetch(self, grad: np.ndarray, fetched_version: int) -> tuple[dict, int, np.ndarray]:
+    def push_fetch(self, grad: np.ndarray, fetched_version: int,
+                   pusher: str | None = None) -> tuple[dict, int, np.ndarray]:
         """``push`` then ``fetch`` in one call: ``(answer, version, copy of the parameters)``.
 
         A Downpour replica whose push is due just before its next fetch sends
         one message per shard instead of two; the result is the same as
         calling the two in turn.
         """
-        answer = self.push(grad, fetched_version)
+        answer = self.push(grad, fetched_version, pusher)
         version, params = self.fetch()
         return answer, version, params
 
@@ -137,7 +144,7 @@ class ParameterShard(VectorOps):
             return {
                 "index": self.index, "start": self.start, "stop": self.stop, "size": self.size,
                 "version": self.version, "updates": self.version, "fetches": self.fetches,
-                "rejected": self.rejected, "rejections": dict(self.rejections),
+                "rejected": self.rejected, "rejections": dict(self.rejections), "pushers": dict(self.pushers),
                 "staleness": staleness_summary(self.staleness),
                 "bytes_fetched": self.bytes_fetched, "bytes_pushed": self.bytes_pushed,
                 "optimizer": self.rule.optimizer, "lr": self.rule.lr,

@@ -1,0 +1,55 @@
+"""When a Downpour replica fetches, takes a local step and pushes (DistBelief Sec. 4.1).
+
+The rule of "DownpourSGDClient": fetch every ``n_fetch`` steps, push every
+``n_push`` steps, and between fetches take local SGD steps with the
+accumulated gradient. A push due right before a fetch goes with it as one
+message per shard, and no local step is taken before a fetch (it would be
+overwritten). One object holds this rule so that a whole replica and the K
+partitions of a partitioned replica follow exactly the same schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What one step does: ``fetch`` before computing; after it a ``local`` step, a ``push``,
+    and ``push_fetch`` when the push also brings back fresh parameters."""
+
+    fetch: bool
+    local: bool
+    push: bool
+    push_fetch: bool
+
+
+class Schedule:
+    """Counters of one replica's steps since its last fetch and push."""
+
+    def __init__(self, n_fetch: int = 1, n_push: int = 1) -> None:
+        self.n_fetch, self.n_push = int(n_fetch), int(n_push)
+        self.since_fetch = self.since_push = 0
+        self.have_params = False
+
+    def plan(self) -> StepPlan:
+        """The plan of the next step (nothing changes until ``done``)."""
+        fetch = not self.have_params or self.since_fetch >= self.n_fetch
+        since_fetch = (0 if fetch else self.since_fetch) + 1
+        fetch_next = since_fetch >= self.n_fetch
+        push = self.since_push + 1 >= self.n_push
+        return StepPlan(fetch, local=not fetch_next, push=push, push_fetch=push and fetch_next)
+
+    def done(self, plan: StepPlan) -> None:
+        """The step of ``plan`` was taken."""
+        self.have_params = True
+        since_fetch = (0 if plan.fetch else self.since_fetch) + 1
+        self.since_fetch = 0 if plan.push_fetch else since_fetch
+        self.since_push = 0 if plan.push else self.since_push + 1
+
+    def dropped(self) -> None:
+        """The step's gradient was not finite: it is dropped and the next step fetches afresh."""
+        self.have_params = False
+
+    def flushed(self) -> None:
+        self.since_push = 0

@@ -1,0 +1,89 @@
+"""A Downpour replica made of K partitions (DistBelief Sec. 3 inside Sec. 4.1).
+
+``PartitionedDownpourReplica`` has the interface of
+``dbkit.algorithms.DownpourReplica`` (``step``, ``flush``, ``configure``,
+``stats``), so the same replica task runs either. It holds the replica's
+schedule and, each step, tells its ``DownpourPartition`` actors what to do;
+the partitions fetch, compute, exchange boundary activations, and push, each
+with its own shards.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..algorithms import check_rates
+from ..algorithms.schedule import Schedule
+from ..ps import check_lr, resolve
+
+
+class PartitionedDownpourReplica:
+    """Replica ``index`` driving ``parts`` (actor proxies of ``DownpourPartition``, in partition order).
+
+    ``floats_per_example`` is what the connectivity requires to cross
+    partition boundaries per example, forward and backward
+    (``dbkit.partition.boundary_floats``); the measured bytes are reported next to it.
+    """
+
+    def __init__(self, index: int, parts: list, n_fetch: int, n_push: int, lr: float,
+                 floats_per_example: int) -> None:
+        check_rates(n_fetch, n_push)
+        self.index, self.parts = index, list(parts)
+        self.n_fetch, self.n_push, self.lr = int(n_fetch), int(n_push), check_lr(lr)
+        self.schedule = Schedule(self.n_fetch, self.n_push)
+        self.floats_per_example = int(floats_per_example)
+        self.steps = self.examples = self.nonfinite = self.run_examples = 0
+        self._step = 0
+        self.losses: deque[float] = deque(maxlen=50)
+        self.part_figures: list[dict] = [{} for _ in self.parts]
+
+    def configure(self, n_fetch: int | None = None, n_push: int | None = None, lr: float | None = None) -> None:
+        nf = self.n_fetch if n_fetch is None else n_fetch
+        npush = self.n_push if n_push is None else n_push
+        check_rates(nf, npush)
+        self.lr = self.lr if lr is None else check_lr(lr)
+        self.n_fetch, self.n_push = int(nf), int(npush)
+        self.schedule.n_fetch, self.schedule.n_push = self.n_fetch, self.n_push
+
+    def step(self) -> float:
+        """One step of every partition, in lockstep; returns the mini-batch loss."""
+        plan = self.schedule.plan()
+        self._step += 1
+        calls = [p.downpour_step(self._step, plan.fetch, plan.local, plan.push, plan.push_fetch, self.lr)
+                 for p in self.parts]
+        results = [resolve(c) for c in calls]
+        self.part_figures = [r["figures"] for r in results]
+        self.run_examples += results[0]["examples"]
+        if not all(r["finite"] for r in results):
+            self.nonfinite += 1
+            self.schedule.dropped()
+            return float("nan")
+        self.schedule.done(plan)
+        loss = float(sum((r["loss"] or 0.0) + r["penalty"] for r in results))
+        self.steps += 1
+        self.examples += results[0]["examples"]
+        self.losses.append(loss)
+        return loss
+
+    def flush(self) -> None:
+        if self.schedule.since_push:
+            self.part_figures = [resolve(c) for c in [p.flush() for p in self.parts]]
+            self.schedule.flushed()
+
+    def stats(self) -> dict:
+        parts = self.part_figures
+        first = parts[0] if parts else {}
+        return {
+            "replica": self.index, "steps": self.steps, "examples": self.examples,
+            "pushes": first.get("pushes", 0), "fetches": first.get("fetches", 0),
+            "rejected": sum(f.get("rejected", 0) for f in parts), "nonfinite": self.nonfinite,
+            "n_fetch": self.n_fetch, "n_push": self.n_push, "lr": self.lr,
+            "loss": float(np.mean(self.losses)) if self.losses else None,
+            "bytes_fetched": sum(f.get("bytes_fetched", 0) for f in parts),
+            "bytes_pushed": sum(f.get("bytes_pushed", 0) for f in parts),
+            "bytes_between_partitions": sum(f.get("bytes_sent", 0) for f in parts),
+            "bytes_between_partitions_min": 4 * self.floats_per_example * self.run_examples,
+            "partitions": [dict(f) for f in parts],
+        }

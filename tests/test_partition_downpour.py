@@ -1,0 +1,151 @@
+"""Model partitioning inside Downpour (DistBelief Sec. 3 and 4.1), on a real LocalCluster.
+
+References: plain synchronous SGD (one replica of two partitions), the
+connectivity's minimum traffic, and the parameters and Adagrad accumulators
+gathered before a re-partitioning.
+"""
+
+import numpy as np
+import pytest
+
+from dbkit import data, nn
+from dbkit.algorithms import SyncSGD
+from dbkit.algorithms.schedule import Schedule
+from dbkit.cluster.downpour import DownpourSGD
+from dbkit.config import RunConfig
+from dbkit.partition import aligned_layout, plan
+from dbkit.ps import balanced_layout
+from dbkit.telemetry import validate_report
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+@pytest.fixture(scope="module")
+def image_net(digits):
+    return nn.build("image-local", digits.n_features, digits.n_classes, image_shape=digits.image_shape)
+
+
+# ---- the layout (numpy) ----------------------------------------------------------------------
+@pytest.mark.parametrize("k,shards", [(1, 1), (1, 3), (2, 2), (2, 5), (3, 4), (4, 4)])
+def test_every_shard_holds_one_partitions_parameters(image_net, k, shards):
+    p = plan(image_net, k)
+    a = aligned_layout(p, shards)
+    owner = p.param_owner()
+    assert a.layout.n_shards == shards and sorted(a.order) == list(range(image_net.size))
+    for s, (lo, hi) in enumerate(a.layout.ranges):
+        assert set(owner[a.order[lo:hi]]) == {a.owner_of_shard(s)}  # one partition per shard
+    for j in range(k):
+        lo, hi = a.blocks[j]
+        np.testing.assert_array_equal(a.order[lo:hi], p.param_indices(j))  # the partition's own order
+        assert a.partition_layout(j).size == p.param_indices(j).size
+    x = np.random.default_rng(0).normal(size=image_net.size).astype(np.float32)
+    np.testing.assert_array_equal(a.from_server(a.to_server(x)), x)
+    if k == 1:
+        assert a.layout == balanced_layout(image_net.size, shards) and (a.order == np.arange(image_net.size)).all()
+
+
+def test_fewer_shards_than_partitions_is_refused(image_net):
+    with pytest.raises(ValueError, match="shards must be at least partitions"):
+        aligned_layout(plan(image_net, 3), 2)
+
+
+def test_schedule_follows_n_fetch_and_n_push():
+    s = Schedule(n_fetch=3, n_push=2)
+    seen = []
+    for _ in range(6):
+        p = s.plan()
+        seen.append((p.fetch, p.local, p.push, p.push_fetch))
+        s.done(p)
+    # fetch at steps 1 and 4; step 6's push (every 2) coincides with a due fetch and brings it back
+    assert [f for f, *_ in seen] == [True, False, False, True, False, False]
+    assert [p for _, _, p, _ in seen] == [False, True, False, True, False, True]
+    assert [loc for _, loc, _, _ in seen] == [True, True, False, True, True, False]
+    assert [pf for *_, pf in seen] == [False, False, False, False, False, True]
+
+
+# ---- on the cluster --------------------------------------------------------------------------
+def test_one_replica_of_two_partitions_follows_sync_sgd(digits, image_net, local_cluster):
+    cfg = RunConfig(algorithm="downpour", steps=40, lr=0.05, optimizer="sgd", replicas=1, shards=2, partitions=2)
+    base = SyncSGD(image_net, digits, cfg.replace(algorithm="sgd", partitions=1))
+    base.fit()
+    with DownpourSGD(image_net, digits, config=cfg, client=local_cluster.client) as d:
+        d.fit(steps=40, progress=False)
+        params = d.current_params()
+        report = d.report()
+    start = image_net.init_params(cfg.seed)
+    moved = np.abs(base.params - start).max()
+    assert moved > 1e-2  # training happened
+    np.testing.assert_allclose(params, base.params, atol=1e-5 * max(1.0, moved))
+    assert report["bytes"]["between_partitions"] == report["bytes"]["between_partitions_min"] > 0
+
+
+def test_two_replicas_of_two_partitions_train_digits_each_partition_with_its_own_shards(
+        digits, image_net, local_cluster):
+    with DownpourSGD(image_net, digits, replicas=2, shards=3, partitions=2, optimizer="adagrad", lr=0.05,
+                     client=local_cluster.client) as d:
+        d.fit(steps=500, progress=False)
+        report = d.report()
+        shards_of = d.alignment.shards_of
+    assert validate_report(report) == []
+    assert report["final"]["test_accuracy"] >= 0.9
+    assert report["layout"]["partitions"] == 2 and report["layout"]["shards_of_partition"] == [[0, 1], [2]]
+    for s, shard in enumerate(report["shards"]):
+        owner = next(j for j, ids in enumerate(shards_of) if s in ids)
+        assert shard["pushers"], f"nobody pushed to shard {s}"
+        assert set(shard["pushers"]) <= {f"replica{i}/partition{owner}" for i in (0, 1)}, shard["pushers"]
+        assert shard["updates"] == sum(shard["pushers"].values())  # every accepted push is named
+    for r in report["replicas"]:
+        assert [p["shards"] for p in r["partitions"]] == [list(ids) for ids in shards_of]
+        assert all(p["pushes"] == r["pushes"] > 0 for p in r["partitions"])
+    b = report["bytes"]
+    assert b["between_partitions"] == b["between_partitions_min"] > 0
+
+
+def test_repartitioning_keeps_parameters_adagrad_state_and_the_loss(digits, image_net, local_cluster):
+    with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=1, optimizer="adagrad", lr=0.05,
+                     eval_every=20, client=local_cluster.client) as d:
+        d.fit(steps=150, progress=False)
+        initial = d.history[0]["train_loss"]
+        params, acc = d.parameter_state()
+        before = d.evaluate()["full_batch_loss"]
+        assert acc is not None and before < 0.5 * initial
+        d.set(partitions=2)
+        after_params, after_acc = d.parameter_state()
+        np.testing.assert_array_equal(after_params, params)
+        np.testing.assert_array_equal(after_acc, acc)
+        assert d.evaluate()["full_batch_loss"] == pytest.approx(before, rel=1e-6)
+        n = len(d.history)
+        d.fit(steps=150, progress=False)
+        later = [h["train_loss"] for h in d.history[n:]]
+        report = d.report()
+    assert max(later) < 0.5 * initial and min(later) < before * 1.2  # continuous: no jump back
+    assert report["layout"]["partitions"] == 2 and len(report["layout"]["relayouts"]) == 1
+    states = [r["state"] for r in report["replicas"]]
+    assert states.count("relaid") == 2 and len(states) == 4
+    assert report["bytes"]["between_partitions"] > 0
+    assert all(r.get("partitions") for r in report["replicas"][2:])
+
+
+def test_bad_partitions_are_refused_and_the_job_keeps_running(digits, image_net, local_cluster):
+    with pytest.raises(ValueError, match="shards must be at least partitions"):
+        DownpourSGD(image_net, digits, shards=1, partitions=2)
+    with pytest.raises(ValueError, match="rows of positions"):
+        DownpourSGD(image_net, digits, shards=64, partitions=64)
+    with pytest.raises(ValueError, match="downpour only"):
+        RunConfig(algorithm="sandblaster", partitions=2)
+    with DownpourSGD(image_net, digits, replicas=1, shards=2, partitions=2, optimizer="adagrad",
+                     client=local_cluster.client) as d:
+        d.fit(steps=20, progress=False)
+        params, acc = d.parameter_state()
+        for bad in (dict(partitions=3), dict(partitions=0), dict(shards=1), dict(partitions=True)):
+            with pytest.raises(ValueError):
+                d.set(**bad)
+        assert d.config.partitions == 2 and d.alignment.partitions == 2 and not d.layouts
+        p2, a2 = d.parameter_state()
+        np.testing.assert_array_equal(p2, params)
+        np.testing.assert_array_equal(a2, acc)
+        d.fit(steps=20, progress=False)
+        assert d.total_steps() >= 40 and d.book.live() == [0]
