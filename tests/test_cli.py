@@ -108,6 +108,8 @@ def test_run_downpour_writes_a_whole_report(tmp_path):
     (["--n-fetch", "0"], "n_fetch must be"),
     (["--replicas", "0"], "replicas must be"),
     (["--warm-start-steps", "-1"], "warm_start_steps must be"),
+    (["--partitions", "3", "--shards", "2"], "shards must be at least partitions (3)"),
+    (["--partitions", "0"], "partitions must be"),
 ])
 def test_bad_downpour_flags_exit_2(args, message):
     out = dbkit("run", "downpour", "--steps", "5", "--quiet", *args)
@@ -146,3 +148,23 @@ def test_run_sandblaster_writes_a_whole_report(tmp_path):
 def test_bad_sandblaster_flags_exit_2(args, message):
     out = dbkit("run", "sandblaster", "--iterations", "2", "--quiet", *args)
     assert out.returncode == 2 and message in out.stderr
+
+
+def test_partitioned_downpour_on_a_real_dask_scheduler(tmp_path, dask_cluster_address):
+    out = dbkit("run", "downpour", "--scheduler", dask_cluster_address, "--model", "image-local",
+                "--replicas", "2", "--partitions", "2", "--shards", "2", "--steps", "100",
+                "--report", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert validate_report(report) == [] and report["config"]["partitions"] == 2
+    b = report["bytes"]
+    assert b["between_partitions"] == b["between_partitions_min"] > 0
+    assert "2 replicas of 2 partitions each" in out.stdout and "between partitions" in out.stdout
+    for r in report["replicas"]:  # the partitions of a replica ran on both workers
+        assert len(r["partitions"]) == 2 and all(p["pushes"] > 0 for p in r["partitions"])
+        assert len({p["worker"] for p in r["partitions"]}) == 2
+
+
+def test_partitions_are_for_downpour_only():
+    out = dbkit("run", "sandblaster", "--partitions", "2", "--quiet")
+    assert out.returncode == 2 and "downpour only" in out.stderr

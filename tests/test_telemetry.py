@@ -58,3 +58,19 @@ def test_event_log_totals():
     assert s["counts"] == {"fetch": 1, "push": 2} and s["bytes"] == {"fetch": 100, "push": 80}
     assert s["staleness"]["count"] == 3 and s["staleness"]["max"] == 2
     assert len(log.events) == 2 and len(log.of_kind("push")) == 2
+
+
+def test_partition_picture_marks_only_what_crosses(tmp_path):
+    from dbkit import nn
+    from dbkit.partition import plan
+    from dbkit.telemetry import plot_partitions
+    from dbkit.telemetry.partition_plot import _sent_units
+
+    net = nn.build("image-local", 64, 10, image_shape=(8, 8))  # 6x6x8 -> 4x4x8 -> dense
+    # by hand: layer 2's row bands {0,1} and {2,3} read rows 0-3 and 2-5 of layer 0's output,
+    # whose owners are rows {0,1,2} and {3,4,5}: only rows 2 and 3 cross
+    sent = _sent_units(plan(net, 2), 0)
+    assert sorted(set((sent // 8) // 6)) == [2, 3]
+    assert _sent_units(plan(net, 2), 2).size == 4 * 4 * 8  # the dense layer reads everything
+    fig = plot_partitions(net, 2, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 1000 and len(fig.axes) == 3

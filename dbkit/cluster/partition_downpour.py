@@ -30,6 +30,7 @@ class DownpourPartition(PartitionWorker):
 
         if layout.size != self.mine.size:
             raise ValueError(f"partition {self.index} owns {self.mine.size} parameters, its shards hold {layout.size}")
+        self.worker = get_worker().address
         local = get_worker().state.actors  # shards on this worker are called in process
         shards = [local.get(k) or Actor(ParameterShard, w, k) for k, w in zip(keys, workers)]
         self.server = ShardedParameters(shards, layout, workers=workers, name=name)
@@ -89,7 +90,7 @@ class DownpourPartition(PartitionWorker):
         return self.figures()
 
     def figures(self) -> dict:
-        return {"partition": self.index, "shards": self.shard_ids, "pushes": self.pushes, "fetches": self.fetches,
+        return {"partition": self.index, "worker": self.worker, "shards": self.shard_ids, "pushes": self.pushes, "fetches": self.fetches,
                 "rejected": self.rejected, "nonfinite": self.nonfinite, "examples": self.examples,
                 "bytes_fetched": self.server.bytes_fetched, "bytes_pushed": self.server.bytes_pushed,
                 "bytes_sent": self.bytes_sent}
