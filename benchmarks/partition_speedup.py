@@ -7,7 +7,9 @@ count, each split into K in {1, 2, 4} partitions on a LocalCluster with K
 workers (one BLAS thread each). A step is one forward and backward pass of a
 batch of 32 on parameters already on the partitions (their gradients stay
 there, as in Downpour where each partition pushes its own). Also printed:
-bytes sent between partitions per step, measured and the connectivity minimum.
+bytes sent between partitions per step, measured and the connectivity minimum,
+and the same step done by the whole network (``Network.loss_and_grad``) in a
+task on one worker: the plain baseline, which K = 1 should match.
 """
 
 from __future__ import annotations
@@ -32,6 +34,32 @@ def models() -> dict[str, nn.Network]:
     full = nn.Network([nn.Dense(4096, hidden), nn.ReLU(hidden), nn.Dense(hidden, 512), nn.ReLU(512),
                        nn.Dense(512, 10)], name="fully connected")
     return {"local": local, "dense": full}
+
+
+def _whole_steps(net: nn.Network, X: np.ndarray, y: np.ndarray, steps: int) -> list[float]:
+    from threadpoolctl import threadpool_limits
+
+    params = net.init_params(0)
+    times = []
+    with threadpool_limits(1):
+        net.loss_and_grad(params, X, y)  # warm-up
+        for _ in range(steps):
+            t = time.perf_counter()
+            net.loss_and_grad(params, X, y)
+            times.append(time.perf_counter() - t)
+    return times
+
+
+def measure_whole(net: nn.Network, steps: int, batch: int = 32) -> float:
+    """ms per step of the unpartitioned network in a task on one worker (median)."""
+    from dbkit.cluster import Cluster
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
+    y = rng.integers(0, 10, batch)
+    with Cluster(n_workers=1) as cluster:
+        times = cluster.client.submit(_whole_steps, net, X, y, steps, pure=False).result()
+    return 1e3 * float(np.median(times))
 
 
 def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
@@ -65,15 +93,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     out = {}
     for name, net in models().items():
+        whole = measure_whole(net, args.steps)
         rows = [measure(net, k, args.steps) for k in map(int, args.ks.split(","))]
         for r in rows:
             r["speedup"] = rows[0]["step_ms"] / r["step_ms"]
-        out[name] = {"parameters": net.size, "rows": rows}
-        print(f"\n{net.name}: {net.size:,} parameters")
-        print(f"{'K':>3} {'ms/step':>9} {'speedup':>8} {'bytes/step':>12} {'minimum':>12}")
+            r["speedup_vs_whole"] = whole / r["step_ms"]
+        out[name] = {"parameters": net.size, "whole_ms": whole, "rows": rows}
+        print(f"\n{net.name}: {net.size:,} parameters; whole network in one worker: {whole:.1f} ms/step")
+        print(f"{'K':>3} {'ms/step':>9} {'speedup':>8} {'vs whole':>9} {'bytes/step':>12} {'minimum':>12}")
         for r in rows:
-            print(f"{r['k']:>3} {r['step_ms']:>9.1f} {r['speedup']:>8.2f} {r['bytes_per_step']:>12,.0f} "
-                  f"{r['min_bytes_per_step']:>12,}")
+            print(f"{r['k']:>3} {r['step_ms']:>9.1f} {r['speedup']:>8.2f} {r['speedup_vs_whole']:>9.2f} "
+                  f"{r['bytes_per_step']:>12,.0f} {r['min_bytes_per_step']:>12,}")
     local2 = [r for r in out["local"]["rows"] if r["k"] == 2]
     dense2 = [r for r in out["dense"]["rows"] if r["k"] == 2]
     if local2 and dense2:

@@ -5,6 +5,8 @@ connectivity's minimum traffic, and the parameters and Adagrad accumulators
 gathered before a re-partitioning.
 """
 
+import time
+
 import numpy as np
 import pytest
 
@@ -102,6 +104,16 @@ def test_two_replicas_of_two_partitions_train_digits_each_partition_with_its_own
         assert all(p["pushes"] == r["pushes"] > 0 for p in r["partitions"])
     b = report["bytes"]
     assert b["between_partitions"] == b["between_partitions_min"] > 0
+    deadline = time.time() + 10  # stopped: the partitions' arithmetic threads end with their actors
+    while (left := local_cluster.client.run(_partition_threads)) and any(left.values()) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(left.values()), left
+
+
+def _partition_threads(dask_worker=None):
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name.startswith("dbkit-partition")]
 
 
 def test_repartitioning_keeps_parameters_adagrad_state_and_the_loss(digits, image_net, local_cluster):

@@ -5,8 +5,8 @@ partners exactly the boundary activations they need (forward) and the
 gradients of the partners' units it used (backward), actor to actor. All
 methods are ``async``: they run on the worker's event loop and wait for
 messages without holding a thread, so partitions on one worker, or partitions
-waiting on each other, cannot deadlock; the arithmetic runs in a thread
-(``asyncio.to_thread``) so the loop keeps serving messages meanwhile.
+waiting on each other, cannot deadlock; the arithmetic runs on the
+partition's own thread so the loop keeps serving messages meanwhile.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import numpy as np
 
 from ..nn import Network, softmax_cross_entropy
 from ..partition import plan as make_plan
-from ..partition.execute import add_sub_grad
-from ..partition.narrow import narrow_layers
+from ..partition.narrow import narrow_layers, own_segments, segment_views
 from ..partition.traffic import inputs_used, needs
 
 
@@ -35,11 +34,27 @@ class PartitionWorker:
         self.narrow = narrow_layers(self.plan, index)
         self.pos_own = [self._where(nl.own, network.layers[l].out_size) for l, nl in enumerate(self.narrow)]
         self.pos_reads = [self._where(nl.reads, network.layers[l].in_size) for l, nl in enumerate(self.narrow)]
-        self.params = np.zeros(network.size, dtype=np.float32)  # only this partition's entries are used
+        # where my own units of layer l-1 sit among what layer l reads: a slice when they are one run
+        self.own_run = [self._run(nl.own_in_reads) for nl in self.narrow]
+        self.receives = [any(m == index for (_, m) in nd) for nd in self.needs]
+        # this partition's own parameters only, in ``mine`` order; its layer parts see views of them
+        self.segments = own_segments(self.plan, index, self.narrow)
+        self.weights = [slice(s.start, s.stop) for s in self.segments if s.is_weight]
+        self.params = np.zeros(self.mine.size, dtype=np.float32)
+        self.views = segment_views(self.params, self.segments, len(network.layers))
         self.partners: list = []
         self.mailbox: dict = {}
         self.events: dict = {}
         self.bytes_sent = 0
+        self._pool = None
+
+    @staticmethod
+    def _run(own_in_reads: np.ndarray) -> slice | None:
+        """``slice(a, b)`` if every own unit is read and they sit at ``reads[a:b]`` in order, else None."""
+        pos = own_in_reads
+        if pos.size and (pos >= 0).all() and (np.diff(pos) == 1).all():
+            return slice(int(pos[0]), int(pos[-1]) + 1)
+        return None
 
     @staticmethod
     def _where(units: np.ndarray, size: int) -> np.ndarray:
@@ -59,8 +74,22 @@ class PartitionWorker:
         values = np.asarray(values, dtype=np.float32)
         if values.shape != self.mine.shape:
             raise ValueError(f"partition {self.index} owns {self.mine.size} parameters, got {values.shape}")
-        self.params[self.mine] = values
+        self.params[:] = values
         return int(values.size)
+
+    async def _compute(self, fn, *args):
+        """Run ``fn(*args)`` on this partition's own arithmetic thread (always the same one, so its
+        big temporaries are reused from one memory arena) while the event loop keeps serving messages."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-partition-{self.index}")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def __del__(self) -> None:  # Dask dropped the actor: let its arithmetic thread end
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     async def receive(self, key: tuple, values: np.ndarray) -> None:
         self.mailbox[key] = values
@@ -92,11 +121,12 @@ class PartitionWorker:
                        return_grad: bool = True) -> dict:
         """Forward and backward for one batch on narrow arrays (own and read columns only).
 
-        Returns this partition's gradient (its own entries) and, on partition 0, the loss.
+        Returns this partition's gradient (its own entries, ``mine`` order), its
+        part ``penalty`` of the L2 term and, on partition 0, the data ``loss``.
         """
         net, plan, j, k, lay = self.network, self.plan, self.index, self.k, self.narrow
         self._outbox = []
-        views = net.views(self.params)
+        views = self.views
         if X is None:
             X, y = self.batch
         X = np.asarray(X, dtype=np.float32)
@@ -108,16 +138,23 @@ class PartitionWorker:
                 for (i, m), u in self.needs[l].items():  # send what partners read of my units
                     if i == j:
                         self._send(m, (step, "f", l, j), acts[:, self.pos_own[l - 1][u]])
-                x = np.empty((acts.shape[0], nl.reads.size), dtype=np.float32)
-                mine = nl.own_in_reads >= 0
-                x[:, nl.own_in_reads[mine]] = acts[:, mine]
+                run = self.own_run[l]
+                if run is not None and not self.receives[l] and run.stop - run.start == nl.reads.size:
+                    x = acts  # reads exactly my own units: nothing to assemble
+                else:
+                    x = np.empty((acts.shape[0], nl.reads.size), dtype=np.float32)
+                    if run is not None:
+                        x[:, run] = acts
+                    else:
+                        mine = nl.own_in_reads >= 0
+                        x[:, nl.own_in_reads[mine]] = acts[:, mine]
                 for (i, m), u in self.needs[l].items():
                     if m == j:
                         x[:, self.pos_reads[l][u]] = await self._take((step, "f", l, i))
             else:
                 x = acts
             if nl.sub is not None:  # the arithmetic, off the event loop
-                acts, cache = await asyncio.to_thread(nl.sub.forward, nl.slicer(views[l]), x)
+                acts, cache = await self._compute(nl.sub.forward, views[l], x)
             else:  # elementwise: cheap, not worth a thread hop
                 acts, cache = layer.forward({}, x)
             caches.append(cache)
@@ -129,20 +166,20 @@ class PartitionWorker:
             for i in range(1, k):
                 logits[:, last == i] = await self._take((step, "logits", i))
             loss, dlogits = softmax_cross_entropy(logits, y)
-            loss += net.penalty(self.params) if k == 1 else 0.0
             for i in range(1, k):
                 self._send(i, (step, "dlogits"), dlogits[:, last == i])
             dout = np.ascontiguousarray(dlogits[:, last == 0])
         else:
             self._send(0, (step, "logits", j), acts)
             dout = await self._take((step, "dlogits"))
-        grad = np.zeros_like(self.params)
-        gviews = net.views(grad)
+        grad = np.empty_like(self.params)  # every entry is written below
+        gviews = segment_views(grad, self.segments, len(net.layers))
         for l in range(len(net.layers) - 1, -1, -1):
             layer, nl = net.layers[l], lay[l]
             if nl.sub is not None:
-                dx, g = await asyncio.to_thread(nl.sub.backward, nl.slicer(views[l]), caches[l], dout, l > 0)
-                add_sub_grad(gviews[l], layer, nl.own, g)
+                dx, g = await self._compute(nl.sub.backward, views[l], caches[l], dout, l > 0)
+                for key, value in g.items():
+                    gviews[l][key][...] = value
             else:
                 dx, _ = layer.backward({}, caches[l], dout)
             if l == 0:
@@ -150,21 +187,22 @@ class PartitionWorker:
             for (i, m), u in self.needs[l].items():  # gradients of partners' units I read go back to them
                 if m == j:
                     self._send(i, (step, "b", l, j), dx[:, self.pos_reads[l][u]])
-            mine = nl.own_in_reads >= 0
-            dout = np.zeros((dx.shape[0], nl.own_in_reads.size), dtype=np.float32)
-            dout[:, mine] = dx[:, nl.own_in_reads[mine]]
+            run = self.own_run[l]
+            if run is not None:  # my own units are one run of what I read (all of it, without partners)
+                dout = dx if run.stop - run.start == dx.shape[1] else np.ascontiguousarray(dx[:, run])
+            else:
+                mine = nl.own_in_reads >= 0
+                dout = np.zeros((dx.shape[0], nl.own_in_reads.size), dtype=np.float32)
+                dout[:, mine] = dx[:, nl.own_in_reads[mine]]
             for (i, m), u in self.needs[l].items():
                 if i == j:
                     dout[:, self.pos_own[l - 1][u]] += await self._take((step, "b", l, m))
-        if net.l2:
-            grad += net.penalty_grad(self.params)
-        penalty = net.penalty(self._own_weights()) if k > 1 else 0.0
+        penalty = 0.0
+        if net.l2:  # (l2 / 2) ||W||^2 over this partition's weights, and its gradient
+            for w in self.weights:
+                penalty += 0.5 * net.l2 * float(np.dot(self.params[w], self.params[w]))
+                grad[w] += np.float32(net.l2) * self.params[w]
         await asyncio.gather(*self._outbox)  # every message delivered before the step counts as done
-        self.last_grad = grad[self.mine]
+        self.last_grad = grad
         return {"partition": j, "loss": loss, "penalty": penalty,
-                "grad": self.last_grad if return_grad else None, "bytes_sent": self.bytes_sent}
-
-    def _own_weights(self) -> np.ndarray:
-        only = np.zeros_like(self.params)
-        only[self.mine] = self.params[self.mine]
-        return only
+                "grad": grad if return_grad else None, "bytes_sent": self.bytes_sent}

@@ -52,7 +52,7 @@ class DownpourPartition(PartitionWorker):
         part of the loss, and its figures.
         """
         if fetch:
-            self.params[self.mine] = await self.server.afetch()
+            self.params[:] = await self.server.afetch()
             self.fetches += 1
         X, y = next(self.batches)
         out = await self.run_step(step, X, y)
@@ -66,7 +66,7 @@ class DownpourPartition(PartitionWorker):
             self.accrued += grad
             self.since_push += 1
             if local:
-                self.params[self.mine] -= np.float32(lr) * grad
+                self.params -= np.float32(lr) * grad
             if push:
                 await self._push(push_fetch)
         return {"finite": finite, "loss": out["loss"], "penalty": out["penalty"], "examples": len(y),
@@ -74,7 +74,7 @@ class DownpourPartition(PartitionWorker):
 
     async def _push(self, and_fetch: bool) -> None:
         if and_fetch:
-            answers, self.params[self.mine] = await self.server.apush_fetch(self.accrued)
+            answers, self.params[:] = await self.server.apush_fetch(self.accrued)
             self.fetches += 1
         else:
             answers = await self.server.apush(self.accrued)

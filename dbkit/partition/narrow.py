@@ -6,6 +6,13 @@ l-1 plus the boundary units received). A partition's part of a layer works on
 these narrow arrays directly: a locally connected part's patch index is
 renumbered into ``reads[l]``. Without this, every partition would carry
 full-width activations, and the cost of a step would not shrink with K.
+
+A partition's parameters are one flat vector too, holding only its own
+entries in the order of ``Plan.param_indices`` (the server's block for it);
+``own_segments`` cuts it into the parameters of its layer parts. Units are
+contiguous blocks and positions contiguous bands, so that order is exactly
+each part's parameters laid out row-major, and the part's parameters and
+gradients are views of the vector, never gathered copies.
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ class NarrowLayer:
     own: np.ndarray  # output units this partition computes (sorted)
     reads: np.ndarray  # input units it reads (sorted)
     sub: object  # the layer part on narrow arrays, or None for an elementwise layer
-    slicer: object  # params dict of the whole layer -> params of the part
     own_in_reads: np.ndarray  # positions in ``reads`` of this partition's own units of layer l-1 (or -1)
 
 
@@ -44,12 +50,49 @@ def narrow_layers(plan: Plan, j: int) -> list[NarrowLayer]:
         prev_own = plan.units(l - 1, j) if l > 0 else np.arange(layer.in_size)
         if isinstance(layer, Dense):
             sub = Dense(layer.in_size, own.size)
-            slicer = (lambda units: lambda p: {"W": p["W"][:, units], "b": p["b"][units]})(own)
         elif isinstance(layer, LocallyConnected):
             positions = np.unique(own // layer.filters)
             sub = LocallyConnected(_position(reads, layer.patch_index[positions]), reads.size, layer.filters)
-            slicer = (lambda pos: lambda p: {"W": p["W"][pos], "b": p["b"][pos]})(positions)
         else:
-            sub, slicer = None, None
-        out.append(NarrowLayer(own, reads, sub, slicer, _position(reads, prev_own)))
+            sub = None
+        out.append(NarrowLayer(own, reads, sub, _position(reads, prev_own)))
     return out
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Parameter ``key`` of layer ``layer``'s part: ``own[start:stop]`` reshaped to ``shape``."""
+
+    layer: int
+    key: str
+    start: int
+    stop: int
+    shape: tuple[int, ...]
+    is_weight: bool
+
+
+def own_segments(plan: Plan, j: int, narrow: list[NarrowLayer] | None = None) -> list[Segment]:
+    """Where each layer part's parameters sit in partition ``j``'s own vector.
+
+    Raises ``ValueError`` if the parts' sizes do not add up to the partition's
+    parameters (a plan whose blocks are not contiguous).
+    """
+    narrow = narrow if narrow is not None else narrow_layers(plan, j)
+    out, start = [], 0
+    for spec in plan.network.specs:
+        shape = tuple(narrow[spec.layer].sub.param_shapes()[spec.key])
+        size = int(np.prod(shape))
+        out.append(Segment(spec.layer, spec.key, start, start + size, shape, spec.is_weight))
+        start += size
+    owned = int((plan.param_owner() == j).sum())
+    if start != owned:
+        raise ValueError(f"partition {j}: its parts hold {start} parameters, it owns {owned}")
+    return out
+
+
+def segment_views(values: np.ndarray, segments: list[Segment], n_layers: int) -> list[dict]:
+    """Per layer, the part's named parameters as views of ``values`` (a partition's own vector)."""
+    views: list[dict] = [{} for _ in range(n_layers)]
+    for s in segments:
+        views[s.layer][s.key] = values[s.start : s.stop].reshape(s.shape)
+    return views
