@@ -161,3 +161,42 @@ def test_bad_partitions_are_refused_and_the_job_keeps_running(digits, image_net,
         np.testing.assert_array_equal(a2, acc)
         d.fit(steps=20, progress=False)
         assert d.total_steps() >= 40 and d.book.live() == [0]
+
+
+def test_warm_start_then_add_and_remove_partitioned_replicas(digits, image_net, local_cluster):
+    with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, warm_start_steps=30,
+                     client=local_cluster.client) as d:
+        d.fit(steps=80, progress=False)
+        f = d.book.figures()
+        assert f[0]["steps"] >= 30 and f[1]["steps"] > 0  # replica 1 joined after the warm start
+        assert f[1]["steps"] < f[0]["steps"]
+        [new] = d.add_replicas(1)
+        d.fit(steps=40, progress=False)
+        assert d.book.figures()[new]["steps"] > 0 and len(d.book.figures()[new]["partitions"]) == 2
+        actors = len(d.cluster.registry)
+        assert d.remove_replicas(1) == [new]
+        assert len(d.cluster.registry) == actors - 2  # its two partition actors are released
+
+
+def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
+    import os
+    import signal
+
+    from dbkit.cluster import Cluster
+
+    with Cluster(n_workers=5) as cluster:
+        w = cluster.workers()
+        with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, client=cluster.client,
+                         shard_workers=[w[0]], replica_workers=w[1:]) as d:
+            d.fit(steps=40, progress=False)
+            where = {i: [p["worker"] for p in f["partitions"]] for i, f in d.book.figures().items()}
+            assert not set(where[0]) & set(where[1])  # 4 workers: each replica on its own two
+            victim = where[1][1]  # replica 1's partition 1; its task runs beside partition 0
+            os.kill(cluster.client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+            before = d.book.figures()[0]["steps"]
+            d.fit(seconds=3, progress=False)
+            f = d.book.figures()
+            assert f[1]["state"] in ("failed", "lost") and f[1]["failures"] == 1, f[1]
+            assert f[0]["state"] == "paused" and f[0]["steps"] > before
+            t = time.time()
+        assert time.time() - t < 30  # stop() did not wait out the dead partition

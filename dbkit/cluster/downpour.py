@@ -143,15 +143,18 @@ class DownpourSGD(Steering, PartitionedLayout):
 
     def _launch(self, index: int) -> None:
         c = self.config
-        worker = self._replica_workers[index % len(self._replica_workers)]
+        partitioned = self.alignment.partitions > 1
+        # a partitioned replica's own task runs beside its partition 0
+        worker = (self._partition_workers(index)[0] if partitioned
+                  else self._replica_workers[index % len(self._replica_workers)])
         control = self._control(worker)
         cap = NO_CAP if self._cap == NO_CAP else max(0, self._cap - self.total_steps())
         settings = {"n_fetch": c.n_fetch, "n_push": c.n_push, "lr": c.lr, "paused": self._paused, "stop": False,
                     "max_steps": cap}
         control.register(index, settings).result()
         key = f"dbkit-replica-{index}-{self.tag}"
-        if self.alignment.partitions > 1:  # the partitions hold the data and talk to the shards
-            parts = self._place_partitions(index, self._replica_workers)
+        if partitioned:  # the partitions hold the data and talk to the shards
+            parts = self._place_partitions(index)
             future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
                                             c.batch_size, c.seed + index, partitions=parts,
                                             floats_per_example=self._floats_per_example, key=key)

@@ -65,12 +65,21 @@ class PartitionedLayout:
                 return params, None
             return params, self.alignment.from_server(np.concatenate([s["opt_state"] for s in states]))
 
-    def _place_partitions(self, index: int, workers: list[str]) -> list[tuple[str, str]]:
-        """Start replica ``index``'s partitions (partition j on ``workers[(index + j) % len]``), give each
-        its shards and its columns of the replica's data; returns their ``(key, worker)``."""
+    def _partition_workers(self, index: int) -> list[str]:
+        """Where replica ``index``'s partitions run: round-robin over the workers, partition after
+        partition. When the partitions divide the workers evenly, each wrap-around shifts by one, or
+        every replica's partition 0 (and its task) would land on the same workers."""
+        workers, k = self._replica_workers, self.alignment.partitions
+        first = index * k
+        first += first // len(workers) if len(workers) % k == 0 else 0
+        return [workers[(first + j) % len(workers)] for j in range(k)]
+
+    def _place_partitions(self, index: int) -> list[tuple[str, str]]:
+        """Start replica ``index``'s partitions, give each its shards and its columns of the
+        replica's data; returns their ``(key, worker)`` in partition order."""
         c, a, net = self.config, self.alignment, self.network
         plan = make_plan(net, a.partitions)
-        where = [workers[(index + j) % len(workers)] for j in range(a.partitions)]
+        where = self._partition_workers(index)
         names = [f"replica{index}-partition{j}" for j in range(a.partitions)]
         self._partition_names[index] = names
         parts = [self.cluster.place_actor(name, DownpourPartition, j, a.partitions, net, worker=w)

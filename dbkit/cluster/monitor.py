@@ -21,6 +21,7 @@ class Monitor(threading.Thread):
         self._stop_event = threading.Event()
         self._next_eval = 0
         self._last_eval = 0.0
+        self._next_partition_check = 0.0
         self.errors: list[str] = []
 
     def stop(self) -> None:
@@ -62,6 +63,25 @@ class Monitor(threading.Thread):
                 if worker not in d.cluster.workers():  # asked only when a worker does not answer
                     self._lose_worker(d, worker, f"worker {worker} lost ({type(e).__name__})")
         d.book.settle_futures()
+        self.check_partitions(d)
+
+    def check_partitions(self, d, every: float = 0.5) -> None:
+        """A partitioned replica is lost as soon as a worker holding one of its partitions is
+        gone from the scheduler (its own task could otherwise wait on the dead partition until
+        the connection attempts time out)."""
+        now = time.monotonic()
+        if now < self._next_partition_check:
+            return
+        self._next_partition_check = now + every
+        figures = d.book.figures()
+        spread = {i: {p.get("worker") for p in figures[i].get("partitions") or ()} for i in d.book.live()}
+        if not any(spread.values()):
+            return
+        alive = set(d.cluster.workers())
+        for index, workers in spread.items():
+            gone = sorted(w for w in workers if w and w not in alive)
+            if gone:
+                d.book.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
 
     @staticmethod
     def _lose_worker(d, worker: str, reason: str) -> None:

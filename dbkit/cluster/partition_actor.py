@@ -24,8 +24,9 @@ from ..partition.traffic import inputs_used, needs
 class PartitionWorker:
     """Partition ``index`` of ``k`` of ``network``; owns ``plan.param_indices(index)``."""
 
-    def __init__(self, index: int, k: int, network: Network) -> None:
+    def __init__(self, index: int, k: int, network: Network, exchange_timeout: float = 120.0) -> None:
         self.index, self.k, self.network = index, k, network
+        self.exchange_timeout = float(exchange_timeout)  # a partner silent this long is taken as lost
         self.plan = make_plan(network, k)
         self.needs = [needs(self.plan, layer) for layer in range(len(network.layers))]
         self.mine = self.plan.param_indices(index)
@@ -96,7 +97,13 @@ class PartitionWorker:
         self.events.setdefault(key, asyncio.Event()).set()
 
     async def _take(self, key: tuple) -> np.ndarray:
-        await self.events.setdefault(key, asyncio.Event()).wait()
+        event = self.events.setdefault(key, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), self.exchange_timeout)
+        except asyncio.TimeoutError:
+            self.events.pop(key, None)
+            raise TimeoutError(f"partition {self.index} waited {self.exchange_timeout:.0f}s for {key[1:]} from a "
+                               "partner: is its worker alive?") from None
         del self.events[key]
         return self.mailbox.pop(key)
 

@@ -25,10 +25,13 @@ class PartitionedDownpourReplica:
     ``floats_per_example`` is what the connectivity requires to cross
     partition boundaries per example, forward and backward
     (``dbkit.partition.boundary_floats``); the measured bytes are reported next to it.
+    ``gather(calls)`` turns the partitions' pending calls into results; on
+    Dask, ``fail_fast(loop)`` raises as soon as any call fails, so a replica
+    whose partition died ends at once instead of waiting on its partners.
     """
 
     def __init__(self, index: int, parts: list, n_fetch: int, n_push: int, lr: float,
-                 floats_per_example: int) -> None:
+                 floats_per_example: int, gather=None) -> None:
         check_rates(n_fetch, n_push)
         self.index, self.parts = index, list(parts)
         self.n_fetch, self.n_push, self.lr = int(n_fetch), int(n_push), check_lr(lr)
@@ -38,6 +41,7 @@ class PartitionedDownpourReplica:
         self._step = 0
         self.losses: deque[float] = deque(maxlen=50)
         self.part_figures: list[dict] = [{} for _ in self.parts]
+        self.gather = gather or (lambda calls: [resolve(c) for c in calls])
 
     def configure(self, n_fetch: int | None = None, n_push: int | None = None, lr: float | None = None) -> None:
         nf = self.n_fetch if n_fetch is None else n_fetch
@@ -53,7 +57,7 @@ class PartitionedDownpourReplica:
         self._step += 1
         calls = [p.downpour_step(self._step, plan.fetch, plan.local, plan.push, plan.push_fetch, self.lr)
                  for p in self.parts]
-        results = [resolve(c) for c in calls]
+        results = self.gather(calls)
         self.part_figures = [r["figures"] for r in results]
         self.run_examples += results[0]["examples"]
         if not all(r["finite"] for r in results):
@@ -69,7 +73,7 @@ class PartitionedDownpourReplica:
 
     def flush(self) -> None:
         if self.schedule.since_push:
-            self.part_figures = [resolve(c) for c in [p.flush() for p in self.parts]]
+            self.part_figures = self.gather([p.flush() for p in self.parts])
             self.schedule.flushed()
 
     def stats(self) -> dict:
@@ -87,3 +91,27 @@ class PartitionedDownpourReplica:
             "bytes_between_partitions_min": 4 * self.floats_per_example * self.run_examples,
             "partitions": [dict(f) for f in parts],
         }
+
+
+def fail_fast(loop):
+    """A ``gather`` for actor calls made from a task: all results, or the first error at once."""
+    import asyncio
+
+    from distributed.utils import sync
+
+    async def wait(call):
+        return await call
+
+    def gather(calls: list) -> list:
+        async def run():
+            tasks = [asyncio.ensure_future(wait(c)) for c in calls]
+            try:
+                return await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                raise
+
+        return sync(loop, run)
+
+    return gather

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..algorithms import DownpourReplica
 from .partition_downpour import DownpourPartition
-from .partitioned_downpour import PartitionedDownpourReplica
+from .partitioned_downpour import PartitionedDownpourReplica, fail_fast
 from .shards import ShardHandles, connect
 
 SETTINGS = ("n_fetch", "n_push", "lr", "paused", "stop", "max_steps")
@@ -70,7 +70,8 @@ def run_replica(index: int, control_key: str, network, X: np.ndarray | None, y: 
     s = ctl.settings[index]
     if partitions:
         parts = [Actor(DownpourPartition, w, k) for k, w in partitions]
-        replica = PartitionedDownpourReplica(index, parts, s["n_fetch"], s["n_push"], s["lr"], floats_per_example)
+        replica = PartitionedDownpourReplica(index, parts, s["n_fetch"], s["n_push"], s["lr"], floats_per_example,
+                                             gather=fail_fast(get_worker().loop))
     else:
         replica = DownpourReplica(index, network, X, y, connect(shards), batch_size, s["n_fetch"], s["n_push"],
                                   s["lr"], seed=seed)

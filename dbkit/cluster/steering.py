@@ -111,5 +111,6 @@ class Steering:
             gone = sorted(live)[-k:]
             self._broadcast(gone, stop=True)
             self.book.wait(gone, timeout=60, state="removed")
+            self._release_partitions(gone)
             self.config = self.config.replace(replicas=max(1, self.book.live_count()))
         return gone
