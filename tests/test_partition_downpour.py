@@ -176,6 +176,18 @@ def test_warm_start_then_add_and_remove_partitioned_replicas(digits, image_net, 
         actors = len(d.cluster.registry)
         assert d.remove_replicas(1) == [new]
         assert len(d.cluster.registry) == actors - 2  # its two partition actors are released
+    with pytest.raises(RuntimeError, match="stopped"):
+        d.set(partitions=1)
+    assert d.report()["layout"]["partitions"] == 2
+
+
+def test_set_before_start_only_records_the_layout(digits, image_net):
+    d = DownpourSGD(image_net, digits, replicas=1, shards=3)
+    d.set(partitions=3)
+    assert d.config.partitions == 3 and d.alignment.shards_of == ((0,), (1,), (2,)) and not d.layouts
+    with pytest.raises(ValueError, match="shards must be at least partitions"):
+        d.set(shards=2)
+    assert d.config.shards == 3
 
 
 def test_a_lost_partition_ends_its_replica_alone(digits, image_net):

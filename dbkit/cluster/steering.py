@@ -61,6 +61,8 @@ class Steering:
         unknown = set(changes) - set(STEERABLE)
         if unknown:
             raise ValueError(f"set() takes {STEERABLE}; {sorted(unknown)} cannot change while training")
+        if self.stopped:
+            raise RuntimeError("this DownpourSGD was stopped; its settings are final (make a new one)")
         new = self.config.replace(**changes)
         relayout = any(getattr(new, k) != getattr(self.config, k) for k in LAYOUT)
         alignment = self._check_layout(new) if relayout else None
@@ -72,7 +74,7 @@ class Steering:
                 self._relayout(new)
             elif running:
                 self._broadcast(**{k: v for k, v in changes.items() if k not in LAYOUT})
-            if alignment is not None and not running:
+            if alignment is not None and not self.started:  # placed as asked when it starts
                 self.alignment = alignment
             self.config = new
         return new
