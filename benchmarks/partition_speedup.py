@@ -3,13 +3,15 @@
     python benchmarks/partition_speedup.py [--steps 10] [--json out.json]
 
 A locally connected model and a fully connected model of similar parameter
-count, each split into K in {1, 2, 4} partitions on a LocalCluster with K
-workers (one BLAS thread each). A step is one forward and backward pass of a
-batch of 32 on parameters already on the partitions (their gradients stay
-there, as in Downpour where each partition pushes its own). Also printed:
-bytes sent between partitions per step, measured and the connectivity minimum,
-and the same step done by the whole network (``Network.loss_and_grad``) in a
-task on one worker: the plain baseline, which K = 1 should match.
+count, split into K in {1, 2, 4} partitions on a LocalCluster with K workers
+(one BLAS thread each). A step is one forward and backward pass of a batch of
+32 on parameters already on the partitions (their gradients stay there, as in
+Downpour where each partition pushes its own). In each K's cluster the same
+step is also timed with 1 partition and with the whole network
+(``Network.loss_and_grad`` in a task on one worker, the plain baseline),
+interleaved step after step, so the ratios come from one run under the same
+conditions. Also printed: bytes sent between partitions per step, measured and
+the connectivity minimum.
 """
 
 from __future__ import annotations
@@ -36,53 +38,62 @@ def models() -> dict[str, nn.Network]:
     return {"local": local, "dense": full}
 
 
-def _whole_steps(net: nn.Network, X: np.ndarray, y: np.ndarray, steps: int) -> list[float]:
+def _whole_step(net: nn.Network, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    """One step of the unpartitioned network inside a task; returns its seconds."""
     from threadpoolctl import threadpool_limits
 
-    params = net.init_params(0)
-    times = []
     with threadpool_limits(1):
-        net.loss_and_grad(params, X, y)  # warm-up
-        for _ in range(steps):
-            t = time.perf_counter()
-            net.loss_and_grad(params, X, y)
-            times.append(time.perf_counter() - t)
-    return times
-
-
-def measure_whole(net: nn.Network, steps: int, batch: int = 32) -> float:
-    """ms per step of the unpartitioned network in a task on one worker (median)."""
-    from dbkit.cluster import Cluster
-
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
-    y = rng.integers(0, 10, batch)
-    with Cluster(n_workers=1) as cluster:
-        times = cluster.client.submit(_whole_steps, net, X, y, steps, pure=False).result()
-    return 1e3 * float(np.median(times))
+        t = time.perf_counter()
+        net.loss_and_grad(params, X, y)
+        return time.perf_counter() - t
 
 
 def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
+    """ms per step (medians) on a LocalCluster with ``k`` workers: the whole network in a task on one
+    worker, the network in 1 partition (on one worker) and in ``k`` partitions (one per worker).
+
+    The three are interleaved step after step, so a slow spell of the machine hits them alike
+    and their ratios are measured in one run.
+    """
     from dbkit.cluster import Cluster
     from dbkit.cluster.partitioned import PartitionedReplica
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
     y = rng.integers(0, 10, batch)
+    params = net.init_params(0)
     with Cluster(n_workers=k) as cluster:
-        replica = PartitionedReplica(cluster, net, k)
-        replica.set_params(net.init_params(0))
-        replica.load_batch(X, y)  # partitions hold their data, as in training
-        b0 = sum(r["bytes_sent"] for r in replica.run(None, None, return_grad=False))  # warm-up
-        times = []
+        workers, client = cluster.workers(), cluster.client
+        whole_args = client.scatter([net, params, X, y], workers=[workers[0]], broadcast=False)
+        replicas = {}
+        for kk in sorted({1, k}):
+            replicas[kk] = PartitionedReplica(cluster, net, kk, workers=workers[:kk], name=f"k{kk}-partition")
+            replicas[kk].set_params(params)
+            replicas[kk].load_batch(X, y)  # partitions hold their data, as in training
+
+        def whole() -> float:
+            return client.submit(_whole_step, *whole_args, workers=[workers[0]], pure=False).result()
+
+        whole()  # warm-up
+        warm = {kk: rep.run(None, None, return_grad=False) for kk, rep in replicas.items()}  # warm-up
+        sent0 = sum(r["bytes_sent"] for r in warm[k])
+        times: dict = {"whole": [], **{kk: [] for kk in replicas}}
         for _ in range(steps):
-            t = time.perf_counter()
-            results = replica.run(None, None, return_grad=False)
-            times.append(time.perf_counter() - t)
-        sent = sum(r["bytes_sent"] for r in results)
-        per_step = (sent - b0) / steps if k > 1 else 0  # bytes_sent is cumulative per partition
-    return {"k": k, "step_ms": 1e3 * float(np.median(times)), "bytes_per_step": per_step,
-            "min_bytes_per_step": replica.minimum_bytes(batch)}
+            times["whole"].append(whole())
+            for kk, rep in replicas.items():
+                t = time.perf_counter()
+                results = rep.run(None, None, return_grad=False)
+                times[kk].append(time.perf_counter() - t)
+                if kk == k:
+                    sent = sum(r["bytes_sent"] for r in results)  # cumulative per partition
+        row = {"k": k, "step_ms": 1e3 * float(np.median(times[k])), "k1_ms": 1e3 * float(np.median(times[1])),
+               "whole_ms": 1e3 * float(np.median(times["whole"])),
+               "bytes_per_step": (sent - sent0) / steps if k > 1 else 0,
+               "min_bytes_per_step": replicas[k].minimum_bytes(batch)}
+        del whole_args
+    row["speedup"] = row["k1_ms"] / row["step_ms"]
+    row["speedup_vs_whole"] = row["whole_ms"] / row["step_ms"]
+    return row
 
 
 def main(argv=None) -> int:
@@ -93,17 +104,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     out = {}
     for name, net in models().items():
-        whole = measure_whole(net, args.steps)
-        rows = [measure(net, k, args.steps) for k in map(int, args.ks.split(","))]
+        rows = [measure(net, k, args.steps) for k in [int(k) for k in args.ks.split(",")]]
+        out[name] = {"parameters": net.size, "rows": rows}
+        print(f"\n{net.name}: {net.size:,} parameters")
+        print(f"{'K':>3} {'ms/step':>9} {'K=1 ms':>8} {'whole ms':>9} {'speedup':>8} {'vs whole':>9} "
+              f"{'bytes/step':>12} {'minimum':>12}")
         for r in rows:
-            r["speedup"] = rows[0]["step_ms"] / r["step_ms"]
-            r["speedup_vs_whole"] = whole / r["step_ms"]
-        out[name] = {"parameters": net.size, "whole_ms": whole, "rows": rows}
-        print(f"\n{net.name}: {net.size:,} parameters; whole network in one worker: {whole:.1f} ms/step")
-        print(f"{'K':>3} {'ms/step':>9} {'speedup':>8} {'vs whole':>9} {'bytes/step':>12} {'minimum':>12}")
-        for r in rows:
-            print(f"{r['k']:>3} {r['step_ms']:>9.1f} {r['speedup']:>8.2f} {r['speedup_vs_whole']:>9.2f} "
-                  f"{r['bytes_per_step']:>12,.0f} {r['min_bytes_per_step']:>12,}")
+            print(f"{r['k']:>3} {r['step_ms']:>9.1f} {r['k1_ms']:>8.1f} {r['whole_ms']:>9.1f} {r['speedup']:>8.2f} "
+                  f"{r['speedup_vs_whole']:>9.2f} {r['bytes_per_step']:>12,.0f} {r['min_bytes_per_step']:>12,}")
     local2 = [r for r in out["local"]["rows"] if r["k"] == 2]
     dense2 = [r for r in out["dense"]["rows"] if r["k"] == 2]
     if local2 and dense2:

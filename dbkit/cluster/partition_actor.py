@@ -38,6 +38,7 @@ class PartitionWorker:
         # where my own units of layer l-1 sit among what layer l reads: a slice when they are one run
         self.own_run = [self._run(nl.own_in_reads) for nl in self.narrow]
         self.receives = [any(m == index for (_, m) in nd) for nd in self.needs]
+        self.sends_back = self.receives  # what I received forward, I answer with gradients backward
         # this partition's own parameters only, in ``mine`` order; its layer parts see views of them
         self.segments = own_segments(self.plan, index, self.narrow)
         self.weights = [slice(s.start, s.stop) for s in self.segments if s.is_weight]
@@ -106,6 +107,12 @@ class PartitionWorker:
                                "partner: is its worker alive?") from None
         del self.events[key]
         return self.mailbox.pop(key)
+
+    def _send_back(self, step: int, l: int, dx: np.ndarray) -> None:
+        """Gradients of the partners' units that my part of layer ``l`` read go back to them."""
+        for (i, m), u in self.needs[l].items():
+            if m == self.index:
+                self._send(i, (step, "b", l, self.index), dx[:, self.pos_reads[l][u]])
 
     def _send(self, to: int, key: tuple, values: np.ndarray) -> None:
         """Send without waiting for the answer (the receiver waits on its mailbox); ``run_step``
@@ -183,17 +190,24 @@ class PartitionWorker:
         gviews = segment_views(grad, self.segments, len(net.layers))
         for l in range(len(net.layers) - 1, -1, -1):
             layer, nl = net.layers[l], lay[l]
-            if nl.sub is not None:
+            sent = False
+            if nl.sub is not None and l > 0 and self.sends_back[l]:
+                # the input gradient first, its boundary off to the partners, then my parameter
+                # gradient while those messages travel
+                dx = await self._compute(nl.sub.input_grad, views[l], caches[l], dout)
+                self._send_back(step, l, dx)
+                sent = True
+                _, g = await self._compute(nl.sub.backward, views[l], caches[l], dout, False)
+            elif nl.sub is not None:
                 dx, g = await self._compute(nl.sub.backward, views[l], caches[l], dout, l > 0)
-                for key, value in g.items():
-                    gviews[l][key][...] = value
             else:
-                dx, _ = layer.backward({}, caches[l], dout)
+                dx, g = layer.backward({}, caches[l], dout)
+            for key, value in g.items():
+                gviews[l][key][...] = value
             if l == 0:
                 break
-            for (i, m), u in self.needs[l].items():  # gradients of partners' units I read go back to them
-                if m == j:
-                    self._send(i, (step, "b", l, j), dx[:, self.pos_reads[l][u]])
+            if not sent:
+                self._send_back(step, l, dx)
             run = self.own_run[l]
             if run is not None:  # my own units are one run of what I read (all of it, without partners)
                 dout = dx if run.stop - run.start == dx.shape[1] else np.ascontiguousarray(dx[:, run])

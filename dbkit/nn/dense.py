@@ -35,4 +35,7 @@ class Dense(Layer):
     def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         x = cache
         grads = {"W": x.T @ dout, "b": dout.sum(axis=0)}
-        return (dout @ params["W"].T if need_dx else None), grads
+        return (self.input_grad(params, cache, dout) if need_dx else None), grads
+
+    def input_grad(self, params: Params, cache, dout: np.ndarray) -> np.ndarray:
+        return dout @ params["W"].T

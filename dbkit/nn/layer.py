@@ -49,6 +49,14 @@ class Layer:
         """
         raise NotImplementedError
 
+    def input_grad(self, params: Params, cache: Any, dout: np.ndarray) -> np.ndarray:
+        """The gradient with respect to the input alone (what ``backward`` returns first).
+
+        A partition computes it before its parameter gradient, to send the
+        boundary part to its partners sooner (DistBelief Sec. 3).
+        """
+        return self.backward(params, cache, dout, need_dx=True)[0]
+
     def describe(self) -> str:
         return f"{self.kind}({self.in_size}->{self.out_size})"
 

@@ -71,13 +71,16 @@ class LocallyConnected(Layer):
             "W": np.matmul(patches.transpose(0, 2, 1), d),
             "b": d.sum(axis=1),
         }
-        if not need_dx:
-            return None, grads
+        return (self.input_grad(params, cache, dout) if need_dx else None), grads
+
+    def input_grad(self, params: Params, cache, dout: np.ndarray) -> np.ndarray:
+        batch = dout.shape[0]
+        d = dout.reshape(batch, self.positions, self.filters).transpose(1, 0, 2)  # (P, B, F)
         dpatch = np.matmul(d, params["W"].transpose(0, 2, 1))  # (P, B, K)
         # Scatter-add every (position, field offset) back to its input unit: one
         # sparse product instead of a loop over the field.
         dx = (self._scatter() @ dpatch.transpose(0, 2, 1).reshape(-1, batch)).T
-        return np.ascontiguousarray(dx, dtype=dout.dtype), grads
+        return np.ascontiguousarray(dx, dtype=dout.dtype)
 
     def _scatter(self):
         """The (in_size x positions*field) 0/1 matrix mapping patch entries to input units (cached)."""
