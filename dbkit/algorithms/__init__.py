@@ -2,7 +2,8 @@
 SGD replica, and Sandblaster L-BFGS's coordinator and work units; ``dbkit.cluster`` runs
 them on Dask."""
 
-from .downpour import DownpourReplica, check_rates
+from .downpour import DownpourReplica
+from .schedule import check_rates
 from .evaluate import Evaluator, full_batch_loss
 from .lbfgs import HistoryPair, two_loop, two_loop_numpy
 from .line_search import wolfe_search

@@ -18,18 +18,10 @@ import numpy as np
 
 from ..data import MiniBatches
 from ..nn import Network
-from ..ps import check_lr
-from .schedule import Schedule
+from .schedule import Rates
 
 
-def check_rates(n_fetch: int, n_push: int) -> None:
-    """Raise ``ValueError`` unless both rates are whole numbers in [1, 100000]."""
-    for name, v in (("n_fetch", n_fetch), ("n_push", n_push)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 100_000:
-            raise ValueError(f"{name} must be a whole number in [1, 100000], got {v!r}")
-
-
-class DownpourReplica:
+class DownpourReplica(Rates):
     """A model replica training on its own data shard.
 
     Parameters
@@ -50,26 +42,15 @@ class DownpourReplica:
 
     def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
                  n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0) -> None:
-        check_rates(n_fetch, n_push)
+        self._init_rates(n_fetch, n_push, lr)
         self.index = index
         self.network, self.server = network, server
         self.batches = MiniBatches(X, y, batch_size, seed=seed)
-        self.n_fetch, self.n_push, self.lr = int(n_fetch), int(n_push), check_lr(lr)
         self.params: np.ndarray | None = None
         self.accrued = np.zeros(network.size, dtype=np.float32)
-        self.schedule = Schedule(self.n_fetch, self.n_push)
         self.steps = self.pushes = self.fetches = self.examples = 0
         self.rejected = self.nonfinite = 0
         self.losses: deque[float] = deque(maxlen=50)
-
-    def configure(self, n_fetch: int | None = None, n_push: int | None = None, lr: float | None = None) -> None:
-        """Change rates or learning rate; takes effect from the next step."""
-        nf = self.n_fetch if n_fetch is None else n_fetch
-        npush = self.n_push if n_push is None else n_push
-        check_rates(nf, npush)
-        self.lr = self.lr if lr is None else check_lr(lr)
-        self.n_fetch, self.n_push = int(nf), int(npush)
-        self.schedule.n_fetch, self.schedule.n_push = self.n_fetch, self.n_push
 
     def step(self) -> float:
         """One Downpour step; returns the mini-batch loss."""

@@ -39,11 +39,12 @@ class PartitionedLayout:
         prefix = f"shard{self._generation}-"
         n = alignment.layout.n_shards
         names = [f"{prefix}{i}" for i in range(n)]
+        values = alignment.to_server(params)
         try:
-            server = start_shards(self.cluster, alignment.to_server(params), n, c.optimizer, c.lr, prefix=prefix,
+            server = start_shards(self.cluster, values, n, c.optimizer, c.lr, prefix=prefix,
                                   workers=self._shard_workers, layout=alignment.layout)
             if opt_state is not None:
-                values, acc = alignment.to_server(params), alignment.to_server(opt_state)
+                acc = alignment.to_server(opt_state)
                 loads = [shard.load_state({"start": a, "stop": b, "version": 0, "params": values[a:b],
                                            "opt_state": acc[a:b], "optimizer": c.optimizer, "lr": c.lr})
                          for shard, (a, b) in zip(server.shards, alignment.layout.ranges)]

@@ -224,6 +224,5 @@ class PartitionWorker:
                 penalty += 0.5 * net.l2 * float(np.dot(self.params[w], self.params[w]))
                 grad[w] += np.float32(net.l2) * self.params[w]
         await asyncio.gather(*self._outbox)  # every message delivered before the step counts as done
-        self.last_grad = grad
         return {"partition": j, "loss": loss, "penalty": penalty,
                 "grad": grad if return_grad else None, "bytes_sent": self.bytes_sent}

@@ -14,12 +14,11 @@ from collections import deque
 
 import numpy as np
 
-from ..algorithms import check_rates
-from ..algorithms.schedule import Schedule
-from ..ps import check_lr, resolve
+from ..algorithms.schedule import Rates
+from ..ps import resolve
 
 
-class PartitionedDownpourReplica:
+class PartitionedDownpourReplica(Rates):
     """Replica ``index`` driving ``parts`` (actor proxies of ``DownpourPartition``, in partition order).
 
     ``floats_per_example`` is what the connectivity requires to cross
@@ -32,24 +31,14 @@ class PartitionedDownpourReplica:
 
     def __init__(self, index: int, parts: list, n_fetch: int, n_push: int, lr: float,
                  floats_per_example: int, gather=None) -> None:
-        check_rates(n_fetch, n_push)
+        self._init_rates(n_fetch, n_push, lr)
         self.index, self.parts = index, list(parts)
-        self.n_fetch, self.n_push, self.lr = int(n_fetch), int(n_push), check_lr(lr)
-        self.schedule = Schedule(self.n_fetch, self.n_push)
         self.floats_per_example = int(floats_per_example)
         self.steps = self.examples = self.nonfinite = self.run_examples = 0
         self._step = 0
         self.losses: deque[float] = deque(maxlen=50)
         self.part_figures: list[dict] = [{} for _ in self.parts]
         self.gather = gather or (lambda calls: [resolve(c) for c in calls])
-
-    def configure(self, n_fetch: int | None = None, n_push: int | None = None, lr: float | None = None) -> None:
-        nf = self.n_fetch if n_fetch is None else n_fetch
-        npush = self.n_push if n_push is None else n_push
-        check_rates(nf, npush)
-        self.lr = self.lr if lr is None else check_lr(lr)
-        self.n_fetch, self.n_push = int(nf), int(npush)
-        self.schedule.n_fetch, self.schedule.n_push = self.n_fetch, self.n_push
 
     def step(self) -> float:
         """One step of every partition, in lockstep; returns the mini-batch loss."""
