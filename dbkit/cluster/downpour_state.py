@@ -96,11 +96,13 @@ class ReplicaBook:
             e = self.entries[i]
             if e.state in LIVE:
                 try:
-                    self._finish(e, e.future.result(timeout=max(0.1, deadline - time.monotonic())), state)
+                    figures = e.future.result(timeout=max(0.1, deadline - time.monotonic()))
                 except Exception as err:  # noqa: BLE001
                     self.mark_lost(i, f"did not stop cleanly: {type(err).__name__}: {err}")
-            elif e.state == "stopped":  # the monitor saw it end first; it ended because we asked
-                with self._lock:
+                    continue
+                self._finish(e, figures, state)
+            with self._lock:  # the monitor may have seen it end first (even while we waited on its
+                if e.state == "stopped":  # result); it ended because we asked, so it takes our state
                     e.state = e.figures["state"] = state
 
     def wait_all(self, timeout: float) -> None:

@@ -1,0 +1,67 @@
+"""The driver's book of replicas: states stay right when the monitor thread and the
+driver see the same task end (a race found in CI)."""
+
+from dbkit.cluster.downpour_state import ReplicaBook
+
+
+class _Future:
+    """A finished task whose ``result`` lets the 'monitor' run first, as a thread switch would."""
+
+    def __init__(self, book: ReplicaBook, figures: dict) -> None:
+        self.book, self.figures, self.status = book, figures, "pending"
+
+    def result(self, timeout=None):
+        if self.status != "finished":
+            self.status = "finished"
+            self.book.settle_futures()  # the monitor finishes the entry as "stopped" in between
+        return self.figures
+
+    def exception(self, timeout=None):
+        return None
+
+    def cancel(self):
+        pass
+
+
+def _book(n: int) -> ReplicaBook:
+    book = ReplicaBook()
+    for i in range(n):
+        book.add(i, f"w{i}", _Future(book, {"steps": 10 + i, "state": "stopped"}))
+    return book
+
+
+def test_wait_gives_the_asked_state_even_when_the_monitor_finished_first():
+    book = _book(2)
+    book.wait([0, 1], timeout=5, state="relaid")
+    figures = book.figures()
+    assert [figures[i]["state"] for i in (0, 1)] == ["relaid", "relaid"]
+    assert [figures[i]["steps"] for i in (0, 1)] == [10, 11]
+    assert book.live() == []
+
+
+def test_monitor_alone_marks_ended_tasks_stopped_and_failed_ones_lost():
+    book = _book(2)
+    book.entries[0].future.status = "finished"
+    book.entries[1].future.status = "error"
+    book.entries[1].future.exception = lambda timeout=None: RuntimeError("boom")
+    book.entries[1].future.cancel = lambda: None
+    book.settle_futures()
+    assert book.state_of(0) == "stopped" and book.state_of(1) == "lost"
+    assert "boom" in book.figures()[1]["error"]
+
+
+def test_wait_marks_a_task_that_raises_lost():
+    book = ReplicaBook()
+
+    class Broken:
+        status = "pending"
+
+        def result(self, timeout=None):
+            raise TimeoutError("no answer")
+
+        def cancel(self):
+            pass
+
+    book.add(0, "w0", Broken())
+    book.wait([0], timeout=0.1, state="relaid")
+    assert book.state_of(0) == "lost" and "no answer" in book.figures()[0]["error"]
