@@ -13,8 +13,6 @@ measured over a window after a warm-up, from the replicas' own example counts.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 
 from threadpoolctl import threadpool_limits
@@ -22,6 +20,8 @@ from threadpoolctl import threadpool_limits
 from dbkit import data, nn
 from dbkit.algorithms import SyncSGD
 from dbkit.config import RunConfig
+
+from common import write_json
 
 CASES = {"speech": dict(dataset="speech", model="speech", lr=0.05, batch_size=32),
          "digits": dict(dataset="digits", model="mlp", lr=0.05, batch_size=32)}
@@ -103,9 +103,7 @@ def main(argv=None) -> int:
         if hit:
             overhead = hit[0]["replica_step_ms"] - results["digits"]["baseline"]["step_ms"]
             print(f"target (digits, framework overhead per step at n_fetch = n_push = 1 <= 3 ms): {overhead:.2f} ms")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"benchmark": "downpour_throughput", "machine": platform.platform(), **results}, f, indent=2)
+    write_json(args.json, "downpour_throughput", results)
     return 0
 
 

@@ -17,13 +17,13 @@ the connectivity minimum.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 
 import numpy as np
 
 from dbkit import nn
+
+from common import write_json
 
 
 def models() -> dict[str, nn.Network]:
@@ -117,9 +117,7 @@ def main(argv=None) -> int:
     if local2 and dense2:
         print(f"\ntarget (locally connected, K=2 at least 1.5x faster than K=1): {local2[0]['speedup']:.2f}x; "
               f"fully connected at K=2: {dense2[0]['speedup']:.2f}x")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"benchmark": "partition_speedup", "machine": platform.platform(), **out}, f, indent=2)
+    write_json(args.json, "partition_speedup", out)
     return 0
 
 

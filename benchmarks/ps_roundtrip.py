@@ -12,11 +12,11 @@ The target row is 1M float32 parameters over 2 shards.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 
 import numpy as np
+
+from common import write_json
 
 SIZES = (10, 1_000, 100_000, 1_000_000, 4_000_000)
 SHARDS = (1, 2, 4)
@@ -77,9 +77,7 @@ def main(argv=None) -> int:
         small = [r for r in rows if r["parameters"] == 10 and r["shards"] == 2]
         if small:
             print(f"  of which fixed per-call overhead (10 parameters, 2 shards): {small[0]['fetch_plus_push_ms']:.2f} ms")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"benchmark": "ps_roundtrip", "machine": platform.platform(), "rows": rows}, f, indent=2)
+    write_json(args.json, "ps_roundtrip", {"rows": rows})
     return 0
 
 

@@ -12,10 +12,10 @@ compute time (at least 10 ms per unit).
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 
 import numpy as np
+
+from common import write_json
 
 SETTINGS = [
     ("balanced + backups, no slow replica", dict(balance=True, backup=True), False),
@@ -66,9 +66,7 @@ def main(argv=None) -> int:
         print(f"{r['setting']:<42} {r['median_batch_seconds']:>8.3f} {r['ratio']:>7.2f} {units:>22} "
               f"{r['backups_won']:>9}/{r['backups_issued']:<9}")
     print(f"target (slow replica with balancing and backups <= 1.3x the batch time without it): {rows[1]['ratio']:.2f}x")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"benchmark": "sandblaster_balance", "machine": platform.platform(), "rows": rows}, f, indent=2)
+    write_json(args.json, "sandblaster_balance", {"rows": rows})
     return 0
 
 

@@ -1,0 +1,61 @@
+"""Each benchmark script runs end to end at tiny sizes and writes the JSON its docs describe.
+
+Only structure and counts are checked (rows, units handed out, bytes against the connectivity
+minimum); the timings themselves belong in docs/benchmarks.md, never in an assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run(script: str, *args: str, tmp_path: Path) -> dict:
+    out = tmp_path / f"{script}.json"
+    env = {**os.environ, "DBKIT_SMALL": "1"}
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), *args, "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == script and report["machine"]
+    return report
+
+
+def test_ps_roundtrip(tmp_path):
+    r = run("ps_roundtrip", "--repeats", "2", "--sizes", "10,1000", "--shards", "1,2", tmp_path=tmp_path)
+    assert [(row["parameters"], row["shards"]) for row in r["rows"]] == [(10, 1), (10, 2), (1000, 1), (1000, 2)]
+    assert all(row["fetch_ms"] > 0 and row["push_ms"] > 0 for row in r["rows"])
+
+
+def test_sandblaster_balance(tmp_path):
+    r = run("sandblaster_balance", "--batches", "1", "--dataset", "digits", "--model", "mlp",
+            "--work-unit-size", "50", tmp_path=tmp_path)
+    assert len(r["rows"]) == 5 and r["rows"][0]["ratio"] == 1.0
+    for row in r["rows"]:  # every unit of the batch was done (backups may add duplicates that won)
+        assert sum(row["units_per_replica"].values()) >= row["units_per_batch"]
+        assert row["backups_won"] <= row["backups_issued"]
+    static = [row for row in r["rows"] if row["setting"].startswith("static")]
+    assert all(row["backups_issued"] == 0 for row in static)
+    assert all(len(set(row["units_per_replica"].values())) == 1 for row in static)  # an equal split
+
+
+def test_downpour_throughput(tmp_path):
+    r = run("downpour_throughput", "--seconds", "0.5", "--cases", "digits", "--replicas", "1,2", "--n", "1",
+            tmp_path=tmp_path)
+    rows = r["digits"]["downpour"]
+    assert [row["replicas"] for row in rows] == [1, 2]
+    assert all(row["examples_per_second"] > 0 for row in rows) and r["digits"]["baseline"]["parameters"] > 0
+
+
+def test_partition_speedup(tmp_path):
+    r = run("partition_speedup", "--steps", "2", "--ks", "1,2", tmp_path=tmp_path)
+    for name in ("local", "dense"):
+        rows = r[name]["rows"]
+        assert [row["k"] for row in rows] == [1, 2]
+        assert rows[0]["bytes_per_step"] == 0
+        assert rows[1]["bytes_per_step"] == rows[1]["min_bytes_per_step"] > 0
