@@ -137,6 +137,9 @@ def test_repartitioning_keeps_parameters_adagrad_state_and_the_loss(digits, imag
     assert report["layout"]["partitions"] == 2 and len(report["layout"]["relayouts"]) == 1
     states = [r["state"] for r in report["replicas"]]
     assert states.count("relaid") == 2 and len(states) == 4
+    old = report["layout"]["relayouts"][0]["shards_before"]  # the old shards' figures are kept
+    relaid_pushes = sum(r["pushes"] for r in report["replicas"] if r["state"] == "relaid")
+    assert len(old) == 2 and sum(s["updates"] + s["rejected"] for s in old) == 2 * relaid_pushes > 0
     assert report["bytes"]["between_partitions"] > 0
     assert all(r.get("partitions") for r in report["replicas"][2:])
 

@@ -117,6 +117,7 @@ class PartitionedLayout:
         self.book.wait(live, timeout=60, state="relaid")
         self._release_partitions(live)
         params, opt_state = self.parameter_state()
+        before = self.server.stats()  # the old shards' figures stay in the report after they go
         old, old_names = self.config, self._shard_names
         with self._layout_lock:
             self.config = new
@@ -130,7 +131,7 @@ class PartitionedLayout:
             for name in old_names:
                 self.cluster.registry.release(name)
         self.layouts.append({"t": round(time.perf_counter() - self._t0, 4), "step": self.total_steps(),
-                             "partitions": new.partitions, "shards": new.shards})
+                             "partitions": new.partitions, "shards": new.shards, "shards_before": before})
         self._relaunch(len(live))
 
     def _relaunch(self, n: int) -> None:
