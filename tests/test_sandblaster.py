@@ -133,7 +133,7 @@ def test_slow_replica_does_fewer_units_and_backups_keep_the_result(digits, roomy
     with SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
                           client=roomy_cluster.client) as sb:
         sb.start()
-        for _ in range(3):
+        for _ in range(5):  # several batches, so one fast replica's passing stall on a busy machine averages out
             f = sb.batch("params")
         acc = sb.server.fetch_vector("acc")
         done = sb.batch.units_done
