@@ -213,5 +213,19 @@ def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
             f = d.book.figures()
             assert f[1]["state"] in ("failed", "lost") and f[1]["failures"] == 1, f[1]
             assert f[0]["state"] == "paused" and f[0]["steps"] > before
-            t = time.time()
-        assert time.time() - t < 30  # stop() did not wait out the dead partition
+            survivor = where[1][0]  # the lost replica's other partition is dropped from its worker
+            deadline = time.time() + 10  # the release reaches the worker asynchronously
+            while any("replica1-partition" in str(k) for k in _actor_keys(cluster, survivor)) \
+                    and time.time() < deadline:
+                time.sleep(0.2)
+            assert not any("replica1-partition" in str(k) for k in _actor_keys(cluster, survivor))
+            assert any("replica0-partition" in str(k) for k in _actor_keys(cluster, where[0][0]))
+            reason = f[1]["error"]
+        report = d.report()
+        # stop() left the lost replica as it was (it waited only on live ones)
+        assert [r["state"] for r in report["replicas"]] == ["stopped", f[1]["state"]]
+        assert report["replicas"][1]["error"] == reason and "did not stop" not in reason
+
+
+def _actor_keys(cluster, worker: str) -> list:
+    return cluster.client.run(lambda dask_worker: list(dask_worker.state.actors), workers=[worker])[worker]

@@ -64,6 +64,7 @@ class Monitor(threading.Thread):
                     self._lose_worker(d, worker, f"worker {worker} lost ({type(e).__name__})")
         d.book.settle_futures()
         self.check_partitions(d)
+        self.release_ended_partitions(d)
 
     def check_partitions(self, d, every: float = 0.5) -> None:
         """A partitioned replica is lost as soon as a worker holding one of its partitions is
@@ -82,6 +83,15 @@ class Monitor(threading.Thread):
             gone = sorted(w for w in workers if w and w not in alive)
             if gone:
                 d.book.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
+
+    @staticmethod
+    def release_ended_partitions(d) -> None:
+        """Drop the partition actors of replicas that ended on their own (lost, failed): their
+        partners would otherwise keep their data and parameter blocks until the job stops."""
+        ended = [i for i in list(d._partition_names)
+                 if i in d.book.entries and d.book.state_of(i) in ("lost", "failed")]
+        if ended:
+            d._release_partitions(ended)
 
     @staticmethod
     def _lose_worker(d, worker: str, reason: str) -> None:
