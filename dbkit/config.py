@@ -90,6 +90,9 @@ class RunConfig:
         if self.partitions > 1 and self.algorithm != "downpour":
             raise ValueError(f"partitions > 1 (model partitioning) runs inside downpour only; {self.algorithm} "
                              f"replicas are whole networks, got partitions={self.partitions}")
+        if self.shards < self.partitions:  # as dbkit.partition.aligned_layout, but before anything starts
+            raise ValueError(f"shards must be at least partitions ({self.partitions}) so that every shard holds one "
+                             f"partition's parameters, got shards={self.shards}")
         _int_range("n_fetch", self.n_fetch, 1, 100_000)
         _int_range("n_push", self.n_push, 1, 100_000)
         _int_range("warm_start_steps", self.warm_start_steps, 0)

@@ -151,6 +151,10 @@ def test_bad_partitions_are_refused_and_the_job_keeps_running(digits, image_net,
         DownpourSGD(image_net, digits, shards=64, partitions=64)
     with pytest.raises(ValueError, match="downpour only"):
         RunConfig(algorithm="sandblaster", partitions=2)
+    with pytest.raises(ValueError, match="shards must be at least partitions"):  # refused by the config itself
+        RunConfig(algorithm="downpour", partitions=4, shards=3)
+    with pytest.raises(ValueError, match="shards must be at least partitions"):
+        RunConfig(algorithm="downpour", shards=2).replace(partitions=3)
     with DownpourSGD(image_net, digits, replicas=1, shards=2, partitions=2, optimizer="adagrad",
                      client=local_cluster.client) as d:
         d.fit(steps=20, progress=False)
