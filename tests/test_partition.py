@@ -103,3 +103,31 @@ def test_a_batch_left_on_the_partitions_gives_the_same_step(local_cluster):
     finally:
         for j in range(2):
             local_cluster.registry.release(f"held-{j}")
+
+
+def test_an_aborted_partition_stops_waiting_for_its_partner(local_cluster):
+    import time
+
+    from dbkit.cluster.partitioned import PartitionedReplica
+
+    net = nn.build("image-local", 64, 10)
+    X, y = _batch(64, 10, seed=4, n=5)
+    replica = PartitionedReplica(local_cluster, net, 2, name="aborted")
+    try:
+        replica.set_params(net.init_params(1))
+        replica.load_batch(X, y)
+        first, second = replica.parts
+        waiting = first.run_step(1, None, None)  # its partner never steps: it waits (120 s at most)
+        deadline = time.time() + 30
+        while not first.waiting_for().result() and time.time() < deadline:
+            time.sleep(0.05)
+        assert first.waiting_for().result()[0][:2] == (1, "f") and not waiting.done()  # a forward boundary
+        assert first.abort("partner gone").result() == 1  # the one wait in progress ends now
+        with pytest.raises(RuntimeError, match="aborted: partner gone"):
+            waiting.result(timeout=30)
+        with pytest.raises(RuntimeError, match="aborted"):  # and every later step refuses at once
+            first.run_step(2, None, None).result(timeout=30)
+        assert second.abort("x").result() == 0  # nothing was waiting there
+    finally:
+        for j in range(2):
+            local_cluster.registry.release(f"aborted-{j}")

@@ -223,6 +223,11 @@ def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
                     and time.time() < deadline:
                 time.sleep(0.2)
             assert not any("replica1-partition" in str(k) for k in _actor_keys(cluster, survivor))
+            # told to stop waiting for its dead partner, its step ends and its compute thread with it
+            # (without abort() it would wait out the 120 s exchange timeout)
+            while cluster.client.run(_partition_threads, workers=[survivor])[survivor] and time.time() < deadline:
+                time.sleep(0.2)
+            assert cluster.client.run(_partition_threads, workers=[survivor])[survivor] == []
             assert any("replica0-partition" in str(k) for k in _actor_keys(cluster, where[0][0]))
             reason = f[1]["error"]
         report = d.report()

@@ -103,9 +103,24 @@ class PartitionedLayout:
         self._floats_per_example = f["forward"] + f["backward"]
         return handles
 
-    def _release_partitions(self, indices: list[int]) -> None:
+    def _release_partitions(self, indices: list[int], abort: str | None = None) -> None:
+        """Drop the partition actors of replicas ``indices``. With ``abort`` (the replica was lost),
+        each one is first told to stop waiting for its partners, so its step in progress ends now."""
         for i in indices:
-            for name in self._partition_names.pop(i, []):
+            names = self._partition_names.pop(i, [])
+            if abort:
+                calls = []
+                for name in names:
+                    try:
+                        calls.append(self.cluster.registry.proxy(name).abort(abort))
+                    except Exception:  # noqa: BLE001 - its worker is gone: nothing there to stop
+                        pass
+                for call in calls:
+                    try:
+                        call.result(timeout=2)
+                    except Exception:  # noqa: BLE001
+                        pass
+            for name in names:
                 self.cluster.registry.release(name)
 
     def _relayout(self, new: RunConfig) -> None:

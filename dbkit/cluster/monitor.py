@@ -88,10 +88,9 @@ class Monitor(threading.Thread):
     def release_ended_partitions(d) -> None:
         """Drop the partition actors of replicas that ended on their own (lost, failed): their
         partners would otherwise keep their data and parameter blocks until the job stops."""
-        ended = [i for i in list(d._partition_names)
-                 if i in d.book.entries and d.book.state_of(i) in ("lost", "failed")]
-        if ended:
-            d._release_partitions(ended)
+        for i in list(d._partition_names):
+            if i in d.book.entries and d.book.state_of(i) in ("lost", "failed"):
+                d._release_partitions([i], abort=f"replica {i} {d.book.state_of(i)}")
 
     @staticmethod
     def _lose_worker(d, worker: str, reason: str) -> None:

@@ -48,6 +48,8 @@ class PartitionWorker:
         self.mailbox: dict = {}
         self.events: dict = {}
         self.bytes_sent = 0
+        self.aborted: str | None = None
+        self._outbox: list = []  # this step's messages on their way
         self._pool = None
 
     @staticmethod
@@ -82,6 +84,7 @@ class PartitionWorker:
     async def _compute(self, fn, *args):
         """Run ``fn(*args)`` on this partition's own arithmetic thread (always the same one, so its
         big temporaries are reused from one memory arena) while the event loop keeps serving messages."""
+        self._check_aborted()
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -97,7 +100,30 @@ class PartitionWorker:
         self.mailbox[key] = values
         self.events.setdefault(key, asyncio.Event()).set()
 
+    async def abort(self, reason: str) -> int:
+        """Stop waiting for partners (one of them is gone): a wait in progress, and every later
+        one, raises at once instead of running out its ``exchange_timeout``, and messages still
+        trying to reach a partner are dropped. Returns the waits ended."""
+        self.aborted = str(reason)
+        for sending in self._outbox:
+            sending.cancel()
+        waiting = [e for e in self.events.values() if not e.is_set()]
+        for event in waiting:
+            event.set()
+        if self._pool is not None:  # it will not compute again: its thread ends after the current call
+            self._pool.shutdown(wait=False)
+        return len(waiting)
+
+    async def waiting_for(self) -> list[tuple]:
+        """The messages this partition is waiting for now, as ``(step, kind, layer, from)`` keys."""
+        return [key for key, event in self.events.items() if not event.is_set()]
+
+    def _check_aborted(self) -> None:
+        if self.aborted is not None:
+            raise RuntimeError(f"partition {self.index} was aborted: {self.aborted}")
+
     async def _take(self, key: tuple) -> np.ndarray:
+        self._check_aborted()
         event = self.events.setdefault(key, asyncio.Event())
         try:
             await asyncio.wait_for(event.wait(), self.exchange_timeout)
@@ -106,6 +132,8 @@ class PartitionWorker:
             raise TimeoutError(f"partition {self.index} waited {self.exchange_timeout:.0f}s for {key[1:]} from a "
                                "partner: is its worker alive?") from None
         del self.events[key]
+        if key not in self.mailbox:  # woken by abort(), not by a message
+            self._check_aborted()
         return self.mailbox.pop(key)
 
     def _send_back(self, step: int, l: int, dx: np.ndarray) -> None:
@@ -137,9 +165,21 @@ class PartitionWorker:
 
         Returns this partition's gradient (its own entries, ``mine`` order), its
         part ``penalty`` of the L2 term and, on partition 0, the data ``loss``.
+        A step that fails (a partner gone, ``abort``) drops its messages still on their way.
         """
-        net, plan, j, k, lay = self.network, self.plan, self.index, self.k, self.narrow
+        self._check_aborted()
         self._outbox = []
+        try:
+            return await self._forward_backward(step, X, y, return_grad)
+        except BaseException:
+            for sending in self._outbox:
+                sending.cancel()
+            self._outbox = []  # the cancelled sends' tracebacks would hold this partition in a cycle
+            raise
+
+    async def _forward_backward(self, step: int, X: np.ndarray | None, y: np.ndarray | None,
+                                return_grad: bool) -> dict:
+        net, plan, j, k, lay = self.network, self.plan, self.index, self.k, self.narrow
         views = self.views
         if X is None:
             X, y = self.batch
