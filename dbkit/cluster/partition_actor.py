@@ -105,8 +105,7 @@ class PartitionWorker:
         one, raises at once instead of running out its ``exchange_timeout``, and messages still
         trying to reach a partner are dropped. Returns the waits ended."""
         self.aborted = str(reason)
-        for sending in self._outbox:
-            sending.cancel()
+        self._drop_outbox()  # a step blocked on delivering to the dead partner ends too
         waiting = [e for e in self.events.values() if not e.is_set()]
         for event in waiting:
             event.set()
@@ -172,10 +171,15 @@ class PartitionWorker:
         try:
             return await self._forward_backward(step, X, y, return_grad)
         except BaseException:
-            for sending in self._outbox:
-                sending.cancel()
-            self._outbox = []  # the cancelled sends' tracebacks would hold this partition in a cycle
+            self._drop_outbox()
             raise
+
+    def _drop_outbox(self) -> None:
+        """Cancel this step's messages still on their way, and forget them (their tracebacks would
+        otherwise hold this partition in a reference cycle until gc)."""
+        for sending in self._outbox:
+            sending.cancel()
+        self._outbox = []
 
     async def _forward_backward(self, step: int, X: np.ndarray | None, y: np.ndarray | None,
                                 return_grad: bool) -> dict:
