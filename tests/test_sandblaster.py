@@ -137,11 +137,59 @@ def test_slow_replica_does_fewer_units_and_backups_keep_the_result(digits, roomy
             f = sb.batch("params")
         acc = sb.server.fetch_vector("acc")
         done = sb.batch.units_done
+        assert sb.batch.lost == []  # slow is not lost
         assert done[0] * 3 < min(done[1], done[2])
         assert sb.batch.backups_issued > 0
     fr, gr = _reference(net, net.init_params(0), digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(acc, gr, atol=2e-6)
+
+
+def test_flush_reports_units_a_unit_task_pushed_and_applies_decisions_again(monkeypatch):
+    """The worker side of the race below, made deterministic: the unit task in flight pushed
+    (its decisions reached ``push_every``) before the flush ran, or has not applied its
+    decisions yet; either way the flush's answer covers every unit pushed."""
+    import types
+
+    import distributed
+
+    from dbkit.cluster import work_unit_task as wut
+
+    class Server:
+        def __init__(self):
+            self.landed = []
+
+        def accumulate(self, name, grad, units, skip=None):
+            self.landed += list(units)
+            return [{"accepted": True}]
+
+    st, server = wut.SandblasterReplica(1), Server()
+    fake = types.SimpleNamespace(state=types.SimpleNamespace(actors={"r1": st}))
+    monkeypatch.setattr(distributed, "get_worker", lambda: fake)
+    monkeypatch.setattr(wut, "connect", lambda handles: server)
+    st.batch, st.acc, st.unpushed = 7, np.zeros(3, np.float32), []
+    st.pending = {u: (np.ones(3, np.float32), ()) for u in range(6)}
+    # the unit task in flight applies its decisions and pushes 0-3 (push_every = 4) ...
+    assert wut._apply(st, 7, {"commit": [0, 1, 2, 3], "discard": []}, server, push_every=4) == [0, 1, 2, 3]
+    # ... and the flush, carrying the decision sent with that task again plus its own, reports all
+    decisions = {"commit": [3, 4, 5], "discard": []}
+    assert wut.flush("r1", None, 7, decisions) == [0, 1, 2, 3, 4, 5]
+    assert sorted(server.landed) == [0, 1, 2, 3, 4, 5]  # each unit pushed once
+    assert wut.flush("r1", None, 8, {"commit": [], "discard": []}) == []  # another batch: nothing of it
+
+
+def test_no_healthy_replica_is_taken_for_lost(digits, roomy_cluster):
+    """A batch's flush can overtake the unit still in flight on the same replica, which may have
+    pushed (or not yet applied) committed units; the coordinator once took such a replica for lost
+    (seen in CI as a fast replica doing as few units as the slow one). Several fresh jobs: none lost."""
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
+    for _ in range(3):
+        with SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
+                              client=roomy_cluster.client) as sb:
+            sb.start()
+            for _ in range(5):
+                sb.batch("params")
+            assert sb.batch.lost == [] and all(s.alive for s in sb.batch.slots)
 
 
 def test_a_replica_lost_mid_batch_does_not_lose_its_units(digits):

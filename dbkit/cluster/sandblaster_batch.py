@@ -41,6 +41,7 @@ class Slot:
     alive: bool = True
     busy: object = None  # the future of its unit in flight
     decisions: dict = field(default_factory=lambda: {"commit": [], "discard": []})
+    sent: dict | None = None  # the decisions that went out with the unit in flight (applied when it starts)
     unpushed: set = field(default_factory=set)
 
 
@@ -71,6 +72,7 @@ class DaskBatch:
     def _submit(self, slot: Slot, unit, vector: str) -> None:
         X, y = self.data[slot.worker]
         decisions, slot.decisions = slot.decisions, {"commit": [], "discard": []}
+        slot.sent = decisions
         slot.busy = self.cluster.submit_on(
             slot.worker, run_unit, slot.state_key, self.handles, self.network, X, y, unit, self.n_total,
             self.batch_id, vector, decisions, self.push_every, tuple(self._skip.get(unit.index, ())),
@@ -199,6 +201,11 @@ class DaskBatch:
             # once it is free.
             if slot.unpushed or slot.decisions["commit"] or slot.decisions["discard"]:
                 decisions, slot.decisions = slot.decisions, {"commit": [], "discard": []}
+                if slot.busy is not None and slot.sent:
+                    # The flush may start before the unit in flight has applied the decisions it
+                    # carries: the flush carries them too (applying a decision twice does nothing),
+                    # or it would push without them and the replica would look lost.
+                    decisions = {k: slot.sent[k] + decisions[k] for k in decisions}
                 futures[slot.index] = self.cluster.submit_on(
                     slot.worker, flush, slot.state_key, self.handles, self.batch_id, decisions,
                     key=f"dbkit-flush-{self.batch_id}-{slot.index}-{self.cluster.tag}-{time.perf_counter_ns()}")

@@ -33,6 +33,7 @@ class SandblasterReplica:
         self.pending: dict[int, np.ndarray] = {}
         self.acc: np.ndarray | None = None
         self.unpushed: list[int] = []
+        self.pushed: set[int] = set()  # every unit of this batch whose gradient this replica pushed
         self.units = 0
         self.pushes = 0
         self.fetches = 0
@@ -54,6 +55,7 @@ def _apply(st: SandblasterReplica, batch: int, decisions: dict, server, push_eve
         if skip:  # redone after a lost replica's partial push: only the shards that lack it
             _check(st, server.accumulate("acc", grad, (u,), frozenset(skip)))
             pushed.append(u)
+            st.pushed.add(u)
         else:
             st.acc += grad
             st.unpushed.append(u)
@@ -74,6 +76,7 @@ def _push(st: SandblasterReplica, server) -> list[int]:
     _check(st, server.accumulate("acc", st.acc, tuple(st.unpushed)))
     st.acc[:] = 0.0
     pushed, st.unpushed = st.unpushed, []
+    st.pushed.update(pushed)
     st.pushes += 1
     return pushed
 
@@ -88,7 +91,7 @@ def run_unit(state_key: str, shards: ShardHandles, network, X: np.ndarray, y: np
     server = connect(shards)
     with st.lock:
         if st.batch != batch:  # first unit of a new batch: fetch the parameters once
-            st.batch, st.pending, st.unpushed = batch, {}, []
+            st.batch, st.pending, st.unpushed, st.pushed = batch, {}, [], set()
             st.params = server.fetch_vector(vector)
             st.acc = np.zeros_like(st.params)
             st.fetches += 1
@@ -107,14 +110,16 @@ def run_unit(state_key: str, shards: ShardHandles, network, X: np.ndarray, y: np
 
 
 def flush(state_key: str, shards: ShardHandles, batch: int, decisions: dict) -> list[int]:
-    """End of batch: apply the last decisions and push whatever was committed."""
+    """End of batch: apply the last decisions, push whatever was committed, and return every
+    unit of this batch this replica has pushed, by this call or by a unit task (whose result
+    the coordinator may not have read yet)."""
     from distributed import get_worker
 
     st = get_worker().state.actors[state_key]
     server = connect(shards)
     with st.lock:
-        pushed = _apply(st, batch, decisions, server, push_every=10**9)
+        _apply(st, batch, decisions, server, push_every=10**9)
         if st.batch == batch and st.unpushed:
-            pushed += _push(st, server)
+            _push(st, server)
         st.pending.clear()
-    return pushed
+        return sorted(st.pushed) if st.batch == batch else []
