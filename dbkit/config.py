@@ -1,38 +1,84 @@
-"""Run settings as one frozen dataclass; the CLI maps its flags onto these fields.
+"""Run settings as frozen dataclasses; the CLI maps its flags onto these fields.
 
-Names follow the paper: replicas, shards, partitions, n_fetch, n_push,
-warm start. Every field is checked when the config is made, and a bad value
-raises ``ValueError`` naming the setting and its allowed range.
+Names follow the paper: replicas, shards, partitions, n_fetch, n_push, warm
+start. Settings every algorithm shares sit on ``RunConfig`` itself; each
+algorithm's own settings sit in its section (``config.downpour.n_push``,
+``config.sandblaster.memory``, ``config.sgd.on_cluster``). Every value is
+checked against ``dbkit.settings.SETTINGS`` when a config is made, and a bad
+value raises ``ValueError`` naming the setting and its allowed range.
+
+``RunConfig.make(**flat)`` and ``config.replace(**flat)`` take flat names and
+put each in its section: ``RunConfig.make(algorithm="downpour", n_push=4)``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
-ALGORITHMS = ("sgd", "downpour", "sandblaster")
-MODELS = ("linear", "mlp", "speech", "image-local")
+from .settings import ALGORITHMS, MODELS, SETTINGS, check
 
-
-def _int_range(name: str, value, lo: int, hi: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
-        allowed = f"[{lo}, {hi}]" if hi is not None else f"[{lo}, inf)"
-        raise ValueError(f"{name} must be a whole number in {allowed}, got {value!r}")
+__all__ = ["ALGORITHMS", "MODELS", "DownpourConfig", "RunConfig", "SGDConfig", "SandblasterConfig"]
 
 
-def _float_range(name: str, value, lo: float, hi: float, lo_open: bool = True) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value > lo if lo_open else value >= lo) and value <= hi
-    if not ok:
-        raise ValueError(f"{name} must be a finite number in {'(' if lo_open else '['}{lo}, {hi}], got {value!r}")
+def _check_fields(obj: object) -> None:
+    """Check and normalise every field of a frozen dataclass against the settings table."""
+    for f in fields(obj):  # type: ignore[arg-type]
+        if f.name in SETTINGS:
+            object.__setattr__(obj, f.name, check(f.name, getattr(obj, f.name)))
+
+
+@dataclass(frozen=True)
+class DownpourConfig:
+    """Downpour SGD (paper Sec. 4.1) and model partitioning (Sec. 3)."""
+
+    partitions: int = 1
+    n_fetch: int = 1
+    n_push: int = 1
+    warm_start_steps: int = 0
+    max_nonfinite: int = 20
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
+
+@dataclass(frozen=True)
+class SandblasterConfig:
+    """Sandblaster L-BFGS (paper Sec. 4.2)."""
+
+    memory: int = 10
+    iterations: int = 100
+    work_unit_size: int = 0
+    backup: bool = True
+    balance: bool = True
+    slow_replicas: tuple[tuple[int, float], ...] = ()
+    gtol: float = 1e-5
+    ftol: float = 1e-9
+    push_every: int = 4
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
+
+@dataclass(frozen=True)
+class SGDConfig:
+    """The synchronous SGD baseline."""
+
+    on_cluster: bool = False
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
+
+SECTIONS = {"downpour": DownpourConfig, "sandblaster": SandblasterConfig, "sgd": SGDConfig}
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """Every setting of one training run.
 
-    Attributes mirror the CLI flags (``--n-fetch`` is ``n_fetch``). ``steps``
-    and ``seconds`` bound the run; if neither is given, ``steps`` is used.
+    Attributes mirror the CLI flags (``--n-fetch`` is ``downpour.n_fetch``).
+    ``steps`` and ``seconds`` bound the run; if neither is given, ``steps`` is used.
     """
 
     algorithm: str = "sgd"
@@ -49,75 +95,70 @@ class RunConfig:
     eval_every: int = 100
     replicas: int = 1
     shards: int = 1
-    partitions: int = 1
-    n_fetch: int = 1
-    n_push: int = 1
-    warm_start_steps: int = 0
     workers: int = 2
     scheduler: str | None = None
-    memory: int = 10
-    iterations: int = 100
-    work_unit_size: int = 0
-    backup: bool = True
-    balance: bool = True
-    slow_replicas: tuple[tuple[int, float], ...] = ()
+    downpour: DownpourConfig = field(default_factory=DownpourConfig)
+    sandblaster: SandblasterConfig = field(default_factory=SandblasterConfig)
+    sgd: SGDConfig = field(default_factory=SGDConfig)
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        if self.model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
-        if self.optimizer not in ("sgd", "adagrad"):
-            raise ValueError(f"optimizer must be 'sgd' or 'adagrad', got {self.optimizer!r}")
-        if self.hidden is not None:
-            object.__setattr__(self, "hidden", tuple(self.hidden))
-            if not self.hidden or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in self.hidden):
-                raise ValueError(f"hidden must be widths >= 1 such as 256,256, got {self.hidden!r}")
-        _float_range("l2", self.l2, 0.0, 10.0, lo_open=False)
-        _float_range("lr", self.lr, 0.0, 100.0)
-        _int_range("batch_size", self.batch_size, 1, 1_000_000)
-        _int_range("seed", self.seed, 0, 2**32 - 1)
-        _int_range("eval_every", self.eval_every, 1)
+        _check_fields(self)
         if self.steps is None and self.seconds is None:
             raise ValueError("give steps or seconds (how long to train)")
-        if self.steps is not None:
-            _int_range("steps", self.steps, 1)
-        if self.seconds is not None:
-            _float_range("seconds", self.seconds, 0.0, 7 * 24 * 3600.0)
-        _int_range("replicas", self.replicas, 1, 256)
-        _int_range("shards", self.shards, 1, 256)
-        _int_range("partitions", self.partitions, 1, 64)
-        if self.partitions > 1 and self.algorithm != "downpour":
+        for name, cls in SECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise ValueError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
+        d, s = self.downpour, self.sandblaster
+        if d.partitions > 1 and self.algorithm != "downpour":
             raise ValueError(f"partitions > 1 (model partitioning) runs inside downpour only; {self.algorithm} "
-                             f"replicas are whole networks, got partitions={self.partitions}")
-        if self.shards < self.partitions:  # as dbkit.partition.aligned_layout, but before anything starts
-            raise ValueError(f"shards must be at least partitions ({self.partitions}) so that every shard holds one "
+                             f"replicas are whole networks, got partitions={d.partitions}")
+        if self.shards < d.partitions:  # as dbkit.partition.aligned_layout, but before anything starts
+            raise ValueError(f"shards must be at least partitions ({d.partitions}) so that every shard holds one "
                              f"partition's parameters, got shards={self.shards}")
-        _int_range("n_fetch", self.n_fetch, 1, 100_000)
-        _int_range("n_push", self.n_push, 1, 100_000)
-        _int_range("warm_start_steps", self.warm_start_steps, 0)
-        _int_range("workers", self.workers, 1, 256)
-        _int_range("memory", self.memory, 1, 1000)
-        _int_range("iterations", self.iterations, 1)
-        _int_range("work_unit_size", self.work_unit_size, 0)
-        slow = tuple((int(i), float(f)) for i, f in (dict(self.slow_replicas).items()))
-        object.__setattr__(self, "slow_replicas", slow)
-        for i, f in slow:
-            if not 0 <= i < self.replicas or not (math.isfinite(f) and 1.0 <= f <= 1000.0):
+        if self.algorithm == "sgd" and self.replicas != 1:
+            raise ValueError(f"sgd is the single-replica baseline: replicas must be 1, got {self.replicas}")
+        for i, f in s.slow_replicas:
+            if i >= self.replicas:
                 raise ValueError(f"slow_replicas needs replica indices in [0, {self.replicas - 1}] and factors in "
                                  f"[1, 1000], got {i}:{f}")
-        if self.scheduler is not None and not isinstance(self.scheduler, str):
-            raise ValueError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {self.scheduler!r}")
 
-    def replace(self, **changes) -> "RunConfig":
-        """A copy with ``changes`` applied (validated)."""
-        unknown = set(changes) - {f.name for f in fields(self)}
+    @classmethod
+    def make(cls, **flat: Any) -> RunConfig:
+        """A config from flat setting names (``n_push=4``), each put in its section."""
+        return cls().replace(**flat)
+
+    def replace(self, **flat: Any) -> RunConfig:
+        """A copy with ``flat`` changes applied, each to its section (validated)."""
+        own = {f.name for f in fields(self)}
+        plain: dict[str, Any] = {}
+        sections: dict[str, dict[str, Any]] = {}
+        unknown = []
+        for k, v in flat.items():
+            section = SETTINGS[k].section if k in SETTINGS else None
+            if k in own:
+                plain[k] = v
+            elif section is not None:
+                sections.setdefault(section, {})[k] = v
+            else:
+                unknown.append(k)
         if unknown:
             raise ValueError(f"unknown settings: {sorted(unknown)}")
-        return replace(self, **changes)
+        for name, changes in sections.items():
+            plain[name] = replace(plain.get(name, getattr(self, name)), **changes)
+        return replace(self, **plain)
+
+    def get(self, name: str) -> Any:
+        """A setting's value by its flat name (``config.get("n_push")``)."""
+        section = SETTINGS[name].section if name in SETTINGS else None
+        return getattr(getattr(self, section), name) if section else getattr(self, name)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """Every setting, with the section of this run's algorithm only (a report's ``config``)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECTIONS}
         d["hidden"] = list(self.hidden) if self.hidden else None
-        d["slow_replicas"] = {str(i): f for i, f in self.slow_replicas}
+        section = asdict(getattr(self, self.algorithm))
+        if "slow_replicas" in section:
+            section["slow_replicas"] = {str(i): f for i, f in self.sandblaster.slow_replicas}
+        d[self.algorithm] = section
         return d
+

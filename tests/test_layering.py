@@ -19,8 +19,15 @@ def loaded_after(imports: str) -> str:
 
 
 def test_core_imports_no_dask_widgets_or_matplotlib():
-    core = "import dbkit, dbkit.nn, dbkit.ps, dbkit.algorithms, dbkit.data, dbkit.config, dbkit.partition"
+    core = ("import dbkit, dbkit.nn, dbkit.ps, dbkit.algorithms, dbkit.data, dbkit.config, dbkit.settings, "
+            "dbkit.partition, dbkit.telemetry, dbkit.jobs, dbkit.cluster")
     assert loaded_after(core) == ""
+
+
+def test_an_in_memory_sync_sgd_job_loads_no_dask():
+    run = ("import dbkit\njob = dbkit.SyncSGD('linear', 'digits', steps=20)\njob.fit(progress=False)\n"
+           "job.stop()\nassert job.report()['steps'] == 20")
+    assert loaded_after(run) == ""
 
 
 @pytest.mark.parametrize("module", ["distributed", "matplotlib"])

@@ -4,7 +4,9 @@ refused pushes, checkpoints, layout and the client helper."""
 import numpy as np
 import pytest
 
-from dbkit.ps import ParameterShard, ShardedParameters, balanced_layout, local_shards, staleness_summary
+from dbkit.ps import ParameterShard, PushAnswer, ShardedParameters, balanced_layout, local_shards, staleness_summary
+from dbkit.ps.histogram import Histogram, coarse
+from dbkit.ps.shard import AGE_WINDOW
 
 
 def shard(values, optimizer="sgd", lr=0.5):
@@ -15,7 +17,7 @@ def shard(values, optimizer="sgd", lr=0.5):
 def test_sgd_step_by_hand():
     s = shard([1.0, 2.0, 3.0], lr=0.5)
     ans = s.push(np.array([2.0, -4.0, 0.0], np.float32), 0)
-    assert ans == {"accepted": True, "version": 1, "staleness": 0, "reason": None}
+    assert ans == PushAnswer(True, version=1, staleness=0, age=0)
     assert np.allclose(s.fetch()[1], [0.0, 4.0, 3.0])
 
 
@@ -43,8 +45,8 @@ def test_staleness_counts_updates_since_the_fetch():
     v0, _ = s.fetch()
     for _ in range(3):
         s.push(np.ones(4), s.fetch()[0])  # fresh: staleness 0
-    assert s.push(np.ones(4), v0)["staleness"] == 3  # fetched before those three
-    st = s.stats()["staleness"]
+    assert s.push(np.ones(4), v0).staleness == 3  # fetched before those three
+    st = s.figures().staleness.summary()
     assert st["count"] == 4 and st["max"] == 3 and st["mean"] == pytest.approx(0.75)
 
 
@@ -61,12 +63,12 @@ def test_refused_pushes_are_counted_and_change_nothing(grad, version, reason):
     s = shard([0.25, -0.75], "adagrad")
     before = s.state()
     ans = s.push(grad, version)
-    assert not ans["accepted"] and reason in ans["reason"]
+    assert not ans.accepted and reason in ans.reason
     after = s.state()
     assert after["params"].tobytes() == before["params"].tobytes()
     assert after["opt_state"].tobytes() == before["opt_state"].tobytes()
     assert after["version"] == before["version"]
-    assert s.stats()["rejected"] == 1
+    assert s.figures().rejected == 1
 
 
 def test_checkpoint_round_trip_and_validation():
@@ -91,7 +93,7 @@ def test_set_lr_validates():
     for bad in (0, -1, float("nan"), 1e9):
         with pytest.raises(ValueError, match="lr"):
             s.set_lr(bad)
-    assert s.stats()["lr"] == 0.25
+    assert s.figures().lr == 0.25
 
 
 def test_balanced_layout():
@@ -112,7 +114,7 @@ def test_sharded_sgd_equals_one_vector_sgd(n_shards):
     for _ in range(4):
         g = rng.standard_normal(23).astype(np.float32)
         ps.fetch()
-        assert all(a["accepted"] for a in ps.push(g))
+        assert all(a.accepted for a in ps.push(g))
         expected -= np.float32(0.1) * g
     assert np.array_equal(ps.fetch(), expected)
     assert ps.bytes_pushed == 4 * 23 * 4
@@ -132,3 +134,41 @@ def test_staleness_summary_quantiles():
     s = staleness_summary(Counter({0: 90, 5: 9, 20: 1}))
     assert s["p50"] == 0 and s["p95"] == 5 and s["max"] == 20 and s["count"] == 100
     assert staleness_summary(Counter())["count"] == 0
+
+
+def test_age_of_a_push_in_examples_by_hand():
+    """Age = examples this shard applied since the fetch before the push's oldest gradient, plus its own."""
+    s = shard([0.0, 0.0])
+    v0, _ = s.fetch()
+    assert s.push(np.ones(2), v0, examples=32).age == 32  # nothing else landed: only its own examples
+    assert s.push(np.ones(2), v0, examples=64).age == 32 + 64  # 32 landed since that fetch
+    v2, _ = s.fetch()
+    # a replica fetched at v2, pushed 3 x 16 meanwhile (counted here), and its push's oldest gradient
+    # was computed on parameters fetched at v0: everything since v0 counts
+    for _ in range(3):
+        s.push(np.ones(2), v2, examples=16)
+    ans = s.push(np.ones(2), v2, examples=10, first_version=v0)
+    assert ans.staleness == 3 and ans.age == 32 + 64 + 3 * 16 + 10
+    figures = s.figures()
+    assert figures.examples == 32 + 64 + 48 + 10 and figures.age.count == 6
+
+
+def test_age_looks_back_a_bounded_window_and_bad_first_versions_are_refused():
+    s = shard([0.0])
+    for _ in range(AGE_WINDOW + 5):
+        s.push(np.ones(1), s.version, examples=1)
+    # a version older than the window counts from the oldest remembered one
+    assert s.push(np.ones(1), 0, examples=1, first_version=0).age == AGE_WINDOW - 1 + 1
+    before = s.state()
+    ans = s.push(np.ones(1), s.version, first_version=s.version + 1)
+    assert not ans.accepted and "first version" in ans.reason
+    assert s.state()["params"].tobytes() == before["params"].tobytes()
+
+
+def test_histogram_windows_and_coarse_bins():
+    a = Histogram.of({0: 2, 3: 1})
+    b = Histogram.of({0: 5, 3: 1, 7: 2})
+    assert (b - a) == Histogram((0, 7), (3, 2)) and (b - a).count == 5
+    assert Histogram.total([a, b]).as_counter() == {0: 7, 3: 2, 7: 2}
+    assert [coarse(v) for v in (5, 8, 9, 100, 1000)] == [5, 8, 8, 96, 896]
+    assert all(coarse(v) <= v < coarse(v) * 1.25 + 1 for v in range(1, 5000))

@@ -1,13 +1,13 @@
 """The driver's book of replicas: states stay right when the monitor thread and the
 driver see the same task end (a race found in CI)."""
 
-from dbkit.cluster.downpour_state import ReplicaBook
+from dbkit.algorithms import ReplicaBook, ReplicaFigures
 
 
 class _Future:
     """A finished task whose ``result`` lets the 'monitor' run first, as a thread switch would."""
 
-    def __init__(self, book: ReplicaBook, figures: dict) -> None:
+    def __init__(self, book: ReplicaBook, figures: ReplicaFigures) -> None:
         self.book, self.figures, self.status = book, figures, "pending"
 
     def result(self, timeout=None):
@@ -26,7 +26,7 @@ class _Future:
 def _book(n: int) -> ReplicaBook:
     book = ReplicaBook()
     for i in range(n):
-        book.add(i, f"w{i}", _Future(book, {"steps": 10 + i, "state": "stopped"}))
+        book.add(i, f"w{i}", _Future(book, ReplicaFigures(i, steps=10 + i, state="stopped")))
     return book
 
 
@@ -34,8 +34,9 @@ def test_wait_gives_the_asked_state_even_when_the_monitor_finished_first():
     book = _book(2)
     book.wait([0, 1], timeout=5, state="relaid")
     figures = book.figures()
-    assert [figures[i]["state"] for i in (0, 1)] == ["relaid", "relaid"]
-    assert [figures[i]["steps"] for i in (0, 1)] == [10, 11]
+    assert [figures[i].state for i in (0, 1)] == ["relaid", "relaid"]
+    assert [figures[i].steps for i in (0, 1)] == [10, 11]
+    assert [figures[i].worker for i in (0, 1)] == ["w0", "w1"]
     assert book.live() == []
 
 
@@ -47,7 +48,7 @@ def test_monitor_alone_marks_ended_tasks_stopped_and_failed_ones_lost():
     book.entries[1].future.cancel = lambda: None
     book.settle_futures()
     assert book.state_of(0) == "stopped" and book.state_of(1) == "lost"
-    assert "boom" in book.figures()[1]["error"]
+    assert "boom" in book.figures()[1].error and book.figures()[1].failures == 1
 
 
 def test_wait_marks_a_task_that_raises_lost():
@@ -64,4 +65,14 @@ def test_wait_marks_a_task_that_raises_lost():
 
     book.add(0, "w0", Broken())
     book.wait([0], timeout=0.1, state="relaid")
-    assert book.state_of(0) == "lost" and "no answer" in book.figures()[0]["error"]
+    assert book.state_of(0) == "lost" and "no answer" in book.figures()[0].error
+
+
+def test_a_replica_that_says_it_diverged_or_failed_has_ended():
+    book = _book(3)
+    book.update(0, ReplicaFigures(0, state="diverged", error="20 non-finite gradients in a row"))
+    book.update(1, ReplicaFigures(1, state="paused", steps=4))
+    book.update(2, ReplicaFigures(2, state="stopped"))  # a final figure: only its task's end settles it
+    assert book.live() == [1, 2] and book.state_of(0) == "diverged" and book.figures()[1].steps == 4
+    book.update(0, ReplicaFigures(0, state="running"))  # an ended replica does not come back
+    assert book.state_of(0) == "diverged" and book.live_count() == 2

@@ -1,31 +1,46 @@
-"""The JSON report contract of DESIGN.md, its writer, and the event log."""
+"""The JSON report of DESIGN.md, its writer, the event stream and the sampler's windows."""
 
 import json
+import threading
 
 import numpy as np
 import pytest
 
-from dbkit.telemetry import EventLog, build_report, validate_report, write_report
+from dbkit.algorithms import Evaluation, ReplicaFigures
+from dbkit.ps import Histogram, ShardFigures
+from dbkit.telemetry import (
+    ByteCounts,
+    Change,
+    EventStream,
+    RunRecord,
+    Sample,
+    Sampler,
+    StateChange,
+    build_report,
+    validate_report,
+    write_report,
+)
+
+FINAL = Evaluation(train_loss=0.1, test_loss=0.2, test_accuracy=0.9, full_batch_loss=0.1)
 
 
-def _summary():
-    return {
-        "algorithm": "sgd", "steps": 10, "examples": 320, "train_seconds": 2.0,
-        "history": [{"t": 0.0, "step": 0, "train_loss": 2.3, "test_accuracy": 0.1}],
-        "replicas": [{"replica": 0, "steps": 10, "pushes": 10, "fetches": 10, "examples": 320, "failures": 0}],
-        "shards": [{"worker": "w", "size": 5, "updates": 10, "rejected": 0,
-                    "staleness": {"mean": 0.0, "p50": 0, "p95": 0, "max": 0}}],
-        "bytes": {"fetched": 200, "pushed": 200, "between_partitions": 0, "between_partitions_min": 0},
-    }
-
-
-FINAL = {"train_loss": 0.1, "test_loss": 0.2, "test_accuracy": 0.9, "full_batch_loss": 0.1}
+def _record(**changes) -> RunRecord:
+    base = dict(
+        algorithm="sgd", state="stopped", config={"lr": 0.1}, wall_seconds=3.0, train_seconds=2.0, final=FINAL,
+        history=[{"t": 0.0, "step": 0, "train_loss": 2.3, "test_accuracy": 0.1}],
+        replicas=(ReplicaFigures(0, steps=10, pushes=10, fetches=10, examples=320),),
+        shards=(ShardFigures(0, 0, 5, version=10, fetches=10, rejected=0, optimizer="sgd", lr=0.1, bytes_fetched=200,
+                             bytes_pushed=200, examples=320, staleness=Histogram.of({0: 10})),),
+        bytes=ByteCounts(200, 200), model={}, dataset={}, cluster={"kind": "none"}, events=[])
+    return RunRecord(**{**base, **changes})
 
 
 def test_a_built_report_is_whole():
-    r = build_report(_summary(), {"lr": 0.1}, FINAL, wall_seconds=3.0)
+    r = build_report(_record())
     assert validate_report(r) == []
     assert r["examples_per_second"] == pytest.approx(160.0)
+    assert r["shards"][0]["size"] == 5 and r["shards"][0]["updates"] == 10
+    assert r["shards"][0]["staleness"] == {"count": 10, "mean": 0.0, "p50": 0, "p95": 0, "max": 0}
 
 
 @pytest.mark.parametrize("breaker,problem", [
@@ -36,41 +51,71 @@ def test_a_built_report_is_whole():
     (lambda r: r["replicas"].clear(), "'replicas' is empty"),
 ])
 def test_validate_names_what_is_missing(breaker, problem):
-    r = build_report(_summary(), {}, FINAL, 1.0)
+    r = build_report(_record())
     breaker(r)
     assert any(problem in p for p in validate_report(r))
 
 
 def test_write_report_is_strict_json(tmp_path):
-    r = build_report(_summary(), {"x": np.int64(3), "arr": np.arange(2)}, {**FINAL, "test_loss": float("nan")}, 1.0)
+    r = build_report(_record(config={"x": np.int64(3), "arr": np.arange(2)},
+                             final=Evaluation(0.1, float("nan"), 0.9, 0.1)))
     path = write_report(r, tmp_path / "sub" / "r.json")
     loaded = json.loads(path.read_text())
     assert loaded["final"]["test_loss"] is None and loaded["config"]["arr"] == [0, 1]
     assert not (tmp_path / "sub" / "r.json.tmp").exists()
 
 
-def test_event_log_totals():
-    log = EventLog(keep=2)
-    log.record("fetch", bytes=100)
-    log.record("push", bytes=40, staleness=[0, 2])
-    log.record("push", bytes=40, staleness=[1, None])
-    s = log.summary()
-    assert s["counts"] == {"fetch": 1, "push": 2} and s["bytes"] == {"fetch": 100, "push": 80}
-    assert s["staleness"]["count"] == 3 and s["staleness"]["max"] == 2
-    assert len(log.events) == 2 and len(log.of_kind("push")) == 2
+def test_event_stream_numbers_events_and_serves_pollers():
+    clock = iter(range(100)).__next__
+    events = EventStream(clock=clock)
+    a = events.emit(StateChange, state="running")
+    b = events.emit(Change, setting="lr", old=0.1, new=0.2, asked=1.0, applied=2.0)
+    assert (a.seq, b.seq) == (0, 1) and a.t < b.t
+    assert events.since(-1) == [a, b] and events.since(0) == [b] and events.since(1) == []
+    assert events.of(Change) == [b] and events.last(StateChange) is a and events.last() is b
+    assert events.to_dicts()[1] == {"type": "Change", "seq": 1, "t": b.t, "setting": "lr", "old": 0.1, "new": 0.2,
+                                    "asked": 1.0, "applied": 2.0, "superseded": False}
+
+
+def test_event_stream_is_safe_to_append_from_many_threads():
+    events = EventStream()
+
+    def emit():
+        for _ in range(500):
+            events.emit(StateChange, state="running")
+
+    threads = [threading.Thread(target=emit) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [e.seq for e in events] == list(range(2000))
+
+
+def test_samples_give_the_window_not_the_lifetime():
+    events = EventStream()
+    sampler = Sampler()
+    r0 = ReplicaFigures(0, steps=10, examples=320, staleness=Histogram.of({0: 10}), age=Histogram.of({32: 10}))
+    first = sampler.emit(events, {0: r0})
+    assert first.staleness.count == 10 and first.examples == 320
+    r1 = r0.but(steps=20, examples=640, staleness=Histogram.of({0: 10, 5: 10}), age=Histogram.of({32: 10, 512: 10}))
+    second = sampler.emit(events, {0: r1}, evaluation=FINAL)
+    assert second.staleness == Histogram((5,), (10,)) and second.staleness_examples == Histogram((512,), (10,))
+    assert second.step == 20 and second.examples_per_second > 0 and second.evaluation is FINAL
+    assert events.of(Sample) == [first, second]
 
 
 def test_partition_picture_marks_only_what_crosses(tmp_path):
     from dbkit import nn
-    from dbkit.partition import plan
+    from dbkit.partition import ownership
     from dbkit.telemetry import plot_partitions
     from dbkit.telemetry.partition_plot import _sent_units
 
     net = nn.build("image-local", 64, 10, image_shape=(8, 8))  # 6x6x8 -> 4x4x8 -> dense
     # by hand: layer 2's row bands {0,1} and {2,3} read rows 0-3 and 2-5 of layer 0's output,
     # whose owners are rows {0,1,2} and {3,4,5}: only rows 2 and 3 cross
-    sent = _sent_units(plan(net, 2), 0)
+    sent = _sent_units(ownership(net, 2), 0)
     assert sorted(set((sent // 8) // 6)) == [2, 3]
-    assert _sent_units(plan(net, 2), 2).size == 4 * 4 * 8  # the dense layer reads everything
+    assert _sent_units(ownership(net, 2), 2).size == 4 * 4 * 8  # the dense layer reads everything
     fig = plot_partitions(net, 2, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000 and len(fig.axes) == 3

@@ -12,16 +12,16 @@ This class is plain numpy: given in-process shards it runs in a test; on Dask,
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from ..data import MiniBatches
 from ..nn import Network
-from .schedule import Rates
+from ..ps import PushAnswer, check_lr
+from .figures import ReplicaCounters, ReplicaFigures
+from .schedule import Schedule, check_rates
 
 
-class DownpourReplica(Rates):
+class DownpourReplica:
     """A model replica training on its own data shard.
 
     Parameters
@@ -32,74 +32,90 @@ class DownpourReplica(Rates):
     X, y : ndarray
         This replica's data shard.
     server : object
-        Parameter server client with ``fetch()``, ``push(grad)``,
-        ``push_fetch(grad)`` and ``versions`` (``dbkit.ps.ShardedParameters``).
+        Parameter server client with ``fetch()``, ``push(grad, ...)``,
+        ``push_fetch(grad, ...)`` and ``versions`` (``dbkit.ps.ShardedParameters``).
     n_fetch, n_push : int
         Fetch every ``n_fetch`` steps; push every ``n_push`` steps.
     lr : float
         Learning rate of the replica's local SGD step between fetches.
+    max_nonfinite : int
+        Non-finite gradients in a row after which the replica has ``diverged``.
     """
 
     def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
-                 n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0) -> None:
-        self._init_rates(n_fetch, n_push, lr)
+                 n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0, max_nonfinite: int = 20) -> None:
         self.index = index
         self.network, self.server = network, server
+        self.schedule = Schedule(n_fetch, n_push)
+        self.lr = check_lr(lr)
         self.batches = MiniBatches(X, y, batch_size, seed=seed)
         self.params: np.ndarray | None = None
         self.accrued = np.zeros(network.size, dtype=np.float32)
-        self.steps = self.pushes = self.fetches = self.examples = 0
-        self.rejected = self.nonfinite = 0
-        self.losses: deque[float] = deque(maxlen=50)
+        self.counters = ReplicaCounters(max_nonfinite)
+        self._accrued_examples = 0
+        self._first_versions: list[int] | None = None  # versions its oldest accrued gradient was computed at
+
+    @property
+    def diverged(self) -> bool:
+        return self.counters.diverged
+
+    def configure(self, n_fetch: int, n_push: int, lr: float) -> None:
+        """New rates and learning rate from the next step on; all are checked before any changes."""
+        check_rates(n_fetch, n_push)
+        lr = check_lr(lr)
+        self.schedule.configure(n_fetch, n_push)
+        self.lr = lr
 
     def step(self) -> float:
-        """One Downpour step; returns the mini-batch loss."""
-        plan = self.schedule.plan()
-        if plan.fetch:
+        """One Downpour step; returns the mini-batch loss (NaN if its gradient was dropped)."""
+        actions = self.schedule.next_step()
+        if actions.fetch:
             self.params = self.server.fetch()
-            self.fetches += 1
+            self.counters.fetches += 1
+        assert self.params is not None
         X, y = next(self.batches)
         with np.errstate(all="ignore"):
             loss, grad = self.network.loss_and_grad(self.params, X, y)
             # one BLAS dot, no temporary: NaN and inf (and overflow) propagate into it
             finite = np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
         if not finite:
-            self.nonfinite += 1  # drop this gradient and start again from the server's parameters
+            self.counters.dropped()  # drop this gradient and start again from the server's parameters
             self.schedule.dropped()
             return float("nan")
+        if self._accrued_examples == 0:
+            self._first_versions = list(self.server.versions)
         self.accrued += grad
-        self.steps += 1
-        self.examples += len(y)
-        self.losses.append(loss)
-        if plan.local:  # local step between fetches (pointless if we fetch next anyway)
+        self._accrued_examples += len(y)
+        self.counters.stepped(float(loss), len(y))
+        if actions.local:  # local step between fetches (pointless if we fetch next anyway)
             np.multiply(grad, np.float32(self.lr), out=grad)
             self.params -= grad
-        if plan.push:
-            self._push(and_fetch=plan.push_fetch)
-        self.schedule.done(plan)
-        return loss
+        if actions.push:
+            self._push(and_fetch=actions.push_fetch)
+        self.schedule.done(actions)
+        return float(loss)
 
     def _push(self, and_fetch: bool = False) -> None:
+        examples, firsts = self._accrued_examples, self._first_versions
+        answers: list[PushAnswer]
         if and_fetch:
-            answers, self.params = self.server.push_fetch(self.accrued)
-            self.fetches += 1
+            answers, self.params = self.server.push_fetch(self.accrued, examples=examples, first_versions=firsts)
+            self.counters.fetches += 1
         else:
-            answers = self.server.push(self.accrued)
-        self.rejected += sum(1 for a in answers if not a["accepted"])
-        self.pushes += 1
+            answers = self.server.push(self.accrued, examples=examples, first_versions=firsts)
+        self.counters.answered(answers)
+        if any(not a.accepted and (a.reason or "").startswith("non-finite") for a in answers):
+            self.counters.dropped()  # the sum overflowed: as good as a non-finite gradient
         self.accrued[:] = 0.0
+        self._accrued_examples = 0
 
     def flush(self) -> None:
         """Push any accumulated gradient now (before pausing or stopping)."""
-        if self.schedule.since_push:
+        if self._accrued_examples:
             self._push()
             self.schedule.flushed()
 
-    def stats(self) -> dict:
-        return {
-            "replica": self.index, "steps": self.steps, "pushes": self.pushes, "fetches": self.fetches,
-            "examples": self.examples, "rejected": self.rejected, "nonfinite": self.nonfinite,
-            "n_fetch": self.n_fetch, "n_push": self.n_push, "lr": self.lr,
-            "loss": float(np.mean(self.losses)) if self.losses else None,
-            "bytes_fetched": self.server.bytes_fetched, "bytes_pushed": self.server.bytes_pushed,
-        }
+    def figures(self) -> ReplicaFigures:
+        return self.counters.figures(
+            self.index, n_fetch=self.schedule.n_fetch, n_push=self.schedule.n_push, lr=self.lr,
+            bytes_fetched=self.server.bytes_fetched, bytes_pushed=self.server.bytes_pushed)

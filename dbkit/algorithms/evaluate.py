@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
 from ..data import Dataset
 from ..nn import Network
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Loss on a fixed training subset, loss and accuracy on the test set; ``full_batch_loss``
+    (the objective over the whole training set) in final evaluations only."""
+
+    train_loss: float
+    test_loss: float
+    test_accuracy: float
+    full_batch_loss: float | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if self.full_batch_loss is None:
+            del d["full_batch_loss"]
+        return d
 
 
 class Evaluator:
@@ -24,21 +43,21 @@ class Evaluator:
         idx = np.arange(n) if n <= max_train else np.random.default_rng(seed).choice(n, max_train, replace=False)
         self.X_sub, self.y_sub = data.X_train[idx], data.y_train[idx]
 
-    def __call__(self, params: np.ndarray) -> dict:
+    def __call__(self, params: np.ndarray) -> Evaluation:
         """``train_loss`` (subset), ``test_loss`` and ``test_accuracy``."""
         net, d = self.network, self.data
-        logits = net.forward(params, d.X_test)
-        return {
-            "train_loss": net.loss(params, self.X_sub, self.y_sub),
-            "test_loss": net.loss(params, d.X_test, d.y_test),
-            "test_accuracy": float((logits.argmax(axis=1) == d.y_test).mean()),
-        }
+        with np.errstate(all="ignore"):  # diverged parameters give inf or NaN, not warnings
+            logits = net.forward(params, d.X_test)
+            return Evaluation(float(net.loss(params, self.X_sub, self.y_sub)),
+                              float(net.loss(params, d.X_test, d.y_test)),
+                              float((logits.argmax(axis=1) == d.y_test).mean()))
 
-    def final(self, params: np.ndarray) -> dict:
+    def final(self, params: np.ndarray) -> Evaluation:
         """As ``__call__`` plus ``full_batch_loss`` over the whole training set."""
         out = self(params)
-        out["full_batch_loss"] = full_batch_loss(self.network, params, self.data.X_train, self.data.y_train)
-        return out
+        with np.errstate(all="ignore"):
+            full = full_batch_loss(self.network, params, self.data.X_train, self.data.y_train)
+        return Evaluation(out.train_loss, out.test_loss, out.test_accuracy, float(full))
 
 
 def full_batch_loss(net: Network, params: np.ndarray, X: np.ndarray, y: np.ndarray, chunk: int = 4096) -> float:

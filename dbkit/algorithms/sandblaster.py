@@ -12,13 +12,28 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ..settings import check
 from .lbfgs import HistoryPair, two_loop
 from .line_search import wolfe_search
 
 
+@dataclass(frozen=True)
+class Iteration:
+    """One L-BFGS iteration as the coordinator saw it (iteration 0: the starting point)."""
+
+    iteration: int
+    t: float  # seconds since the coordinator began
+    loss: float
+    grad_norm: float
+    step: float  # the line search's accepted step length
+    evaluations: int  # batch gradients this iteration took
+
+
+
 class LBFGSCoordinator:
-    """L-BFGS over sharded vectors.
+    """L-BFGS over sharded vectors, one iteration at a time.
 
     Parameters
     ----------
@@ -28,30 +43,36 @@ class LBFGSCoordinator:
         ``evaluate(name) -> loss`` with the gradient left in vector ``"acc"``.
     memory : int
         History pairs kept (m); older pairs are dropped from the shards.
+    max_iterations : int
+        ``iterate`` stops after this many iterations.
     gtol, ftol : float
         Stop when ``||g|| <= gtol`` or when the loss falls by less than
         ``ftol * max(|f|, 1)`` in an iteration (as scipy's L-BFGS-B ``factr``).
+
+    ``begin()`` evaluates the starting point; each ``iterate()`` runs one
+    iteration and returns its row, or ``None`` once a stopping rule holds
+    (``stop_reason`` says which). ``run()`` does both to the end.
     """
 
     def __init__(self, ops, evaluate: Callable[[str], float], memory: int = 10, max_iterations: int = 100,
-                 gtol: float = 1e-5, ftol: float = 1e-9, c1: float = 1e-4, c2: float = 0.9,
-                 on_iteration: Callable[[dict], None] | None = None) -> None:
-        if isinstance(memory, bool) or not isinstance(memory, int) or not 1 <= memory <= 1000:
-            raise ValueError(f"memory must be a whole number in [1, 1000], got {memory!r}")
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-            raise ValueError(f"max_iterations must be a whole number >= 1, got {max_iterations!r}")
-        if not (gtol >= 0 and ftol >= 0):
-            raise ValueError("gtol and ftol must be >= 0")
+                 gtol: float = 1e-5, ftol: float = 1e-9, c1: float = 1e-4, c2: float = 0.9) -> None:
+        self.memory, self.max_iterations = check("memory", memory), check("iterations", max_iterations)
+        self.gtol, self.ftol = check("gtol", gtol), check("ftol", ftol)
         self.ops, self.evaluate = ops, evaluate
-        self.memory, self.max_iterations, self.gtol, self.ftol = memory, max_iterations, gtol, ftol
         self.c1, self.c2 = c1, c2
-        self.on_iteration = on_iteration or (lambda row: None)
         self.history: list[HistoryPair] = []
-        self.rows: list[dict] = []
+        self.rows: list[Iteration] = []
         self.evaluations = 0
         self.stop_reason = ""
         self._slot = 0
-        self._last_t = None
+        self._last_t: float | None = None
+        self._f = math.nan
+        self._gnorm = math.nan
+        self._start = 0.0
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stop_reason)
 
     def _eval(self, name: str) -> float:
         self.evaluations += 1
@@ -90,49 +111,64 @@ class LBFGSCoordinator:
         self.history.append(HistoryPair(s, y, 1.0 / sy))
         self._slot = (self._slot + 1) % (self.memory + 1)
 
-    def run(self) -> list[dict]:
-        """Iterate until a stopping rule holds; returns one row per iteration."""
+    def begin(self) -> Iteration:
+        """Evaluate the starting point (iteration 0)."""
+        self._start = time.perf_counter()
+        self._f = self._eval("params")
+        self.ops.copy("acc", "grad")
+        self._gnorm = math.sqrt(self.ops.dot("grad", "grad"))
+        return self._record(0, self._f, self._gnorm, 0.0, 1)
+
+    def iterate(self) -> Iteration | None:
+        """One L-BFGS iteration; ``None`` (and ``stop_reason``) when a stopping rule holds."""
         ops = self.ops
-        start = time.perf_counter()
-        f = self._eval("params")
-        ops.copy("acc", "grad")
-        gnorm = math.sqrt(ops.dot("grad", "grad"))
-        self._record(0, start, f, gnorm, 0.0, 1)
-        for k in range(1, self.max_iterations + 1):
-            if gnorm <= self.gtol:
-                self.stop_reason = f"gradient norm {gnorm:.3g} <= gtol {self.gtol}"
-                break
+        if not self.rows:
+            raise RuntimeError("call begin() first")
+        if self.done:
+            return None
+        k = len(self.rows)
+        if self._gnorm <= self.gtol:
+            self.stop_reason = f"gradient norm {self._gnorm:.3g} <= gtol {self.gtol}"
+            return None
+        if k > self.max_iterations:
+            self.stop_reason = f"reached {self.max_iterations} iterations"
+            return None
+        two_loop(ops, self.history)
+        d0 = ops.dot("grad", "direction")
+        if not d0 < 0:  # the history went bad: restart from steepest descent
+            for pair in self.history:
+                ops.drop(pair.s)
+                ops.drop(pair.y)
+            self.history.clear()
             two_loop(ops, self.history)
             d0 = ops.dot("grad", "direction")
-            if not d0 < 0:  # the history went bad: restart from steepest descent
-                for pair in self.history:
-                    ops.drop(pair.s)
-                    ops.drop(pair.y)
-                self.history.clear()
-                two_loop(ops, self.history)
-                d0 = ops.dot("grad", "direction")
-            t0 = 1.0 if self.history else min(1.0, 1.0 / max(gnorm, 1e-12))
-            result = wolfe_search(self._phi, f, d0, t0, self.c1, self.c2)
-            if result.t == 0.0:
-                self.stop_reason = "line search found no decrease"
-                break
-            if result.t != self._last_t:  # the accepted point was not the last one evaluated
-                self._phi(result.t)
-            self._remember()
-            ops.copy("trial", "params")
-            ops.copy("acc", "grad")
-            f_old, f = f, result.f
-            gnorm = math.sqrt(ops.dot("grad", "grad"))
-            self._record(k, start, f, gnorm, result.t, result.evaluations)
-            if f_old - f <= self.ftol * max(abs(f), abs(f_old), 1.0):
-                self.stop_reason = f"loss change {f_old - f:.3g} below ftol"
-                break
-        else:
+        t0 = 1.0 if self.history else min(1.0, 1.0 / max(self._gnorm, 1e-12))
+        result = wolfe_search(self._phi, self._f, d0, t0, self.c1, self.c2)
+        if result.t == 0.0:
+            self.stop_reason = "line search found no decrease"
+            return None
+        if result.t != self._last_t:  # the accepted point was not the last one evaluated
+            self._phi(result.t)
+        self._remember()
+        ops.copy("trial", "params")
+        ops.copy("acc", "grad")
+        f_old, self._f = self._f, result.f
+        self._gnorm = math.sqrt(ops.dot("grad", "grad"))
+        row = self._record(k, self._f, self._gnorm, result.t, result.evaluations)
+        if f_old - self._f <= self.ftol * max(abs(self._f), abs(f_old), 1.0):
+            self.stop_reason = f"loss change {f_old - self._f:.3g} below ftol"
+        elif k >= self.max_iterations:
             self.stop_reason = f"reached {self.max_iterations} iterations"
+        return row
+
+    def run(self) -> list[Iteration]:
+        """Iterate until a stopping rule holds; returns one row per iteration."""
+        self.begin()
+        while self.iterate() is not None:
+            pass
         return self.rows
 
-    def _record(self, k: int, start: float, f: float, gnorm: float, t: float, evals: int) -> None:
-        row = {"iteration": k, "t": round(time.perf_counter() - start, 4), "loss": f, "grad_norm": gnorm,
-               "step": t, "evaluations": evals}
+    def _record(self, k: int, f: float, gnorm: float, t: float, evals: int) -> Iteration:
+        row = Iteration(k, round(time.perf_counter() - self._start, 4), f, gnorm, t, evals)
         self.rows.append(row)
-        self.on_iteration(row)
+        return row

@@ -12,20 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..ps import check_lr
+from ..settings import check
 
 
-def check_rates(n_fetch: int, n_push: int) -> None:
-    """Raise ``ValueError`` unless both rates are whole numbers in [1, 100000]."""
-    for name, v in (("n_fetch", n_fetch), ("n_push", n_push)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 100_000:
-            raise ValueError(f"{name} must be a whole number in [1, 100000], got {v!r}")
+def check_rates(n_fetch: int, n_push: int) -> tuple[int, int]:
+    """Both rates as ints, or ``ValueError`` naming the one outside the settings table's range."""
+    return check("n_fetch", n_fetch), check("n_push", n_push)
 
 
 @dataclass(frozen=True)
-class StepPlan:
+class StepActions:
     """What one step does: ``fetch`` before computing; after it a ``local`` step, a ``push``,
     and ``push_fetch`` when the push also brings back fresh parameters."""
 
@@ -36,28 +32,31 @@ class StepPlan:
 
 
 class Schedule:
-    """Counters of one replica's steps since its last fetch and push."""
+    """Counters of one replica's steps since its last fetch and push, and its rates."""
 
     def __init__(self, n_fetch: int = 1, n_push: int = 1) -> None:
-        check_rates(n_fetch, n_push)
-        self.n_fetch, self.n_push = int(n_fetch), int(n_push)
+        self.n_fetch, self.n_push = check_rates(n_fetch, n_push)
         self.since_fetch = self.since_push = 0
         self.have_params = False
 
-    def plan(self) -> StepPlan:
-        """The plan of the next step (nothing changes until ``done``)."""
+    def configure(self, n_fetch: int, n_push: int) -> None:
+        """New rates from the next step on (both checked before either changes)."""
+        self.n_fetch, self.n_push = check_rates(n_fetch, n_push)
+
+    def next_step(self) -> StepActions:
+        """What the next step does (nothing changes until ``done``)."""
         fetch = not self.have_params or self.since_fetch >= self.n_fetch
         since_fetch = (0 if fetch else self.since_fetch) + 1
         fetch_next = since_fetch >= self.n_fetch
         push = self.since_push + 1 >= self.n_push
-        return StepPlan(fetch, local=not fetch_next, push=push, push_fetch=push and fetch_next)
+        return StepActions(fetch, local=not fetch_next, push=push, push_fetch=push and fetch_next)
 
-    def done(self, plan: StepPlan) -> None:
-        """The step of ``plan`` was taken."""
+    def done(self, actions: StepActions) -> None:
+        """The step of ``actions`` was taken."""
         self.have_params = True
-        since_fetch = (0 if plan.fetch else self.since_fetch) + 1
-        self.since_fetch = 0 if plan.push_fetch else since_fetch
-        self.since_push = 0 if plan.push else self.since_push + 1
+        since_fetch = (0 if actions.fetch else self.since_fetch) + 1
+        self.since_fetch = 0 if actions.push_fetch else since_fetch
+        self.since_push = 0 if actions.push else self.since_push + 1
 
     def dropped(self) -> None:
         """The step's gradient was not finite: it is dropped and the next step fetches afresh."""
@@ -65,30 +64,3 @@ class Schedule:
 
     def flushed(self) -> None:
         self.since_push = 0
-
-
-class Rates:
-    """Mixin for replicas: ``n_fetch`` and ``n_push`` (held by ``self.schedule``) and ``lr``."""
-
-    schedule: Schedule
-    lr: float
-
-    def _init_rates(self, n_fetch: int, n_push: int, lr: float) -> None:
-        self.schedule = Schedule(n_fetch, n_push)
-        self.lr = check_lr(lr)
-
-    @property
-    def n_fetch(self) -> int:
-        return self.schedule.n_fetch
-
-    @property
-    def n_push(self) -> int:
-        return self.schedule.n_push
-
-    def configure(self, n_fetch: int | None = None, n_push: int | None = None, lr: float | None = None) -> None:
-        """Change rates or learning rate; takes effect from the next step. Validates all first."""
-        nf = self.n_fetch if n_fetch is None else n_fetch
-        npush = self.n_push if n_push is None else n_push
-        check_rates(nf, npush)
-        self.lr = self.lr if lr is None else check_lr(lr)
-        self.schedule.n_fetch, self.schedule.n_push = int(nf), int(npush)

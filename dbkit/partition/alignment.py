@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ps import ShardLayout, balanced_layout
-from .plan import Plan
+from .ownership import Ownership
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,10 @@ class AlignedLayout:
         return next(j for j, shards in enumerate(self.shards_of) if shard in shards)
 
 
-def aligned_layout(plan: Plan, n_shards: int) -> AlignedLayout:
+def aligned_layout(ownership: Ownership, n_shards: int) -> AlignedLayout:
     """Order the parameters partition by partition and give each partition its own shards.
 
-    The ``n_shards`` shards are split as evenly as possible over the ``plan.k``
+    The ``n_shards`` shards are split as evenly as possible over the ``ownership.k``
     partitions; each partition's block is then cut into balanced ranges. With
     one partition this is the plain balanced layout in the network's order.
 
@@ -77,15 +77,18 @@ def aligned_layout(plan: Plan, n_shards: int) -> AlignedLayout:
     ValueError
         If there are fewer shards than partitions, or than a block has parameters.
     """
-    k = plan.k
+    k = ownership.k
     if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < k:
         raise ValueError(f"shards must be at least partitions ({k}) so that every shard holds one "
                          f"partition's parameters, got shards={n_shards!r}")
-    owner = plan.param_owner()
+    owner = ownership.param_owner
     order = np.argsort(owner, kind="stable")  # partition-major, network order within a partition
     counts = np.bincount(owner, minlength=k)
     per_part = [len(c) for c in np.array_split(np.arange(n_shards), k)]
-    ranges, blocks, shards_of, start = [], [], [], 0
+    ranges: list[tuple[int, int]] = []
+    blocks: list[tuple[int, int]] = []
+    shards_of: list[tuple[int, ...]] = []
+    start = 0
     for j in range(k):
         sub = balanced_layout(int(counts[j]), per_part[j])
         shards_of.append(tuple(range(len(ranges), len(ranges) + sub.n_shards)))

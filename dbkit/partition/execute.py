@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..nn import Dense, LocallyConnected, Network, softmax_cross_entropy
-from .plan import Plan, plan
+from .ownership import Ownership, ownership
 from .traffic import needs
 
 
@@ -32,10 +32,10 @@ class PartitionedNetwork:
 
     def __init__(self, network: Network, k: int) -> None:
         self.network = network
-        self.plan: Plan = plan(network, k)
+        self.ownership: Ownership = ownership(network, k)
         self.k = k
-        self.needs = [needs(self.plan, layer) for layer in range(len(network.layers))]
-        self.subs = {(l, j): _sub_layer(layer, self.plan.units(l, j)) for l, layer in enumerate(network.layers)
+        self.needs = [needs(self.ownership, layer) for layer in range(len(network.layers))]
+        self.subs = {(l, j): _sub_layer(layer, self.ownership.units(l, j)) for l, layer in enumerate(network.layers)
                      if isinstance(layer, (Dense, LocallyConnected)) for j in range(k)}
         self.bytes_between_partitions = 0
 
@@ -44,7 +44,7 @@ class PartitionedNetwork:
         return values
 
     def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-        net, plan_, k = self.network, self.plan, self.k
+        net, ownership, k = self.network, self.ownership, self.k
         views = net.views(params)
         X = np.asarray(X, dtype=params.dtype)
         batch = X.shape[0]
@@ -52,9 +52,10 @@ class PartitionedNetwork:
         caches = []
         for l, layer in enumerate(net.layers):
             out_size = layer.out_size
-            new, layer_caches = [], []
+            new: list[np.ndarray] = []
+            layer_caches: list[tuple] = []
             for j in range(k):
-                units = plan_.units(l, j)
+                units = ownership.units(l, j)
                 if l > 0:  # receive the boundary units this partition needs
                     x = acts[j].copy()
                     for (i, jj), u in self.needs[l].items():
@@ -76,7 +77,7 @@ class PartitionedNetwork:
             acts = new
             caches.append(layer_caches)
         # the loss needs all logits in one place: partition 0
-        last = plan_.owner[-1]
+        last = ownership.owner[-1]
         logits = acts[0].copy()
         for i in range(1, k):
             mine = last == i
@@ -94,7 +95,7 @@ class PartitionedNetwork:
             layer = net.layers[l]
             dins = []
             for j in range(k):
-                units = plan_.units(l, j)
+                units = ownership.units(l, j)
                 sub, slicer, cache, x = caches[l][j]
                 if sub is None:
                     dx_own, _ = layer.backward({}, cache, douts[j][:, units])
@@ -110,7 +111,7 @@ class PartitionedNetwork:
             douts = []
             for i in range(k):
                 d = np.zeros_like(dins[i])
-                own = plan_.owner[l - 1] == i
+                own = ownership.owner[l - 1] == i
                 d[:, own] = dins[i][:, own]
                 for (owner_i, j), u in self.needs[l].items():
                     if owner_i == i:

@@ -8,7 +8,7 @@ renumbered into ``reads[l]``. Without this, every partition would carry
 full-width activations, and the cost of a step would not shrink with K.
 
 A partition's parameters are one flat vector too, holding only its own
-entries in the order of ``Plan.param_indices`` (the server's block for it);
+entries in the order of ``Ownership.param_indices`` (the server's block for it);
 ``own_segments`` cuts it into the parameters of its layer parts. Units are
 contiguous blocks and positions contiguous bands, so that order is exactly
 each part's parameters laid out row-major, and the part's parameters and
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..nn import Dense, LocallyConnected
-from .plan import Plan
+from ..nn import Dense, Layer, LocallyConnected
+from .ownership import Ownership
 from .traffic import inputs_used
 
 
@@ -30,7 +30,7 @@ from .traffic import inputs_used
 class NarrowLayer:
     own: np.ndarray  # output units this partition computes (sorted)
     reads: np.ndarray  # input units it reads (sorted)
-    sub: object  # the layer part on narrow arrays, or None for an elementwise layer
+    sub: Layer | None  # the layer part on narrow arrays, or None for an elementwise layer
     own_in_reads: np.ndarray  # positions in ``reads`` of this partition's own units of layer l-1 (or -1)
 
 
@@ -40,14 +40,15 @@ def _position(sorted_units: np.ndarray, units: np.ndarray) -> np.ndarray:
     return np.where(sorted_units[idx] == units, idx, -1)
 
 
-def narrow_layers(plan: Plan, j: int) -> list[NarrowLayer]:
+def narrow_layers(ownership: Ownership, j: int) -> list[NarrowLayer]:
     """The narrow view of every layer for partition ``j``."""
-    net = plan.network
+    net = ownership.network
     out = []
     for l, layer in enumerate(net.layers):
-        own = plan.units(l, j)
+        own = ownership.units(l, j)
         reads = inputs_used(layer, own)
-        prev_own = plan.units(l - 1, j) if l > 0 else np.arange(layer.in_size)
+        prev_own = ownership.units(l - 1, j) if l > 0 else np.arange(layer.in_size)
+        sub: Layer | None
         if isinstance(layer, Dense):
             sub = Dense(layer.in_size, own.size)
         elif isinstance(layer, LocallyConnected):
@@ -71,20 +72,22 @@ class Segment:
     is_weight: bool
 
 
-def own_segments(plan: Plan, j: int, narrow: list[NarrowLayer] | None = None) -> list[Segment]:
+def own_segments(ownership: Ownership, j: int, narrow: list[NarrowLayer] | None = None) -> list[Segment]:
     """Where each layer part's parameters sit in partition ``j``'s own vector.
 
     Raises ``ValueError`` if the parts' sizes do not add up to the partition's
-    parameters (a plan whose blocks are not contiguous).
+    parameters (an ownership whose blocks are not contiguous).
     """
-    narrow = narrow if narrow is not None else narrow_layers(plan, j)
+    narrow = narrow if narrow is not None else narrow_layers(ownership, j)
     out, start = [], 0
-    for spec in plan.network.specs:
-        shape = tuple(narrow[spec.layer].sub.param_shapes()[spec.key])
+    for spec in ownership.network.specs:
+        part = narrow[spec.layer].sub
+        assert part is not None  # a layer with parameters has a part
+        shape = tuple(part.param_shapes()[spec.key])
         size = int(np.prod(shape))
         out.append(Segment(spec.layer, spec.key, start, start + size, shape, spec.is_weight))
         start += size
-    owned = int((plan.param_owner() == j).sum())
+    owned = int((ownership.param_owner == j).sum())
     if start != owned:
         raise ValueError(f"partition {j}: its parts hold {start} parameters, it owns {owned}")
     return out

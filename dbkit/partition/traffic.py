@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..nn import Dense, LocallyConnected
-from .plan import Plan
+from .ownership import Ownership
+from .ownership import ownership as assign
 
 
 def inputs_used(layer, out_units: np.ndarray) -> np.ndarray:
@@ -26,19 +27,19 @@ def inputs_used(layer, out_units: np.ndarray) -> np.ndarray:
     return np.unique(out_units)  # elementwise
 
 
-def needs(plan: Plan, layer: int) -> dict[tuple[int, int], np.ndarray]:
+def needs(ownership: Ownership, layer: int) -> dict[tuple[int, int], np.ndarray]:
     """``{(i, j): units}``: layer ``layer``'s input units owned by ``i`` that partition ``j`` needs (i != j).
 
     Layer 0's inputs are the data, which every partition reads itself: no entries.
     """
     if layer == 0:
         return {}
-    lay = plan.network.layers[layer]
-    prev_owner = plan.owner[layer - 1]
+    lay = ownership.network.layers[layer]
+    prev_owner = ownership.owner[layer - 1]
     out = {}
-    for j in range(plan.k):
-        used = inputs_used(lay, plan.units(layer, j))
-        for i in range(plan.k):
+    for j in range(ownership.k):
+        used = inputs_used(lay, ownership.units(layer, j))
+        for i in range(ownership.k):
             if i != j:
                 units = used[prev_owner[used] == i]
                 if units.size:
@@ -46,14 +47,15 @@ def needs(plan: Plan, layer: int) -> dict[tuple[int, int], np.ndarray]:
     return out
 
 
-def boundary_floats(plan: Plan) -> dict:
+def boundary_floats(ownership: Ownership) -> dict:
     """Floats crossing boundaries per example: per layer, forward and backward, plus the logits.
 
     The loss needs every logit in one place (partition 0): the other partitions'
     logits go there, and their gradients come back.
     """
-    per_layer = [sum(u.size for u in needs(plan, layer).values()) for layer in range(len(plan.network.layers))]
-    last = plan.owner[-1]
+    per_layer = [sum(u.size for u in needs(ownership, layer).values())
+                 for layer in range(len(ownership.network.layers))]
+    last = ownership.owner[-1]
     logits = int((last != 0).sum())
     return {"per_layer": per_layer, "forward": sum(per_layer) + logits, "backward": sum(per_layer) + logits}
 
@@ -63,10 +65,8 @@ def describe(network, k: int) -> list[dict]:
 
     For a notebook table of a partitioned network (``dbkit.partition.describe``).
     """
-    from .plan import plan as make_plan
-
-    p = make_plan(network, k)
-    owner = p.param_owner()
+    p = assign(network, k)
+    owner = p.param_owner
     rows = []
     for i, layer in enumerate(network.layers):
         params = [0] * k

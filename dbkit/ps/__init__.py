@@ -1,9 +1,11 @@
 """The sharded parameter server (DistBelief Sec. 4.1), numpy only."""
 
 from .client import ShardedParameters, resolve
+from .histogram import Histogram, staleness_summary
 from .layout import ShardLayout, balanced_layout
+from .records import PushAnswer, ShardFigures
 from .rules import OPTIMIZERS, UpdateRule, check_lr
-from .shard import ParameterShard, staleness_summary
+from .shard import ParameterShard
 
 
 def local_shards(initial, n_shards: int, optimizer: str = "sgd", lr: float = 0.1) -> ShardedParameters:
@@ -14,6 +16,6 @@ def local_shards(initial, n_shards: int, optimizer: str = "sgd", lr: float = 0.1
 
 
 __all__ = [
-    "OPTIMIZERS", "ParameterShard", "ShardLayout", "ShardedParameters", "UpdateRule", "balanced_layout",
-    "check_lr", "local_shards", "resolve", "staleness_summary",
+    "Histogram", "OPTIMIZERS", "ParameterShard", "PushAnswer", "ShardFigures", "ShardLayout", "ShardedParameters",
+    "UpdateRule", "balanced_layout", "check_lr", "local_shards", "resolve", "staleness_summary",
 ]

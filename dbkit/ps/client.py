@@ -8,12 +8,14 @@ by duck typing (anything with ``.result()``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Sequence
 
 import numpy as np
 
 from .layout import ShardLayout
+from .records import PushAnswer, ShardFigures
 
 
 def resolve(value):
@@ -60,18 +62,23 @@ class ShardedParameters:
         """Fetch every shard; returns the full float32 vector and remembers the versions."""
         return self._assemble([resolve(p) for p in [s.fetch() for s in self.shards]])
 
-    def push(self, grad: np.ndarray, versions: Sequence[int] | None = None) -> list[dict]:
+    def push(self, grad: np.ndarray, versions: Sequence[int] | None = None, examples: int = 0,
+             first_versions: Sequence[int] | None = None) -> list[PushAnswer]:
         """Push each shard its slice of ``grad``; returns each shard's answer.
 
-        ``versions`` defaults to those of the last ``fetch``.
+        ``versions`` defaults to those of the last ``fetch``. ``examples`` is how
+        many examples' gradients ``grad`` sums, and ``first_versions`` the
+        versions fetched before its oldest gradient (default ``versions``):
+        with them each shard measures the push's age in examples.
         """
-        answers = [resolve(p) for p in self._send("push", grad, versions)]
+        answers = [resolve(p) for p in self._send("push", grad, versions, examples, first_versions)]
         self._count_pushed(answers)
         return answers
 
-    def push_fetch(self, grad: np.ndarray, versions: Sequence[int] | None = None) -> tuple[list[dict], np.ndarray]:
+    def push_fetch(self, grad: np.ndarray, versions: Sequence[int] | None = None, examples: int = 0,
+                   first_versions: Sequence[int] | None = None) -> tuple[list[PushAnswer], np.ndarray]:
         """``push`` then ``fetch``, one message per shard; returns ``(answers, parameters)``."""
-        results = [resolve(p) for p in self._send("push_fetch", grad, versions)]
+        results = [resolve(p) for p in self._send("push_fetch", grad, versions, examples, first_versions)]
         answers = [r[0] for r in results]
         self._count_pushed(answers)
         return answers, self._assemble([r[1:] for r in results])
@@ -80,30 +87,34 @@ class ShardedParameters:
         pending = [s.fetch() for s in self.shards]
         return self._assemble([await aresolve(p) for p in pending])
 
-    async def apush(self, grad: np.ndarray) -> list[dict]:
-        pending = self._send("push", grad, None)
+    async def apush(self, grad: np.ndarray, examples: int = 0,
+                    first_versions: Sequence[int] | None = None) -> list[PushAnswer]:
+        pending = self._send("push", grad, None, examples, first_versions)
         answers = [await aresolve(p) for p in pending]
         self._count_pushed(answers)
         return answers
 
-    async def apush_fetch(self, grad: np.ndarray) -> tuple[list[dict], np.ndarray]:
-        pending = self._send("push_fetch", grad, None)
+    async def apush_fetch(self, grad: np.ndarray, examples: int = 0,
+                          first_versions: Sequence[int] | None = None) -> tuple[list[PushAnswer], np.ndarray]:
+        pending = self._send("push_fetch", grad, None, examples, first_versions)
         results = [await aresolve(p) for p in pending]
         answers = [r[0] for r in results]
         self._count_pushed(answers)
         return answers, self._assemble([r[1:] for r in results])
 
-    def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None) -> list:
+    def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None, examples: int,
+              first_versions: Sequence[int] | None) -> list:
         grad = np.asarray(grad, dtype=np.float32)
         if grad.shape != (self.layout.size,):
             raise ValueError(f"gradient has shape {grad.shape}, parameters have ({self.layout.size},)")
         versions = list(self.versions if versions is None else versions)
+        firsts = list(versions if first_versions is None else first_versions)
         named = {} if self.name is None else {"pusher": self.name}
-        return [getattr(s, method)(grad[a:b], int(v), **named)
-                for s, (a, b), v in zip(self.shards, self.layout.ranges, versions)]
+        return [getattr(s, method)(grad[a:b], int(v), examples=int(examples), first_version=int(f), **named)
+                for s, (a, b), v, f in zip(self.shards, self.layout.ranges, versions, firsts)]
 
-    def _count_pushed(self, answers: list[dict]) -> None:
-        self.bytes_pushed += sum(4 * (b - a) for (a, b), r in zip(self.layout.ranges, answers) if r["accepted"])
+    def _count_pushed(self, answers: list[PushAnswer]) -> None:
+        self.bytes_pushed += sum(4 * (b - a) for (a, b), r in zip(self.layout.ranges, answers) if r.accepted)
 
     def _assemble(self, fetched: list) -> np.ndarray:
         out = np.empty(self.layout.size, dtype=np.float32)
@@ -140,12 +151,13 @@ class ShardedParameters:
         """A whole named vector (replicas fetch trial parameters this way; the coordinator never does)."""
         return self._assemble([resolve(p) for p in [s.fetch_vector(name) for s in self.shards]])
 
-    def accumulate(self, name: str, values: np.ndarray, units: tuple = (), skip: frozenset = frozenset()) -> list[dict]:
+    def accumulate(self, name: str, values: np.ndarray, units: tuple = (),
+                   skip: frozenset = frozenset()) -> list[PushAnswer]:
         """Add each shard (except those in ``skip``) its slice of ``values`` into vector ``name``."""
         values = np.asarray(values, dtype=np.float32)
         pending = [None if i in skip else s.accumulate(name, values[a:b], tuple(units))
                    for i, (s, (a, b)) in enumerate(zip(self.shards, self.layout.ranges))]
-        answers = [{"accepted": True, "reason": "skipped"} if p is None else resolve(p) for p in pending]
+        answers = [PushAnswer(True, reason="skipped") if p is None else resolve(p) for p in pending]
         self._count_pushed(answers)
         return answers
 
@@ -153,10 +165,10 @@ class ShardedParameters:
         """Per shard, the work units already accumulated into ``name``."""
         return [set(x) for x in self._all("landed_units", name)]
 
-    def stats(self) -> list[dict]:
-        """Each shard's ``stats()`` with the worker that holds it."""
-        stats = [resolve(p) for p in [s.stats() for s in self.shards]]
-        return [{"worker": w, **st} for w, st in zip(self.workers, stats)]
+    def figures(self) -> list[ShardFigures]:
+        """Each shard's ``figures()``, with the worker that holds it."""
+        figures = [resolve(p) for p in [s.figures() for s in self.shards]]
+        return [dataclasses.replace(f, worker=w) for w, f in zip(self.workers, figures)]
 
     def set_lr(self, lr: float) -> None:
         for p in [s.set_lr(lr) for s in self.shards]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-OPTIMIZERS = ("sgd", "adagrad")
+from ..settings import OPTIMIZERS, check
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,5 @@ class UpdateRule:
 
 
 def check_lr(lr: float) -> float:
-    """Return ``lr`` if it is a finite number in (0, 100], else raise a clear error."""
-    if not isinstance(lr, (int, float, np.floating)) or not np.isfinite(lr) or not 0 < lr <= 100:
-        raise ValueError(f"lr (learning rate) must be a finite number in (0, 100], got {lr!r}")
-    return float(lr)
+    """Return ``lr`` as a float if it is in the settings table's range, else raise a clear error."""
+    return float(check("lr", lr))

@@ -2,8 +2,11 @@
 
 DistBelief Sec. 4.1: "the parameter server ... is sharded across many
 machines"; each shard "operates independently of the others". A push is
-applied at once, with no barrier and no global lock, and its *staleness* is
-how many updates this shard applied since the pushing replica fetched.
+applied at once, with no barrier and no global lock. Its *staleness* is how
+many updates this shard applied since the pushing replica fetched; its *age*
+is how many examples' gradients this shard applied since the replica fetched
+the parameters its oldest gradient in the push was computed from, plus the
+push's own examples (it grows with ``n_fetch`` and ``n_push``).
 
 This is a plain class: tested in-process, and run on Dask as an actor by
 ``dbkit.cluster`` unchanged. All methods are short, as Dask actor methods on
@@ -17,8 +20,12 @@ from collections import Counter
 
 import numpy as np
 
+from .histogram import Histogram, coarse
+from .records import PushAnswer, ShardFigures
 from .rules import UpdateRule, check_lr
 from .vectors import VectorOps
+
+AGE_WINDOW = 4096  # versions back for which a shard remembers how many examples it had applied
 
 
 class ParameterShard(VectorOps):
@@ -49,10 +56,13 @@ class ParameterShard(VectorOps):
         self.params = np.array(initial, dtype=np.float32, copy=True)
         self.opt_state = self.rule.new_state(self.size)
         self.version = 0
+        self.examples = 0  # examples whose gradients this shard applied
+        self._examples_at = np.zeros(AGE_WINDOW, dtype=np.int64)  # ring: examples applied at each version
         self.fetches = 0
         self.rejected = 0
         self.rejections: Counter[str] = Counter()
         self.staleness: Counter[int] = Counter()
+        self.ages: Counter[int] = Counter()  # coarse ages in examples (``histogram.coarse``)
         self.pushers: Counter[str] = Counter()
         self.bytes_fetched = 0
         self.bytes_pushed = 0
@@ -71,47 +81,61 @@ class ParameterShard(VectorOps):
             self.bytes_fetched += self.params.nbytes
             return self.version, self.params.copy()
 
-    def push(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None) -> dict:
+    def push(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
+             first_version: int | None = None) -> PushAnswer:
         """Apply one gradient slice computed from parameters at ``fetched_version``.
 
         ``pusher`` optionally names who pushed (a replica, or a replica's
-        partition); accepted pushes are counted per name in ``stats()``.
+        partition); accepted pushes are counted per name in ``figures()``.
+        ``examples`` is how many examples' gradients the push sums, and
+        ``first_version`` the version fetched before its oldest gradient
+        (default ``fetched_version``): they give the push's age in examples.
 
         A gradient of the wrong length, with NaN or inf, or claiming a version
         this shard has not reached is refused: counted in ``rejected``, and
         the parameters stay bit-identical.
-
-        Returns
-        -------
-        dict
-            ``accepted`` (bool), ``version`` (after the push), ``staleness``
-            (int, or None if refused) and ``reason`` (None, or why refused).
         """
         grad = np.asarray(grad)
+        first = fetched_version if first_version is None else first_version
         with self._lock:
-            reason = self._refusal(grad, fetched_version)
+            reason = self._refusal(grad, fetched_version) or self._version_refusal(first, "first version")
+            if reason is None and not (isinstance(examples, (int, np.integer)) and examples >= 0):
+                reason = f"bad examples: {examples!r}"
             if reason is not None:
                 self.rejected += 1
                 self.rejections[reason.split(":")[0]] += 1
-                return {"accepted": False, "version": self.version, "staleness": None, "reason": reason}
+                return PushAnswer(False, self.version, reason=reason)
             staleness = self.version - int(fetched_version)
+            age = self._examples_since(int(first)) + int(examples)
             self.rule.apply(self.params, grad.astype(np.float32, copy=False), self.opt_state)
-            self.version += 1
+            self._advance(int(examples))
             self.staleness[staleness] += 1
+            self.ages[coarse(age)] += 1
             if pusher is not None:
                 self.pushers[str(pusher)] += 1
             self.bytes_pushed += grad.size * 4
-            return {"accepted": True, "version": self.version, "staleness": staleness, "reason": None}
+            return PushAnswer(True, self.version, staleness, age)
 
-    def push_fetch(self, grad: np.ndarray, fetched_version: int,
-                   pusher: str | None = None) -> tuple[dict, int, np.ndarray]:
+    def _advance(self, examples: int = 0) -> None:
+        """One more update of the parameters, summing ``examples`` examples' gradients."""
+        self.version += 1
+        self.examples += examples
+        self._examples_at[self.version % AGE_WINDOW] = self.examples
+
+    def _examples_since(self, version: int) -> int:
+        """Examples applied since this shard was at ``version`` (at most ``AGE_WINDOW`` versions back)."""
+        version = max(version, self.version - AGE_WINDOW + 1, 0)
+        return self.examples - int(self._examples_at[version % AGE_WINDOW])
+
+    def push_fetch(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
+                   first_version: int | None = None) -> tuple[PushAnswer, int, np.ndarray]:
         """``push`` then ``fetch`` in one call: ``(answer, version, copy of the parameters)``.
 
         A Downpour replica whose push is due just before its next fetch sends
         one message per shard instead of two; the result is the same as
         calling the two in turn.
         """
-        answer = self.push(grad, fetched_version, pusher)
+        answer = self.push(grad, fetched_version, pusher, examples, first_version)
         version, params = self.fetch()
         return answer, version, params
 
@@ -127,8 +151,11 @@ class ParameterShard(VectorOps):
             finite = np.isfinite(np.dot(g, g))
         if not finite:
             return "non-finite: gradient has NaN or inf (or overflows float32)"
-        if not isinstance(fetched_version, (int, np.integer)) or not 0 <= fetched_version <= self.version:
-            return f"bad version: {fetched_version!r} not in [0, {self.version}]"
+        return self._version_refusal(fetched_version)
+
+    def _version_refusal(self, version, what: str = "version") -> str | None:
+        if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or not 0 <= version <= self.version:
+            return f"bad version: {what} {version!r} not in [0, {self.version}]"
         return None
 
     def set_lr(self, lr: float) -> float:
@@ -138,17 +165,15 @@ class ParameterShard(VectorOps):
             self.rule = UpdateRule(self.rule.optimizer, lr, self.rule.eps, self.rule.initial_accumulator)
         return lr
 
-    def stats(self) -> dict:
-        """Counters for reports: size, updates, rejected, staleness summary, bytes."""
+    def figures(self) -> ShardFigures:
+        """Counters for reports: updates, refusals, staleness and age of pushes, bytes."""
         with self._lock:
-            return {
-                "index": self.index, "start": self.start, "stop": self.stop, "size": self.size,
-                "version": self.version, "updates": self.version, "fetches": self.fetches,
-                "rejected": self.rejected, "rejections": dict(self.rejections), "pushers": dict(self.pushers),
-                "staleness": staleness_summary(self.staleness),
-                "bytes_fetched": self.bytes_fetched, "bytes_pushed": self.bytes_pushed,
-                "optimizer": self.rule.optimizer, "lr": self.rule.lr,
-            }
+            return ShardFigures(
+                index=self.index, start=self.start, stop=self.stop, version=self.version, fetches=self.fetches,
+                rejected=self.rejected, optimizer=self.rule.optimizer, lr=self.rule.lr,
+                bytes_fetched=self.bytes_fetched, bytes_pushed=self.bytes_pushed, examples=self.examples,
+                staleness=Histogram.of(self.staleness), age=Histogram.of(self.ages),
+                rejections=dict(self.rejections), pushers=dict(self.pushers))
 
     def state(self) -> dict:
         """A checkpoint: copies of parameters and optimizer state, version and rule."""
@@ -184,22 +209,5 @@ class ParameterShard(VectorOps):
             self.params = params.copy()
             self.opt_state = None if opt is None else np.array(opt, dtype=np.float32, copy=True)
             self.version, self.rule = version, rule
+            self._examples_at[:] = self.examples
         return version
-
-
-def staleness_summary(counts: Counter) -> dict:
-    """``{count, mean, p50, p95, max}`` of integer staleness values given as counts."""
-    total = sum(counts.values())
-    if not total:
-        return {"count": 0, "mean": 0.0, "p50": 0, "p95": 0, "max": 0}
-    keys = sorted(counts)
-    cum = np.cumsum([counts[k] for k in keys])
-
-    def q(p: float) -> int:
-        return int(keys[int(np.searchsorted(cum, p * total))])
-
-    return {
-        "count": int(total),
-        "mean": float(sum(k * v for k, v in counts.items()) / total),
-        "p50": q(0.5), "p95": q(0.95), "max": int(keys[-1]),
-    }

@@ -11,7 +11,12 @@ shard's parameters; other names (``"grad"``, ``"direction"``, ``"s3"``,
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
+
 import numpy as np
+
+from .records import PushAnswer
 
 PARAMS = "params"
 
@@ -19,10 +24,25 @@ PARAMS = "params"
 class VectorOps:
     """Mixin for ``ParameterShard``: named vectors and operations returning scalars."""
 
-    size: int
+    index: int
+    version: int
+    fetches: int
+    rejected: int
+    bytes_fetched: int
+    bytes_pushed: int
     params: np.ndarray
     vectors: dict[str, np.ndarray]
     landed: dict[str, set]
+    rejections: Counter[str]
+    _lock: threading.Lock
+
+    @property
+    def size(self) -> int:
+        raise NotImplementedError  # the shard's
+
+    def _advance(self, examples: int = 0) -> None: ...
+
+    def _refusal(self, grad: np.ndarray, fetched_version: int) -> str | None: ...
 
     def _vec(self, name: str) -> np.ndarray:
         if name == PARAMS:
@@ -34,7 +54,7 @@ class VectorOps:
 
     def _out(self, name: str) -> np.ndarray:
         if name == PARAMS:
-            self.version += 1  # a write to the parameters is an update
+            self._advance()  # a write to the parameters is an update
             return self.params
         if name not in self.vectors:
             self.vectors[name] = np.zeros(self.size, dtype=np.float32)
@@ -82,7 +102,7 @@ class VectorOps:
         with self._lock:
             self._out(x)[:] *= np.float32(alpha)
 
-    def accumulate(self, name: str, values: np.ndarray, units: tuple = ()) -> dict:
+    def accumulate(self, name: str, values: np.ndarray, units: tuple = ()) -> PushAnswer:
         """``name += values`` (a replica's summed gradient slice); refused like a bad push.
 
         ``units`` names the work units summed in ``values``. A bundle containing
@@ -93,16 +113,16 @@ class VectorOps:
         with self._lock:
             twice = self.landed.setdefault(name, set()).intersection(units)
             if twice:
-                return {"accepted": False, "reason": f"duplicate: units {sorted(twice)} already landed"}
+                return PushAnswer(False, self.version, reason=f"duplicate: units {sorted(twice)} already landed")
             reason = self._refusal(values, 0)
             if reason is not None:
                 self.rejected += 1
                 self.rejections[reason.split(":")[0]] += 1
-                return {"accepted": False, "reason": reason}
+                return PushAnswer(False, self.version, reason=reason)
             self._out(name)[:] += values.astype(np.float32, copy=False)
             self.landed[name].update(units)
             self.bytes_pushed += values.size * 4
-            return {"accepted": True, "reason": None}
+            return PushAnswer(True, self.version)
 
     def fetch_vector(self, name: str) -> tuple[int, np.ndarray]:
         """``(version, copy of vector name)``; ``fetch()`` is ``fetch_vector("params")``."""

@@ -1,48 +1,201 @@
-"""Events of a run (fetch, push with staleness and bytes, eval) and their counts."""
+"""A job's live event stream: typed, numbered, timed, append-only, safe to read from any thread.
+
+Every job (``dbkit.SyncSGD``, ``dbkit.DownpourSGD``, ``dbkit.SandblasterLBFGS``)
+writes its ``events``: periodic ``Sample`` s of its figures, each ``Change`` of a
+setting (asked when, applied when), replicas added, removed, lost or ended
+(``ReplicaEvent``), re-layouts, divergence, errors, state changes, and for
+Sandblaster each batch's timeline of work units. A poller keeps the number of
+the last event it read and asks ``events.since(seq)`` for what came after; a
+job's ``history`` is read off its samples, and its report contains them all.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..algorithms import Evaluation, LostReplica, ReplicaFigures, UnitRecord
+from ..ps import Histogram, ShardFigures
 
 
-class EventLog:
-    """A thread-safe log of recent events plus running totals.
+@dataclass(frozen=True)
+class Event:
+    """``seq``: its number in the stream (0, 1, ...); ``t``: seconds since the job started."""
 
-    Parameters
-    ----------
-    keep : int
-        How many recent events to keep in full (older ones only count).
+    seq: int
+    t: float
+
+    def to_dict(self) -> dict:
+        return {"type": type(self).__name__, **_plain(dataclasses.asdict(self))}
+
+
+@dataclass(frozen=True)
+class ByteCounts:
+    """Bytes moved so far: fetched from and pushed to the shards, sent between partitions, and the
+    minimum the partitions' connectivity requires."""
+
+    fetched: int = 0
+    pushed: int = 0
+    between_partitions: int = 0
+    between_partitions_min: int = 0
+
+
+@dataclass(frozen=True)
+class Sample(Event):
+    """The job's figures at time ``t``; rates and staleness are over the window since the last sample.
+
+    ``staleness`` counts this window's accepted pushes by staleness in
+    versions, ``staleness_examples`` by age in examples (coarse bins);
+    ``evaluation`` is present when the parameters were evaluated for this sample.
     """
 
-    def __init__(self, keep: int = 10_000) -> None:
-        self.start = time.perf_counter()
-        self.events: deque[dict] = deque(maxlen=keep)
-        self.counts: Counter[str] = Counter()
-        self.bytes: Counter[str] = Counter()
-        self.staleness: Counter[int] = Counter()
+    step: int
+    examples: int
+    examples_per_second: float
+    batch_loss: float | None
+    live_replicas: int
+    replicas: tuple[ReplicaFigures, ...]
+    bytes: ByteCounts
+    staleness: Histogram
+    staleness_examples: Histogram
+    evaluation: Evaluation | None = None
+
+    def rates(self, earlier: Sample) -> dict[int, float]:
+        """Examples per second of each replica between ``earlier`` and this sample."""
+        dt = self.t - earlier.t
+        before = {r.replica: r.examples for r in earlier.replicas}
+        return {r.replica: (r.examples - before.get(r.replica, 0)) / dt if dt > 0 else 0.0 for r in self.replicas}
+
+
+@dataclass(frozen=True)
+class Change(Event):
+    """A setting asked to change at ``asked`` and applied at ``applied`` (job seconds);
+    ``superseded``: a later request for the same setting came first, so this value never applied."""
+
+    setting: str
+    old: Any
+    new: Any
+    asked: float
+    applied: float | None
+    superseded: bool = False
+
+
+@dataclass(frozen=True)
+class ReplicaEvent(Event):
+    """Replica ``replica``: ``what`` in started, added, removed, relaid, lost, failed, diverged, stopped."""
+
+    replica: int
+    what: str
+    worker: str = ""
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Relayout(Event):
+    """The parameters moved to ``shards`` shards aligned to ``partitions`` partitions (DistBelief Sec. 3)."""
+
+    step: int
+    partitions: int
+    shards: int
+    shards_before: tuple[ShardFigures, ...]
+
+
+@dataclass(frozen=True)
+class Divergence(Event):
+    """Training diverged at ``step``: ``message`` says where and what to do instead."""
+
+    step: int
+    message: str
+
+
+@dataclass(frozen=True)
+class ErrorEvent(Event):
+    """Something failed in ``where`` (a change, a replica, the driver); training may go on."""
+
+    where: str
+    message: str
+
+
+@dataclass(frozen=True)
+class StateChange(Event):
+    """The job is now ``state`` (running, paused, finished, diverged, failed, stopped)."""
+
+    state: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BatchDone(Event):
+    """A Sandblaster batch gradient: its seconds, its work units on a timeline, replicas lost in it."""
+
+    batch: int
+    seconds: float
+    loss: float
+    units: tuple[UnitRecord, ...]
+    lost: tuple[LostReplica, ...] = ()
+
+
+E = TypeVar("E", bound=Event)
+
+
+class EventStream:
+    """The append-only, numbered list of a job's events."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._origin = clock()
+        self._events: list[Event] = []
+        self._by_kind: dict[type, list[Event]] = {}
         self._lock = threading.Lock()
 
-    def record(self, kind: str, **fields) -> None:
-        """Record one event; ``bytes`` and ``staleness`` fields are also totalled."""
-        event = {"kind": kind, "t": time.perf_counter() - self.start, **fields}
-        with self._lock:
-            self.events.append(event)
-            self.counts[kind] += 1
-            if "bytes" in fields:
-                self.bytes[kind] += int(fields["bytes"])
-            for s in fields.get("staleness") or ():
-                if s is not None:
-                    self.staleness[int(s)] += 1
+    def restart_clock(self) -> None:
+        """Count ``t`` from now on (a job calls this when it starts)."""
+        self._origin = self._clock()
 
-    def of_kind(self, kind: str) -> list[dict]:
-        with self._lock:
-            return [e for e in self.events if e["kind"] == kind]
+    def now(self) -> float:
+        """Seconds on this stream's clock."""
+        return self._clock() - self._origin
 
-    def summary(self) -> dict:
-        from ..ps import staleness_summary
-
+    def emit(self, kind: type[E], **fields: Any) -> E:
+        """Append a new event of ``kind``; returns it."""
         with self._lock:
-            return {"counts": dict(self.counts), "bytes": dict(self.bytes),
-                    "staleness": staleness_summary(self.staleness)}
+            event = kind(seq=len(self._events), t=round(self.now(), 4), **fields)
+            self._events.append(event)
+            self._by_kind.setdefault(kind, []).append(event)
+        return event
+
+    def since(self, seq: int = -1) -> list[Event]:
+        """Every event numbered after ``seq`` (all of them for -1), oldest first."""
+        with self._lock:
+            return self._events[max(seq + 1, 0):]
+
+    def of(self, kind: type[E]) -> list[E]:
+        """Every event of ``kind``, oldest first."""
+        with self._lock:
+            return list(self._by_kind.get(kind, ()))  # type: ignore[arg-type]
+
+    def last(self, kind: type[E] | None = None) -> E | None:
+        with self._lock:
+            events = self._by_kind.get(kind, ()) if kind is not None else self._events
+            return events[-1] if events else None  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.since())
+
+    def to_dicts(self) -> list[dict]:
+        return [e.to_dict() for e in self.since()]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 
 
-def _sent_units(plan, layer: int) -> np.ndarray:
+def _sent_units(ownership, layer: int) -> np.ndarray:
     """Units of ``layer``'s output that another partition reads (looking through elementwise layers)."""
     from ..nn import Dense, LocallyConnected
     from ..partition import needs
 
     sent: set[int] = set()
-    for m in range(layer + 1, len(plan.network.layers)):
-        for units in needs(plan, m).values():
+    for m in range(layer + 1, len(ownership.network.layers)):
+        for units in needs(ownership, m).values():
             sent.update(int(u) for u in units)
-        if isinstance(plan.network.layers[m], (Dense, LocallyConnected)):
+        if isinstance(ownership.network.layers[m], (Dense, LocallyConnected)):
             break
     return np.array(sorted(sent), dtype=np.intp)
 
@@ -45,9 +45,9 @@ def plot_partitions(network, k: int, path: str | Path | None = None):
 
     from ..nn import Dense, LocallyConnected2D
     from ..partition import describe
-    from ..partition import plan as make_plan
+    from ..partition import ownership as assign
 
-    p = make_plan(network, k)
+    p = assign(network, k)
     rows = describe(network, k)
     layers = [r["layer"] for r in rows if sum(r["params_per_partition"])]
     fig = Figure(figsize=(3.2 * len(layers), 3.4), layout="constrained")

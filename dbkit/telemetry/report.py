@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import platform
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from ..algorithms import Evaluation, ReplicaFigures
+from ..ps import ShardFigures
+from .events import ByteCounts
 
 REQUIRED = {
     "algorithm": None,
@@ -24,34 +30,63 @@ REQUIRED = {
 STALENESS_KEYS = ("mean", "p50", "p95", "max")
 
 
-def build_report(summary: dict, config: dict, final: dict, wall_seconds: float, extra: dict | None = None) -> dict:
-    """Assemble a report from an algorithm's ``summary()`` and a final evaluation.
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything a job knows about its run, in the form the report is built from.
 
-    ``examples_per_second`` counts training examples over the time spent in
-    training steps (evaluation excluded); ``wall_seconds`` is the whole run.
+    ``extra`` holds the algorithm's own blocks (Downpour's ``layout``,
+    Sandblaster's ``sandblaster``); ``steps`` defaults to the replicas' steps.
     """
-    train_seconds = summary.get("train_seconds") or wall_seconds
-    shards = [
-        {"worker": s.get("worker", "local"), **{k: v for k, v in s.items() if k != "worker"}}
-        for s in summary.get("shards", [])
-    ]
+
+    algorithm: str
+    state: str
+    config: dict
+    wall_seconds: float
+    train_seconds: float
+    final: Evaluation
+    history: list[dict]
+    replicas: tuple[ReplicaFigures, ...]
+    shards: tuple[ShardFigures, ...]
+    bytes: ByteCounts
+    model: dict
+    dataset: dict
+    cluster: dict
+    events: list[dict]
+    extra: dict = field(default_factory=dict)
+    steps: int | None = None
+
+
+def build_report(record: RunRecord) -> dict:
+    """The JSON report of DESIGN.md from a job's ``RunRecord``.
+
+    ``examples_per_second`` counts training examples over the time spent
+    training (paused time and evaluation at the end excluded); ``wall_seconds``
+    is the whole run.
+    """
+    examples = sum(r.examples for r in record.replicas)
+    train = record.train_seconds or record.wall_seconds
     report = {
-        "algorithm": summary["algorithm"],
-        "config": config,
+        "algorithm": record.algorithm,
+        "state": record.state,
+        "config": record.config,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": {"python": platform.python_version(), "numpy": np.__version__},
-        "wall_seconds": float(wall_seconds),
-        "train_seconds": float(train_seconds),
-        "steps": int(summary["steps"]),
-        "examples": int(summary["examples"]),
-        "examples_per_second": float(summary["examples"] / train_seconds) if train_seconds > 0 else 0.0,
-        "final": {k: float(v) for k, v in final.items()},
-        "history": summary["history"],
-        "replicas": summary["replicas"],
-        "shards": shards,
-        "bytes": {k: int(v) for k, v in summary["bytes"].items()},
+        "wall_seconds": float(record.wall_seconds),
+        "train_seconds": float(train),
+        "steps": int(record.steps if record.steps is not None else sum(r.steps for r in record.replicas)),
+        "examples": int(examples),
+        "examples_per_second": float(examples / train) if train > 0 else 0.0,
+        "final": {k: float(v) for k, v in record.final.to_dict().items()},
+        "history": record.history,
+        "replicas": [r.to_dict() for r in record.replicas],
+        "shards": [s.to_dict() for s in record.shards],
+        "bytes": {k: int(v) for k, v in dataclasses.asdict(record.bytes).items()},
+        "model": record.model,
+        "dataset": record.dataset,
+        "cluster": record.cluster,
+        "events": record.events,
     }
-    report.update(extra or {})
+    report.update(record.extra)
     return report
 
 

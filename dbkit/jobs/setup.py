@@ -1,25 +1,34 @@
-"""What every distributed job does first: settle its config, load its data, build its network."""
+"""What every job does first: settle its config, load its data, build its network."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from ..config import RunConfig
 from ..data import Dataset, load
 from ..nn import Network, build
 
 
-def resolve_job(algorithm: str, model, data, base: RunConfig, given: dict) -> tuple[RunConfig, Dataset, Network]:
+def resolve_job(algorithm: str, model: str | Network, data: str | Dataset, base: RunConfig | None,
+                given: dict[str, Any]) -> tuple[RunConfig, Dataset, Network]:
     """The validated config, the dataset and the network of a job.
 
     ``model`` and ``data`` are names (recorded in the config) or ready objects;
-    ``given`` holds keyword settings, ``None`` meaning "not given".
+    ``given`` holds flat keyword settings, ``None`` meaning "not given";
+    ``base`` is the config they change (default: ``RunConfig`` for ``algorithm``).
     """
+    if not isinstance(model, (str, Network)):
+        raise TypeError(f"model must be a preset name or a dbkit.nn.Network, got {type(model).__name__}")
+    if not isinstance(data, (str, Dataset)):
+        raise TypeError(f"data must be a dataset name or path (str) or a dbkit.data.Dataset, "
+                        f"got {type(data).__name__}")
     changes = {k: v for k, v in given.items() if v is not None}
     changes["algorithm"] = algorithm
     if isinstance(model, str):
         changes["model"] = model
     if isinstance(data, str):
         changes["dataset"] = data
-    config = base.replace(**changes)
+    config = (base or RunConfig()).replace(**changes)
     dataset = data if isinstance(data, Dataset) else load(config.dataset, seed=config.seed)
     network = model if isinstance(model, Network) else build(
         config.model, dataset.n_features, dataset.n_classes, hidden=config.hidden, l2=config.l2,

@@ -1,38 +1,41 @@
-"""A partition of one replica's network as a Dask actor (DistBelief Sec. 3).
+"""One partition of one replica's network (DistBelief Sec. 3).
 
 Each partition computes only its own units. Between layers it sends its
 partners exactly the boundary activations they need (forward) and the
-gradients of the partners' units it used (backward), actor to actor. All
-methods are ``async``: they run on the worker's event loop and wait for
-messages without holding a thread, so partitions on one worker, or partitions
-waiting on each other, cannot deadlock; the arithmetic runs on the
-partition's own thread so the loop keeps serving messages meanwhile.
+gradients of the partners' units it used (backward). Its partners are
+injected (``connect``): Dask actor proxies on a cluster
+(``dbkit.cluster.partition_actors``), or other ``PartitionWorker`` objects in
+one process. All methods are ``async``: they wait for messages without
+holding a thread, so partitions waiting on each other cannot deadlock; the
+arithmetic runs on the partition's own thread so the event loop keeps
+serving messages meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 
-from ..nn import Network, softmax_cross_entropy
-from ..partition import plan as make_plan
-from ..partition.narrow import narrow_layers, own_segments, segment_views
-from ..partition.traffic import inputs_used, needs
+from ..nn import softmax_cross_entropy
+from .narrow import narrow_layers, own_segments, segment_views
+from .ownership import Ownership
+from .traffic import inputs_used, needs
 
 
 class PartitionWorker:
-    """Partition ``index`` of ``k`` of ``network``; owns ``plan.param_indices(index)``."""
+    """Partition ``index`` of ``ownership.k`` of ``ownership.network``; owns ``ownership.param_indices(index)``."""
 
-    def __init__(self, index: int, k: int, network: Network, exchange_timeout: float = 120.0) -> None:
-        self.index, self.k, self.network = index, k, network
+    def __init__(self, index: int, ownership: Ownership, exchange_timeout: float = 120.0) -> None:
+        network = ownership.network
+        self.index, self.k, self.network, self.ownership = index, ownership.k, network, ownership
         self.exchange_timeout = float(exchange_timeout)  # a partner silent this long is taken as lost
-        self.plan = make_plan(network, k)
-        self.needs = [needs(self.plan, layer) for layer in range(len(network.layers))]
-        self.mine = self.plan.param_indices(index)
-        self.input_cols = inputs_used(network.layers[0], self.plan.units(0, index))  # the data it reads
+        self.needs = [needs(ownership, layer) for layer in range(len(network.layers))]
+        self.mine = ownership.param_indices(index)
+        self.input_cols = inputs_used(network.layers[0], ownership.units(0, index))  # the data it reads
         # narrow arrays: per layer, where each unit sits among my own outputs and among what I read
-        self.narrow = narrow_layers(self.plan, index)
+        self.narrow = narrow_layers(ownership, index)
         self.pos_own = [self._where(nl.own, network.layers[l].out_size) for l, nl in enumerate(self.narrow)]
         self.pos_reads = [self._where(nl.reads, network.layers[l].in_size) for l, nl in enumerate(self.narrow)]
         # where my own units of layer l-1 sit among what layer l reads: a slice when they are one run
@@ -40,13 +43,13 @@ class PartitionWorker:
         self.receives = [any(m == index for (_, m) in nd) for nd in self.needs]
         self.sends_back = self.receives  # what I received forward, I answer with gradients backward
         # this partition's own parameters only, in ``mine`` order; its layer parts see views of them
-        self.segments = own_segments(self.plan, index, self.narrow)
+        self.segments = own_segments(ownership, index, self.narrow)
         self.weights = [slice(s.start, s.stop) for s in self.segments if s.is_weight]
         self.params = np.zeros(self.mine.size, dtype=np.float32)
         self.views = segment_views(self.params, self.segments, len(network.layers))
-        self.partners: list = []
-        self.mailbox: dict = {}
-        self.events: dict = {}
+        self.partners: list[Any] = []
+        self.mailbox: dict[tuple, np.ndarray] = {}
+        self.events: dict[tuple, asyncio.Event] = {}
         self.bytes_sent = 0
         self.aborted: str | None = None
         self._outbox: list = []  # this step's messages on their way
@@ -66,11 +69,12 @@ class PartitionWorker:
         index[units] = np.arange(units.size)
         return index
 
-    async def connect(self, partners: list[tuple[str, str]]) -> int:
-        """Proxies to every partition, given as ``(key, worker address)`` in partition order."""
-        from distributed.actor import Actor
-
-        self.partners = [Actor(PartitionWorker, w, k) for k, w in partners]
+    async def connect(self, partners: list) -> int:
+        """Every partition of this replica, in partition order (this one included): objects whose
+        ``receive(key, values)`` can be awaited (actor proxies, or ``PartitionWorker`` objects)."""
+        if len(partners) != self.k:
+            raise ValueError(f"partition {self.index} of {self.k} needs {self.k} partners, got {len(partners)}")
+        self.partners = list(partners)
         return len(self.partners)
 
     async def set_params(self, values: np.ndarray) -> int:
@@ -91,10 +95,14 @@ class PartitionWorker:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-partition-{self.index}")
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    def __del__(self) -> None:  # Dask dropped the actor: let its arithmetic thread end
+    def shutdown(self) -> None:
+        """Let this partition's arithmetic thread end (in process; Dask drops an actor by deleting it)."""
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
+
+    def __del__(self) -> None:  # Dask dropped the actor: let its arithmetic thread end
+        self.shutdown()
 
     async def receive(self, key: tuple, values: np.ndarray) -> None:
         self.mailbox[key] = values
@@ -183,7 +191,7 @@ class PartitionWorker:
 
     async def _forward_backward(self, step: int, X: np.ndarray | None, y: np.ndarray | None,
                                 return_grad: bool) -> dict:
-        net, plan, j, k, lay = self.network, self.plan, self.index, self.k, self.narrow
+        net, j, k, lay = self.network, self.index, self.k, self.narrow
         views = self.views
         if X is None:
             X, y = self.batch
@@ -216,13 +224,14 @@ class PartitionWorker:
             else:  # elementwise: cheap, not worth a thread hop
                 acts, cache = layer.forward({}, x)
             caches.append(cache)
-        last = plan.owner[-1]
+        last = self.ownership.owner[-1]
         loss = None
         if j == 0:
             logits = np.empty((acts.shape[0], last.size), dtype=np.float32)
             logits[:, last == 0] = acts
             for i in range(1, k):
                 logits[:, last == i] = await self._take((step, "logits", i))
+            assert y is not None
             loss, dlogits = softmax_cross_entropy(logits, y)
             for i in range(1, k):
                 self._send(i, (step, "dlogits"), dlogits[:, last == i])

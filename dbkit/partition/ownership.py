@@ -10,15 +10,16 @@ parameter belongs to the partition that owns the unit it feeds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..nn import Dense, LocallyConnected, LocallyConnected2D, Network
 
 
-@dataclass(frozen=True)
-class Plan:
-    """``owner[l][u]``: the partition owning output unit ``u`` of layer ``l``."""
+@dataclass(frozen=True, eq=False)
+class Ownership:
+    """``owner[l][u]``: the partition owning output unit ``u`` of layer ``l``, for ``k`` partitions."""
 
     network: Network
     k: int
@@ -27,8 +28,9 @@ class Plan:
     def units(self, layer: int, part: int) -> np.ndarray:
         return np.flatnonzero(self.owner[layer] == part)
 
+    @cached_property
     def param_owner(self) -> np.ndarray:
-        """For every entry of the flat parameter vector, the partition that owns it."""
+        """For every entry of the flat parameter vector, the partition that owns it (computed once)."""
         out = np.empty(self.network.size, dtype=np.int32)
         for spec in self.network.specs:
             layer = self.network.layers[spec.layer]
@@ -44,7 +46,7 @@ class Plan:
         return out
 
     def param_indices(self, part: int) -> np.ndarray:
-        return np.flatnonzero(self.param_owner() == part)
+        return np.flatnonzero(self.param_owner == part)
 
 
 def _split(n: int, k: int) -> np.ndarray:
@@ -54,7 +56,7 @@ def _split(n: int, k: int) -> np.ndarray:
     return owner
 
 
-def plan(network: Network, k: int) -> Plan:
+def ownership(network: Network, k: int) -> Ownership:
     """Split ``network`` into ``k`` partitions by units, layer by layer.
 
     Raises ``ValueError`` when a layer has fewer units (or rows of positions) than ``k``.
@@ -85,4 +87,4 @@ def plan(network: Network, k: int) -> Plan:
             if i == 0:
                 raise ValueError("a partitioned network must start with a dense or locally connected layer")
             owners.append(owners[-1].copy())
-    return Plan(network, k, tuple(owners))
+    return Ownership(network, k, tuple(owners))

@@ -1,39 +1,51 @@
-"""What the Downpour driver knows about each replica: where it runs, its future,
-its latest figures and its state (running, paused, stopped, removed, failed, lost)."""
+"""What a Downpour driver knows about each replica: where it runs, its task, its latest figures
+and its state (running, paused; stopped, removed, relaid, lost, failed, diverged).
+
+Plain Python: a replica's task is anything with ``status``, ``result(timeout)``,
+``exception(timeout)`` and ``cancel()`` (a Dask Future on a cluster), so the
+races between the driver and its monitor thread are tested in process.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
-LIVE = ("running", "paused")
+from .figures import LIVE, ReplicaFigures
 
 
 @dataclass
 class ReplicaEntry:
     index: int
     worker: str
-    future: object
-    state: str = "running"
-    figures: dict = field(default_factory=dict)
+    future: Any
+    figures: ReplicaFigures
+
+    @property
+    def state(self) -> str:
+        return self.figures.state
+
+    @property
+    def live(self) -> bool:
+        return self.figures.state in LIVE
 
 
 class ReplicaBook:
-    """Thread-safe book of replicas, shared by the driver and its monitor thread."""
+    """Thread-safe book of replicas, shared by the driver and its monitor thread.
+
+    ``pending_warm`` holds replicas that wait for the warm start to end.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self.entries: dict[int, ReplicaEntry] = {}
         self.pending_warm: list[int] = []
-        self._clock = 0.0
-        self._since: float | None = None
 
-    def add(self, index: int, worker: str, future) -> None:
+    def add(self, index: int, worker: str, future: Any) -> None:
         with self._lock:
-            self.entries[index] = ReplicaEntry(index, worker, future,
-                                               figures={"replica": index, "worker": worker, "steps": 0,
-                                                        "pushes": 0, "fetches": 0, "examples": 0, "failures": 0})
+            self.entries[index] = ReplicaEntry(index, worker, future, ReplicaFigures(index, worker=worker))
             if index in self.pending_warm:
                 self.pending_warm.remove(index)
 
@@ -44,37 +56,33 @@ class ReplicaBook:
 
     def live(self) -> list[int]:
         with self._lock:
-            return [i for i, e in self.entries.items() if e.state in LIVE]
+            return sorted(i for i, e in self.entries.items() if e.live)
 
     def live_count(self) -> int:
-        return len(self.live()) + len(self.pending_warm)
+        with self._lock:
+            return len(self.live()) + len(self.pending_warm)
 
-    def update(self, index: int, figures: dict) -> None:
+    def update(self, index: int, figures: ReplicaFigures) -> None:
+        """Take a live replica's newest figures; a replica that says it failed or diverged has ended."""
         with self._lock:
             e = self.entries.get(index)
-            if e is None or e.state not in LIVE:
-                return
-            e.figures = {**e.figures, **figures}
-            if figures.get("state") == "failed":
-                e.state = "failed"
-            elif figures.get("state") in LIVE:
-                e.state = figures["state"]
+            if e is not None and e.live and (figures.state in LIVE or figures.state in ("failed", "diverged")):
+                e.figures = figures.but(worker=e.worker)
 
     def mark_lost(self, index: int, reason: str) -> None:
         with self._lock:
             e = self.entries[index]
-            if e.state in LIVE:
-                e.state = "lost"
-                e.figures = {**e.figures, "state": "lost", "failures": 1, "error": reason}
+            if e.live:
+                e.figures = e.figures.but(state="lost", failures=1, error=reason)
                 try:
                     e.future.cancel()
-                except Exception:
+                except Exception:  # noqa: BLE001 - the client may be gone already
                     pass
 
     def settle_futures(self) -> None:
         """Take the final figures of replicas whose tasks ended (or errored) on their own."""
         with self._lock:
-            entries = [e for e in self.entries.values() if e.state in LIVE]
+            entries = [e for e in self.entries.values() if e.live]
         for e in entries:
             status = getattr(e.future, "status", "pending")
             if status == "finished":
@@ -82,19 +90,19 @@ class ReplicaBook:
             elif status in ("error", "cancelled", "lost"):
                 self.mark_lost(e.index, f"replica task {status}: {_exception_text(e.future)}")
 
-    def _finish(self, e: ReplicaEntry, figures: dict, state: str) -> None:
+    def _finish(self, e: ReplicaEntry, figures: ReplicaFigures, state: str) -> None:
         with self._lock:
-            if e.state not in LIVE:  # someone else (driver or monitor) finished it first
+            if not e.live:  # someone else (driver or monitor) finished it first
                 return
-            e.figures = {**e.figures, **figures}
-            e.state = "failed" if figures.get("state") == "failed" else state
-            e.figures["state"] = e.state
+            own = figures.state if figures.state in ("failed", "diverged") else state
+            e.figures = figures.but(worker=e.worker, state=own)
 
     def wait(self, indices: list[int], timeout: float, state: str = "stopped") -> None:
+        """Wait for the tasks of ``indices`` to end (they were told to stop); they take ``state``."""
         deadline = time.monotonic() + timeout
         for i in indices:
             e = self.entries[i]
-            if e.state in LIVE:
+            if e.live:
                 try:
                     figures = e.future.result(timeout=max(0.1, deadline - time.monotonic()))
                 except Exception as err:  # noqa: BLE001
@@ -103,22 +111,24 @@ class ReplicaBook:
                 self._finish(e, figures, state)
             with self._lock:  # the monitor may have seen it end first (even while we waited on its
                 if e.state == "stopped":  # result); it ended because we asked, so it takes our state
-                    e.state = e.figures["state"] = state
+                    e.figures = e.figures.but(state=state)
 
     def wait_all(self, timeout: float) -> None:
         self.wait(self.live(), timeout)
-        self.pending_warm.clear()
+        with self._lock:
+            self.pending_warm.clear()
 
     def cancel_all(self) -> None:
+        """Cancel every task still running and forget every task's Future."""
         with self._lock:
             for e in self.entries.values():
-                if e.state in LIVE:
-                    e.state = "stopped"
+                if e.live:
+                    e.figures = e.figures.but(state="stopped")
                     try:
                         e.future.cancel()
-                    except Exception:
+                    except Exception:  # noqa: BLE001
                         pass
-                e.future = _Done()  # drop the Future: it keeps the task's arguments (actor proxies) alive
+                e.future = _Released()  # a Future keeps its task's arguments alive
 
     def worker_of(self, index: int) -> str:
         return self.entries[index].worker
@@ -126,27 +136,16 @@ class ReplicaBook:
     def state_of(self, index: int) -> str:
         return self.entries[index].state
 
-    def figures(self) -> dict[int, dict]:
+    def figures(self) -> dict[int, ReplicaFigures]:
         with self._lock:
-            return {i: {**e.figures, "state": e.state, "worker": e.worker} for i, e in self.entries.items()}
+            return {i: e.figures for i, e in sorted(self.entries.items())}
 
-    def clock_start(self) -> None:
+    def total_steps(self) -> int:
         with self._lock:
-            if self._since is None:
-                self._since = time.perf_counter()
-
-    def clock_stop(self) -> None:
-        with self._lock:
-            if self._since is not None:
-                self._clock += time.perf_counter() - self._since
-                self._since = None
-
-    def train_seconds(self) -> float:
-        with self._lock:
-            return self._clock + (time.perf_counter() - self._since if self._since is not None else 0.0)
+            return sum(e.figures.steps for e in self.entries.values())
 
 
-class _Done:
+class _Released:
     """Stands in for a released replica Future."""
 
     status = "released"

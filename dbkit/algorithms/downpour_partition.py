@@ -1,0 +1,115 @@
+"""A partition of a Downpour replica: its data columns, its own shards, its own fetch and push.
+
+DistBelief Sec. 3 and 4.1: a partitioned replica's partitions each exchange
+parameters only with the shards that hold their own parameters. Each partition
+keeps its columns of the replica's data shard, draws the same mini-batches as
+its partners (same seed), fetches its block of parameters, accumulates its
+block of the gradient, takes its part of the local step and pushes its block.
+The replica's driver (``PartitionedDownpourReplica``) only says, each step,
+what the schedule asks for; it never sees parameters or gradients.
+
+Plain numpy and asyncio: the shards (``server``) and the partners are
+injected, so the same class runs in one process or as a Dask actor
+(``dbkit.cluster.partition_actors``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data import MiniBatches
+from ..partition import PartitionWorker
+from ..ps import Histogram, PushAnswer, ShardedParameters
+from .figures import PartitionFigures, ReplicaCounters
+from .schedule import StepActions
+
+
+@dataclass(frozen=True)
+class PartitionStep:
+    """One partition's result of one Downpour step: ``finite`` False if it dropped its gradient."""
+
+    finite: bool
+    loss: float | None  # the data loss (partition 0 only)
+    penalty: float  # its part of the L2 term
+    examples: int
+    figures: PartitionFigures
+
+
+class DownpourPartition(PartitionWorker):
+    """Partition ``index`` of ``ownership.k`` of a Downpour replica; all methods async."""
+
+    server: ShardedParameters
+    batches: MiniBatches
+
+    async def attach(self, server: ShardedParameters, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
+                     batch_size: int, seed: int, worker: str = "local") -> int:
+        """Give this partition its shards (``server``, whose layout covers its own block) and its data:
+        ``X`` holds the columns its first layer reads, ``y`` the labels."""
+        if server.layout.size != self.mine.size:
+            raise ValueError(f"partition {self.index} owns {self.mine.size} parameters, its shards hold "
+                             f"{server.layout.size}")
+        X = np.asarray(X, dtype=np.float32)
+        if X.shape[1] != self.narrow[0].reads.size:
+            raise ValueError(f"partition {self.index} reads {self.narrow[0].reads.size} input columns, got "
+                             f"{X.shape[1]}")
+        self.server, self.worker = server, worker
+        self.shard_ids = tuple(int(s) for s in shard_ids)
+        self.batches = MiniBatches(X, np.asarray(y), batch_size, seed=seed)
+        self.accrued = np.zeros(self.mine.size, dtype=np.float32)
+        self.counters = ReplicaCounters()
+        self._accrued_examples = 0
+        self._first_versions: list[int] | None = None
+        return int(self.mine.size)
+
+    async def downpour_step(self, step: int, actions: StepActions, lr: float) -> PartitionStep:
+        """One step of this partition, doing what ``actions`` says."""
+        c = self.counters
+        if actions.fetch:
+            self.params[:] = await self.server.afetch()
+            c.fetches += 1
+        X, y = next(self.batches)
+        out = await self.run_step(step, X, y)
+        grad = out["grad"]
+        c.examples += len(y)
+        with np.errstate(all="ignore"):
+            finite = bool(np.isfinite(np.dot(grad, grad)) and (out["loss"] is None or np.isfinite(out["loss"])))
+        if not finite:  # as a whole replica would: drop it, fetch afresh next step
+            c.dropped()
+        else:
+            if self._accrued_examples == 0:
+                self._first_versions = list(self.server.versions)
+            self.accrued += grad
+            self._accrued_examples += len(y)
+            if actions.local:
+                self.params -= np.float32(lr) * grad
+            if actions.push:
+                await self._push(actions.push_fetch)
+        return PartitionStep(finite, out["loss"], out["penalty"], len(y), self.figures())
+
+    async def _push(self, and_fetch: bool) -> None:
+        examples, firsts = self._accrued_examples, self._first_versions
+        answers: list[PushAnswer]
+        if and_fetch:
+            answers, self.params[:] = await self.server.apush_fetch(self.accrued, examples, firsts)
+            self.counters.fetches += 1
+        else:
+            answers = await self.server.apush(self.accrued, examples, firsts)
+        self.counters.answered(answers)
+        self.accrued[:] = 0.0
+        self._accrued_examples = 0
+
+    async def flush(self) -> PartitionFigures:
+        """Push what this partition accumulated since its last push (before pausing or stopping)."""
+        if self._accrued_examples:
+            await self._push(False)
+        return self.figures()
+
+    def figures(self) -> PartitionFigures:
+        c = self.counters
+        return PartitionFigures(
+            partition=self.index, worker=self.worker, shards=self.shard_ids, pushes=c.pushes, fetches=c.fetches,
+            rejected=c.rejected, nonfinite=c.nonfinite, examples=c.examples,
+            bytes_fetched=self.server.bytes_fetched, bytes_pushed=self.server.bytes_pushed,
+            bytes_sent=self.bytes_sent, staleness=Histogram.of(c.staleness), age=Histogram.of(c.ages))

@@ -1,0 +1,178 @@
+"""What a Downpour replica is told (``ReplicaSettings``) and what it reports (``ReplicaFigures``).
+
+Both are immutable records: the driver replaces a replica's settings as a
+whole, and a replica publishes a new figures record instead of changing one
+in place, so any thread may read the last one it got without a lock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..ps import Histogram, PushAnswer
+from ..ps.histogram import coarse
+
+NO_CAP = 2**62  # "no step cap" for a replica
+
+#: a replica in one of these states is training or can train again
+LIVE = ("running", "paused")
+#: why a replica ended: stopped with the job, removed, relaid (re-laid out), lost (its worker died),
+#: failed (an error), diverged (only non-finite gradients)
+ENDED = ("stopped", "removed", "relaid", "lost", "failed", "diverged")
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    """What the driver asks of one replica; it reads them before every step.
+
+    ``max_steps`` caps the replica's own steps (``NO_CAP``: none); ``stop``
+    ends it after it pushes what it accumulated. ``epoch`` numbers the
+    driver's changes: a replica echoes the epoch it acted on in its figures.
+    """
+
+    n_fetch: int = 1
+    n_push: int = 1
+    lr: float = 0.05
+    paused: bool = False
+    stop: bool = False
+    max_steps: int = NO_CAP
+    epoch: int = 0
+
+    def but(self, **changes: Any) -> ReplicaSettings:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class PartitionFigures:
+    """One partition of a partitioned replica: its worker ("" until it reports), its shards and its traffic."""
+
+    partition: int
+    worker: str = ""
+    shards: tuple[int, ...] = ()
+    pushes: int = 0
+    fetches: int = 0
+    rejected: int = 0
+    nonfinite: int = 0
+    examples: int = 0
+    bytes_fetched: int = 0
+    bytes_pushed: int = 0
+    bytes_sent: int = 0
+    staleness: Histogram = Histogram()
+    age: Histogram = Histogram()
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("partition", "worker", "pushes", "fetches", "rejected", "nonfinite",
+                                           "examples", "bytes_fetched", "bytes_pushed", "bytes_sent")}
+        return {**d, "shards": list(self.shards)}
+
+
+@dataclass(frozen=True)
+class ReplicaFigures:
+    """One replica's counters and state; cumulative since it started.
+
+    ``staleness`` counts its accepted pushes by staleness in versions and
+    ``age`` by age in examples (coarse bins, ``dbkit.ps.histogram.coarse``);
+    ``epoch`` is that of the last ``ReplicaSettings`` it acted on.
+    """
+
+    replica: int
+    worker: str = "local"
+    state: str = "running"
+    steps: int = 0
+    pushes: int = 0
+    fetches: int = 0
+    examples: int = 0
+    rejected: int = 0
+    nonfinite: int = 0
+    failures: int = 0
+    error: str | None = None
+    loss: float | None = None
+    n_fetch: int = 1
+    n_push: int = 1
+    lr: float = 0.0
+    bytes_fetched: int = 0
+    bytes_pushed: int = 0
+    bytes_between_partitions: int = 0
+    bytes_between_partitions_min: int = 0
+    staleness: Histogram = Histogram()
+    age: Histogram = Histogram()
+    partitions: tuple[PartitionFigures, ...] = ()
+    epoch: int = 0
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE
+
+    def but(self, **changes: Any) -> ReplicaFigures:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """The report's row (DESIGN.md: ``steps, pushes, fetches, examples, failures`` and the rest)."""
+        d = {k: getattr(self, k) for k in ("replica", "worker", "state", "steps", "pushes", "fetches", "examples",
+                                           "rejected", "nonfinite", "failures", "error", "loss", "n_fetch",
+                                           "n_push", "lr", "bytes_fetched", "bytes_pushed",
+                                           "bytes_between_partitions", "bytes_between_partitions_min")}
+        d["staleness"], d["staleness_examples"] = self.staleness.summary(), self.age.summary()
+        if self.partitions:
+            d["partitions"] = [p.to_dict() for p in self.partitions]
+        return d
+
+
+@dataclass
+class ReplicaCounters:
+    """The counters a replica (whole or partitioned) keeps as it trains, and when it has diverged.
+
+    A replica that meets ``max_nonfinite`` non-finite gradients in a row has
+    ``diverged``: its parameters (from the shards) are beyond repair at this
+    learning rate, so retrying would only spin.
+    """
+
+    max_nonfinite: int = 20
+    steps: int = 0
+    pushes: int = 0
+    fetches: int = 0
+    examples: int = 0
+    rejected: int = 0
+    nonfinite: int = 0
+    nonfinite_in_a_row: int = 0
+    staleness: Counter = field(default_factory=Counter)
+    ages: Counter = field(default_factory=Counter)
+    losses: deque = field(default_factory=lambda: deque(maxlen=50))
+
+    @property
+    def diverged(self) -> bool:
+        return self.nonfinite_in_a_row >= self.max_nonfinite
+
+    def dropped(self) -> None:
+        """A gradient (or its push) was not finite and was dropped."""
+        self.nonfinite += 1
+        self.nonfinite_in_a_row += 1
+
+    def stepped(self, loss: float, examples: int) -> None:
+        self.steps += 1
+        self.examples += examples
+        self.nonfinite_in_a_row = 0
+        self.losses.append(loss)
+
+    def answered(self, answers: list[PushAnswer]) -> None:
+        """Count one push's answers (one per shard)."""
+        self.pushes += 1
+        for a in answers:
+            if a.accepted:
+                if a.staleness is not None:
+                    self.staleness[a.staleness] += 1
+                if a.age is not None:
+                    self.ages[coarse(a.age)] += 1
+            else:
+                self.rejected += 1
+
+    def figures(self, replica: int, **more: Any) -> ReplicaFigures:
+        return ReplicaFigures(
+            replica=replica, steps=self.steps, pushes=self.pushes, fetches=self.fetches, examples=self.examples,
+            rejected=self.rejected, nonfinite=self.nonfinite,
+            loss=float(np.mean(self.losses)) if self.losses else None,
+            staleness=Histogram.of(self.staleness), age=Histogram.of(self.ages), **more)

@@ -1,0 +1,19 @@
+"""Jobs: the one interface (start, fit, pause, resume, set, stop, history, events, snapshot,
+report) that every algorithm is driven by, and what makes it safe to steer from any thread.
+
+Plain Python (no Dask): ``Job`` is the base of ``dbkit.SyncSGD``,
+``dbkit.DownpourSGD`` and ``dbkit.SandblasterLBFGS``; ``ChangeQueue`` applies
+``set()`` requests in order; ``running`` knows the jobs of this process.
+"""
+
+from .changes import ChangeQueue, ChangeRequest
+from .gate import Gate, Stopping
+from .job import ENDED, FinalState, Job, Stopwatch
+from .monitor import Monitor
+from .running import AnotherJobRunning, running, stop_all
+from .setup import resolve_job
+from .snapshot import Snapshot
+from .thread import JobThread
+
+__all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job",
+           "JobThread", "Monitor", "Snapshot", "Stopping", "Stopwatch", "resolve_job", "running", "stop_all"]

@@ -1,0 +1,64 @@
+"""The gate a job's training loop passes before each unit of work: open, or closed because the
+job is paused, has reached its step cap, or is stopping (then the loop unwinds with ``Stopping``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from ..algorithms import NO_CAP
+
+
+class Stopping(Exception):
+    """The job is stopping: the training loop unwinds."""
+
+
+class Gate:
+    """Pause, step cap and stop for one training loop, and whether the loop is parked at the gate."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.paused = False
+        self.cap = NO_CAP
+        self.stopping = False
+        self.parked = False
+
+    def open_for(self, progress: int) -> bool:
+        """Called by the loop with its steps so far: True to go on; False parks it (then ``rest``)."""
+        with self._cond:
+            if self.stopping:
+                raise Stopping()
+            ok = not self.paused and progress < self.cap
+            if self.parked != (not ok):
+                self.parked = not ok
+                self._cond.notify_all()
+            return ok
+
+    def rest(self, seconds: float = 0.05) -> None:
+        """A parked loop waits here until something changes (or ``seconds`` pass)."""
+        with self._cond:
+            if not self.stopping:
+                self._cond.wait(seconds)
+
+    def set_cap(self, cap: int) -> None:
+        with self._cond:
+            self.cap = cap
+            self._cond.notify_all()
+
+    def hold(self, paused: bool, alive: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Pause (and wait until the loop is parked, or no longer ``alive``) or let it go on."""
+        with self._cond:
+            self.paused = paused
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout
+        while paused and alive() and time.monotonic() < deadline:
+            with self._cond:
+                if self.parked:
+                    return
+                self._cond.wait(0.01)
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopping = True
+            self._cond.notify_all()

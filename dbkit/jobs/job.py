@@ -1,0 +1,415 @@
+"""The one interface every dbkit job has, and what each algorithm fills in.
+
+``start()`` (non-blocking), ``fit(steps, seconds, progress)``, ``pause()``,
+``resume()``, ``set(**changes)``, ``stop()``, ``history``, ``events``,
+``snapshot()``, ``report()``, and use as a context manager: the CLI and the
+widgets use nothing else. ``dbkit.SyncSGD``, ``dbkit.DownpourSGD`` and
+``dbkit.SandblasterLBFGS`` subclass ``Job`` and provide the hooks below.
+
+Locks, always taken in this order: ``_steer`` (one change, budget, start or
+stop at a time) -> the algorithm's own parts' locks -> ``_lock`` (state,
+config, latest figures) -> the event stream's. Background threads (monitors,
+training loops) never take ``_steer``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..algorithms import Evaluation, Evaluator, ReplicaFigures
+from ..config import RunConfig
+from ..data import Dataset
+from ..nn import Network
+from ..ps import ShardFigures
+from ..settings import check
+from ..telemetry import (
+    ByteCounts,
+    Change,
+    Divergence,
+    ErrorEvent,
+    EventStream,
+    RunRecord,
+    Sample,
+    Sampler,
+    StateChange,
+    build_report,
+)
+from . import running
+from .changes import ChangeQueue, ChangeRequest
+from .progress import Progress
+from .snapshot import Snapshot
+
+ENDED = ("finished", "diverged", "failed", "stopped")
+
+
+@dataclass(frozen=True)
+class FinalState:
+    """What a job gathered when it stopped (or now, for a report of a running job)."""
+
+    params: np.ndarray
+    replicas: tuple[ReplicaFigures, ...]
+    shards: tuple[ShardFigures, ...]
+    cluster: dict
+
+
+class Stopwatch:
+    """Seconds spent training: runs between ``start`` and ``stop``."""
+
+    def __init__(self) -> None:
+        self._total, self._since = 0.0, None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            self._since = self._since or time.perf_counter()
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._since is not None:
+                self._total += time.perf_counter() - self._since
+                self._since = None
+
+    @property
+    def seconds(self) -> float:
+        with self._lock:
+            return self._total + (time.perf_counter() - self._since if self._since else 0.0)
+
+
+class Job(ABC):
+    """A training run of one algorithm; see the module docstring for the interface."""
+
+    algorithm: ClassVar[str] = ""
+    #: settings ``set()`` may change once the job has started (``paused`` too, for every job)
+    steerable: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: RunConfig, data: Dataset, network: Network, sample_every: float = 0.5) -> None:
+        self.config, self.data, self.network = config, data, network
+        self.evaluator = Evaluator(network, data, seed=config.seed)
+        self.events = EventStream()
+        self.sample_every = float(sample_every)
+        self.started_at: float | None = None
+        self._state = "created"
+        self._stopped = False
+        self._lock = threading.RLock()
+        self._steer = threading.RLock()
+        self._changes = ChangeQueue(self._apply_request)
+        self._sampler, self._sample_lock = Sampler(), threading.Lock()
+        self._clock = Stopwatch()
+        self._wall0 = time.perf_counter()
+        self._final: FinalState | None = None
+        self._user_paused = False
+        self._last_eval: Evaluation | None = None
+        self._last_eval_step = -1
+        self._finalizer: weakref.finalize | None = None
+
+    # ---- the hooks each algorithm provides -------------------------------------------------
+    @abstractmethod
+    def _launch(self, paused: bool) -> None:
+        """Place everything and begin training with no step cap, or ``paused`` (the caller holds ``_steer``)."""
+
+    @abstractmethod
+    def _resources(self) -> Any:
+        """An object whose ``release()`` frees the cluster and replicas; it must not refer to the job."""
+
+    @abstractmethod
+    def _cap(self, steps: int | None) -> int | None:
+        """Let training go on for ``steps`` more steps (``None``: no cap); returns the total to reach."""
+
+    @abstractmethod
+    def _hold(self, paused: bool) -> None:
+        """Pause training (returning once it is paused) or let it go on."""
+
+    @abstractmethod
+    def _progress(self) -> int:
+        """Steps (Sandblaster: iterations) done so far; in memory, never a call to Dask."""
+
+    @abstractmethod
+    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+        """Every replica's latest figures; in memory, never a call to Dask."""
+
+    @abstractmethod
+    def _parameters(self) -> np.ndarray:
+        """The current parameters (network order)."""
+
+    @abstractmethod
+    def _gather(self, stopping: bool) -> FinalState:
+        """Parameters and figures now; with ``stopping``, first stop the replicas (they push what they have)."""
+
+    def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
+        """Apply validated ``changes`` to the running job (``new`` is the config after them)."""
+
+    def _check(self, config: RunConfig) -> None:
+        """Refuse (``ValueError``) a config this job cannot take, beyond the settings' own ranges."""
+
+    def _report_blocks(self, final: FinalState) -> dict:
+        """The algorithm's own blocks of the report."""
+        return {}
+
+    def describe(self) -> str:
+        """One line in the paper's words: the algorithm and its settings."""
+        return f"{self.algorithm}: {self.config.replicas} replica(s), {self.config.optimizer} lr={self.config.lr}"
+
+    def _bytes(self, final: FinalState) -> ByteCounts:
+        r = final.replicas
+        return ByteCounts(sum(f.bytes_fetched for f in r), sum(f.bytes_pushed for f in r),
+                          sum(f.bytes_between_partitions for f in r), sum(f.bytes_between_partitions_min for f in r))
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        """created, running, paused, finished, diverged, failed or stopped."""
+        return self._state
+
+    @property
+    def ended(self) -> bool:
+        """Training is over (finished, diverged, failed or stopped); ``stop()`` still frees the cluster."""
+        return self._state in ENDED
+
+    @property
+    def stopped(self) -> bool:
+        """Its replicas, shards and cluster are released."""
+        return self._stopped
+
+    def start(self) -> Job:
+        """Place shards and replicas and start training in the background; returns at once."""
+        return self._start(paused=False)
+
+    def _start(self, paused: bool) -> Job:
+        with self._steer:
+            if self._stopped:
+                raise RuntimeError(f"this {type(self).__name__} was stopped; make a new one")
+            if self._state != "created":
+                return self
+            running.started(self)
+            self.events.restart_clock()
+            self.started_at, self._wall0 = time.time(), time.perf_counter()
+            try:
+                self._launch(paused)
+            except BaseException:
+                self._resources().release()
+                self._stopped = True
+                running.stopped(self)
+                raise
+            self._finalizer = weakref.finalize(self, self._resources().release)
+            if not paused:
+                self._clock.start()
+            self._set_state("paused" if paused else "running")
+        return self
+
+    def fit(self, steps: int | None = None, seconds: float | None = None, progress: bool = True) -> list[dict]:
+        """Train for ``steps`` more steps (over all replicas) or ``seconds``, then pause; returns the history.
+
+        Without either, the config's ``steps`` / ``seconds``. Returns early if the
+        job ends (diverges, finishes, fails) or is paused by ``pause()``.
+        """
+        if steps is None and seconds is None:
+            steps, seconds = self.config.steps, self.config.seconds
+        steps, seconds = check("steps", steps), check("seconds", seconds)
+        self._start(paused=True)  # a job that fit starts waits for its step cap: exact with one replica
+        with self._steer:
+            if self.ended:
+                return self.history
+            target = self._cap(steps)
+            self._user_paused = False
+            self._hold(False)
+            self._clock.start()
+            self._set_state("running")
+        bar = Progress(self, steps, seconds) if progress else None
+        begin = time.monotonic()
+        try:
+            while not (self.ended or self._user_paused):
+                if target is not None and self._progress() >= target:
+                    break
+                if seconds is not None and time.monotonic() - begin >= seconds:
+                    break
+                if bar is not None:
+                    bar.update(time.monotonic() - begin)
+                time.sleep(0.05)
+        finally:
+            with self._steer:
+                if not self.ended:
+                    self._hold(True)
+                    self._set_state("paused")
+                self._clock.stop()
+            if bar is not None:
+                bar.close()
+        if self._last_eval_step != self._progress():
+            self._sample(evaluate=True)
+        return self.history
+
+    def pause(self, wait: bool = True) -> None:
+        """Pause training: replicas push what they accumulated and wait."""
+        self.set(wait=wait, paused=True)
+
+    def resume(self, wait: bool = True) -> None:
+        """Let a paused job train on (with no step cap)."""
+        self.set(wait=wait, paused=False)
+
+    def set(self, wait: bool = True, **changes: Any) -> RunConfig:
+        """Change settings while the job runs; queued and applied in order, the latest value winning.
+
+        Values are checked at once: out of range, a ``ValueError`` naming the
+        setting, and nothing changes. With ``wait`` (default) it returns the
+        config once the change is applied; every request, applied or
+        superseded by a later one, appears in ``events`` as a ``Change``.
+        """
+        allowed = set(self.steerable) | {"paused"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise ValueError(f"set() takes {sorted(allowed)}; {sorted(unknown)} cannot change while training")
+        if self._stopped:
+            raise RuntimeError(f"this {type(self).__name__} was stopped; its settings are final (make a new one)")
+        if "paused" in changes and not isinstance(changes["paused"], bool):
+            raise ValueError(f"paused must be True or False, got {changes['paused']!r}")
+        pending = {k: v for k, v in {**self._changes.pending(), **changes}.items() if k != "paused"}
+        self._check(self.config.replace(**pending))
+        self._changes.submit(changes, self.events.now, wait=wait)
+        return self.config
+
+    def stop(self) -> None:
+        """Stop the replicas (they push what they accumulated), keep the final figures, release everything."""
+        with self._steer:
+            if self._stopped:
+                return
+            try:
+                if self._state != "created":
+                    self._final = self._gather(stopping=True)
+            except Exception as e:  # noqa: BLE001 - still release everything
+                self.events.emit(ErrorEvent, where="stop", message=f"{type(e).__name__}: {e}")
+            finally:
+                self._clock.stop()
+                if self._finalizer is not None:
+                    self._finalizer()
+                self._stopped = True
+                running.stopped(self)
+                if not self.ended:
+                    self._set_state("stopped")
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ---- figures -----------------------------------------------------------------------------
+    @property
+    def history(self) -> list[dict]:
+        """One row per evaluation: ``t, step, examples, train_loss, test_loss, test_accuracy, replicas``."""
+        return [{"t": s.t, "step": s.step, "examples": s.examples, **s.evaluation.to_dict(),
+                 "replicas": s.live_replicas} for s in self.events.of(Sample) if s.evaluation is not None]
+
+    def replicas(self) -> list[ReplicaFigures]:
+        """Every replica's latest figures (steps, pushes, fetches, state, worker, ...)."""
+        final = self._final
+        return list(final.replicas) if final is not None else [f for _, f in sorted(self._replica_figures().items())]
+
+    def shards(self) -> list[ShardFigures]:
+        """Every parameter shard's figures (updates, staleness, bytes, worker); asks the shards."""
+        return list(self._final.shards if self._final is not None else self._gather(stopping=False).shards)
+
+    def parameters(self) -> np.ndarray:
+        """The current parameters, a copy in the network's order."""
+        return self._final.params.copy() if self._final is not None else self._parameters()
+
+    def evaluate(self) -> Evaluation:
+        """Losses and accuracy of the current parameters, with ``full_batch_loss``."""
+        return self.evaluator.final(self.parameters())
+
+    def snapshot(self) -> Snapshot:
+        """The latest state, copied cheaply for a UI thread; never calls Dask."""
+        errors = self.events.last(ErrorEvent)
+        return Snapshot(self.algorithm, self._state, self.events.now(), self.config, self._progress(),
+                        tuple(self.replicas()), self.events.last(Sample), self._last_eval,
+                        {k: v for k, v in self._changes.pending().items()}, self.events.last(Change),
+                        errors.message if errors is not None else None, len(self.events))
+
+    def report(self) -> dict:
+        """The JSON report of DESIGN.md for this run so far (also after ``stop()``)."""
+        final = self._final if self._final is not None else self._gather(stopping=False)
+        record = RunRecord(
+            algorithm=self.algorithm, state=self._state, config=self.config.to_dict(),
+            wall_seconds=time.perf_counter() - self._wall0, train_seconds=self._clock.seconds,
+            final=self.evaluator.final(final.params), history=self.history, replicas=final.replicas,
+            shards=final.shards, bytes=self._bytes(final),
+            model={"name": self.network.name, "parameters": self.network.size,
+                   "layers": [layer.describe() for layer in self.network.layers]},
+            dataset=self.data.summary(), cluster=final.cluster, events=self.events.to_dicts(),
+            extra=self._report_blocks(final), steps=self._progress())
+        return build_report(record)
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.network.name} on {self.data.name}: {self._state}, "
+                f"{sum(f.live for f in self._replica_figures().values())} live replicas, {self._progress()} steps>")
+
+    # ---- for the algorithms -------------------------------------------------------------------
+    def _set_state(self, state: str, reason: str = "") -> None:
+        with self._lock:
+            if state == self._state or (self.ended and state in ("running", "paused")):
+                return
+            self._state = state
+        self.events.emit(StateChange, state=state, reason=reason)
+
+    def _sample(self, evaluate: bool = False) -> Sample:
+        """Append a ``Sample`` of the replicas' figures, with an evaluation if asked."""
+        with self._sample_lock:
+            evaluation = self.evaluator(self._parameters()) if evaluate else None
+            step = self._progress()
+            if evaluation is not None:
+                self._last_eval, self._last_eval_step = evaluation, step
+            return self._sampler.emit(self.events, self._replica_figures(), evaluation, step=step)
+
+    def _diverged(self, message: str) -> None:
+        """Training has diverged: end the job and say what to do instead."""
+        if self.ended:
+            return
+        advice = (f"{message}. Lower the learning rate (lr={self.config.lr})"
+                  + (" or use Adagrad (optimizer='adagrad')" if self.config.optimizer == "sgd" else ""))
+        self._set_state("diverged", advice)
+        self.events.emit(Divergence, step=self._progress(), message=advice)
+
+    @staticmethod
+    def _thread_failed(job: Job, error: BaseException) -> None:
+        """``on_error`` of a job's ``JobThread``: the job fails, saying which thread and why."""
+        job._failed(f"thread {threading.current_thread().name}", error)
+
+    def _failed(self, where: str, error: BaseException) -> None:
+        self.events.emit(ErrorEvent, where=where, message=f"{type(error).__name__}: {error}")
+        self._set_state("failed", f"{where}: {type(error).__name__}: {error}")
+
+    def _apply_request(self, request: ChangeRequest, effective: dict, superseded: dict) -> None:
+        """The steering thread applies one ``set()`` request (see ``changes.ChangeQueue``)."""
+        with self._steer:
+            for k, v in superseded.items():
+                self.events.emit(Change, setting=k, old=self._current(k), new=v, asked=request.asked,
+                                 applied=None, superseded=True)
+            if not effective:
+                return
+            if self._stopped or self.ended:
+                raise RuntimeError(f"this {type(self).__name__} has {self._state}; its settings are final")
+            old = {k: self._current(k) for k in effective}
+            new = self.config.replace(**{k: v for k, v in effective.items() if k != "paused"})
+            self._check(new)
+            if self._state != "created":
+                self._apply({k: v for k, v in effective.items() if k != "paused"}, new)
+            with self._lock:
+                self.config = new
+            if "paused" in effective and self._state != "created":
+                self._user_paused = effective["paused"]
+                if not self._user_paused:
+                    self._cap(None)  # a step cap left by fit() is lifted: resume means train on
+                self._hold(self._user_paused)
+                (self._clock.stop if self._user_paused else self._clock.start)()
+                self._set_state("paused" if self._user_paused else "running")
+            now = self.events.now()
+            for k, v in effective.items():
+                self.events.emit(Change, setting=k, old=old[k], new=v, asked=request.asked, applied=now)
+
+    def _current(self, setting: str) -> Any:
+        return self._user_paused if setting == "paused" else self.config.get(setting)

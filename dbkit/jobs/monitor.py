@@ -1,0 +1,58 @@
+"""When a job's monitor samples and evaluates, and which replicas changed state since last time.
+
+A job's monitor thread polls the replicas' figures every ``interval``
+seconds; this object decides what that poll means: a sample every
+``sample_every`` seconds, an evaluation every ``eval_every`` steps (at most
+every ``min_eval_interval`` seconds), a partition check every half second, and
+a ``ReplicaEvent`` for each replica that started or ended.
+"""
+
+from __future__ import annotations
+
+from ..algorithms import LIVE, ReplicaFigures
+
+
+class Monitor:
+    """Cadences and replica states of one job's monitor thread."""
+
+    interval = 0.05
+
+    def __init__(self, min_eval_interval: float = 0.2, partition_check_every: float = 0.5) -> None:
+        self.min_eval_interval = min_eval_interval
+        self.partition_check_every = partition_check_every
+        self._seen: dict[int, str] = {}
+        self._next_eval_step = 0
+        self._last_eval = self._last_sample = self._last_partition_check = -1e9
+
+    def transitions(self, figures: dict[int, ReplicaFigures]) -> list[tuple[int, str, ReplicaFigures]]:
+        """``(replica, what, figures)`` for every replica that started (``what="started"``) or ended
+        (``what`` its final state) since the last call."""
+        out = []
+        for index, f in sorted(figures.items()):
+            before = self._seen.get(index)
+            if before is None:
+                out.append((index, "started", f))
+            if f.state not in LIVE and before != f.state:
+                out.append((index, f.state, f))
+            self._seen[index] = f.state
+        return out
+
+    def due(self, steps: int, now: float, eval_every: int, sample_every: float) -> tuple[bool, bool]:
+        """``(evaluate, sample)``: whether this tick evaluates the parameters, and whether it samples."""
+        evaluate = steps >= self._next_eval_step and now - self._last_eval >= self.min_eval_interval
+        if evaluate:
+            self._next_eval_step, self._last_eval = steps + eval_every, now
+        sample = evaluate or now - self._last_sample >= sample_every
+        if sample:
+            self._last_sample = now
+        return evaluate, sample
+
+    def evaluated(self, steps: int, now: float, eval_every: int) -> None:
+        """The job evaluated at ``steps`` itself (at its start, say): the next evaluation is ``eval_every`` later."""
+        self._next_eval_step, self._last_eval = steps + eval_every, now
+
+    def partition_check_due(self, now: float) -> bool:
+        if now - self._last_partition_check < self.partition_check_every:
+            return False
+        self._last_partition_check = now
+        return True
