@@ -18,8 +18,7 @@ import time
 from threadpoolctl import threadpool_limits
 
 from dbkit import data, nn
-from dbkit.algorithms import SyncSGD
-from dbkit.config import RunConfig
+from dbkit.algorithms import SGDTrainer
 
 from common import write_json
 
@@ -29,36 +28,35 @@ CASES = {"speech": dict(dataset="speech", model="speech", lr=0.05, batch_size=32
 
 def baseline(case: dict, seconds: float) -> dict:
     ds = data.load(case["dataset"])
-    cfg = RunConfig(steps=10**9, eval_every=10**9, **case)
-    net = nn.build(cfg.model, ds.n_features, ds.n_classes, l2=cfg.l2)
-    algo = SyncSGD(net, ds, cfg)
+    net = nn.build(case["model"], ds.n_features, ds.n_classes, l2=1e-4)
+    trainer = SGDTrainer(net, ds, case["batch_size"], case["lr"])
     with threadpool_limits(1):
         for _ in range(20):
-            algo.step()
-        n0, t0 = algo.examples, time.perf_counter()
+            trainer.step()
+        n0, t0 = trainer.counters.examples, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            algo.step()
+            trainer.step()
         dt = time.perf_counter() - t0
-    eps = (algo.examples - n0) / dt
-    return {"examples_per_second": eps, "step_ms": 1e3 * cfg.batch_size / eps, "parameters": net.size}
+    eps = (trainer.counters.examples - n0) / dt
+    return {"examples_per_second": eps, "step_ms": 1e3 * case["batch_size"] / eps, "parameters": net.size}
 
 
 def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: int = 2) -> dict:
-    from dbkit.cluster.downpour import DownpourSGD
+    from dbkit import DownpourSGD
 
     with DownpourSGD(case["model"], case["dataset"], replicas=replicas, shards=shards, n_fetch=n, n_push=n,
                      optimizer="adagrad", lr=case["lr"], batch_size=case["batch_size"], client=client,
                      eval_every=10**9) as job:
         job.fit(seconds=min(2.0, seconds), progress=False)  # warm-up: replicas started, first fetches done
-        figures = job.book.figures()
-        e0 = sum(f["examples"] for f in figures.values())
-        s0 = {i: f["steps"] for i, f in figures.items()}
+        figures = job.replicas()
+        e0 = sum(f.examples for f in figures)
+        s0 = {f.replica: f.steps for f in figures}
         t0 = time.perf_counter()
         job.fit(seconds=seconds, progress=False)
         dt = time.perf_counter() - t0
-        figures = job.book.figures()
-        examples = sum(f["examples"] for f in figures.values()) - e0
-        steps = {i: f["steps"] - s0.get(i, 0) for i, f in figures.items()}
+        figures = job.replicas()
+        examples = sum(f.examples for f in figures) - e0
+        steps = {f.replica: f.steps - s0.get(f.replica, 0) for f in figures}
     eps = examples / dt
     per_replica_step_ms = 1e3 * dt / (sum(steps.values()) / len(steps))
     return {"replicas": replicas, "n_fetch": n, "n_push": n, "examples_per_second": eps,
@@ -90,7 +88,8 @@ def main(argv=None) -> int:
             print(f"\n{name}: {base['parameters']:,} parameters, batch {case['batch_size']}, {args.shards} shards; "
                   f"sync SGD baseline "
                   f"{base['examples_per_second']:.0f} examples/s ({base['step_ms']:.2f} ms/step)")
-            print(f"{'replicas':>8} {'n_fetch=n_push':>14} {'examples/s':>11} {'x baseline':>10} {'ms/step/replica':>16}")
+            print(f"{'replicas':>8} {'n_fetch=n_push':>14} {'examples/s':>11} {'x baseline':>10} "
+                  f"{'ms/step/replica':>16}")
             for r in rows:
                 print(f"{r['replicas']:>8} {r['n_fetch']:>14} {r['examples_per_second']:>11.0f} "
                       f"{r['speedup']:>10.2f} {r['replica_step_ms']:>16.2f}")

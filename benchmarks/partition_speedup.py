@@ -55,8 +55,7 @@ def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
     The three are interleaved step after step, so a slow spell of the machine hits them alike
     and their ratios are measured in one run.
     """
-    from dbkit.cluster import Cluster
-    from dbkit.cluster.partitioned import PartitionedReplica
+    from dbkit.cluster import ActorPartitionedNetwork, Cluster
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
@@ -67,7 +66,7 @@ def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
         whole_args = client.scatter([net, params, X, y], workers=[workers[0]], broadcast=False)
         replicas = {}
         for kk in sorted({1, k}):
-            replicas[kk] = PartitionedReplica(cluster, net, kk, workers=workers[:kk], name=f"k{kk}-partition")
+            replicas[kk] = ActorPartitionedNetwork(cluster, net, kk, workers=workers[:kk], name=f"k{kk}-partition")
             replicas[kk].set_params(params)
             replicas[kk].load_batch(X, y)  # partitions hold their data, as in training
 
@@ -90,7 +89,6 @@ def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
                "whole_ms": 1e3 * float(np.median(times["whole"])),
                "bytes_per_step": (sent - sent0) / steps if k > 1 else 0,
                "min_bytes_per_step": replicas[k].minimum_bytes(batch)}
-        del whole_args
     row["speedup"] = row["k1_ms"] / row["step_ms"]
     row["speedup_vs_whole"] = row["whole_ms"] / row["step_ms"]
     return row

@@ -76,7 +76,8 @@ def main(argv=None) -> int:
               f"({'meets' if t <= TARGET_MS else 'misses'} the {TARGET_MS:.0f} ms target)")
         small = [r for r in rows if r["parameters"] == 10 and r["shards"] == 2]
         if small:
-            print(f"  of which fixed per-call overhead (10 parameters, 2 shards): {small[0]['fetch_plus_push_ms']:.2f} ms")
+            print(f"  of which fixed per-call overhead (10 parameters, 2 shards): "
+                  f"{small[0]['fetch_plus_push_ms']:.2f} ms")
     write_json(args.json, "ps_roundtrip", {"rows": rows})
     return 0
 

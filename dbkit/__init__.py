@@ -1,21 +1,32 @@
 """dbkit: DistBelief (Dean et al., NIPS 2012) on Dask, for teaching and experiments.
 
 Importing ``dbkit`` is cheap and loads no dask: the subpackages ``dbkit.nn``,
-``dbkit.data``, ``dbkit.ps`` and ``dbkit.algorithms`` are numpy only, and
-``dbkit.cluster`` (the only place that knows Dask) loads when first used.
+``dbkit.data``, ``dbkit.ps``, ``dbkit.partition`` and ``dbkit.algorithms``
+are numpy only, and the jobs load what they need when first used.
+
+The jobs, all driven the same way (``start``, ``fit``, ``pause``, ``resume``,
+``set``, ``stop``, ``history``, ``events``, ``snapshot()``, ``report()``):
+``SyncSGD``, ``DownpourSGD``, ``SandblasterLBFGS``. ``run(config)`` runs the
+job a ``RunConfig`` describes and returns its report; ``stop_all()`` stops
+every job of this process.
 """
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Cluster": ("dbkit.cluster", "Cluster"),
+    "Cluster": ("dbkit.cluster.session", "Cluster"),
     "DownpourSGD": ("dbkit.cluster.downpour", "DownpourSGD"),
     "SandblasterLBFGS": ("dbkit.cluster.sandblaster", "SandblasterLBFGS"),
+    "SyncSGD": ("dbkit.cluster.sgd", "SyncSGD"),
     "RunConfig": ("dbkit.config", "RunConfig"),
-    "SyncSGD": ("dbkit.algorithms", "SyncSGD"),
+    "run": ("dbkit.runner", "run"),
+    "make_job": ("dbkit.runner", "make_job"),
+    "stop_all": ("dbkit.jobs.running", "stop_all"),
     "build_model": ("dbkit.nn", "build"),
     "load_dataset": ("dbkit.data", "load"),
 }
+
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name):

@@ -38,8 +38,9 @@ def test_run_sgd_on_cluster_shards(tmp_path):
     assert all(s["worker"].startswith("tcp://127.0.0.1:") and s["updates"] == 60 for s in report["shards"])
     assert sum(s["size"] for s in report["shards"]) == report["model"]["parameters"]
     step_bytes = 60 * 4 * report["model"]["parameters"]
-    assert report["events"]["bytes"] == {"fetch": step_bytes, "push": step_bytes}
-    assert report["bytes"]["fetched"] >= step_bytes  # plus the fetches made for evaluation
+    assert report["replicas"][0]["fetches"] == report["replicas"][0]["pushes"] == 60
+    assert report["bytes"]["pushed"] == step_bytes and report["bytes"]["fetched"] >= step_bytes  # + evaluations
+    assert [e["type"] for e in report["events"]].count("Sample") >= 2
 
 
 @pytest.mark.parametrize("args,message", [
@@ -96,8 +97,8 @@ def test_run_downpour_writes_a_whole_report(tmp_path):
     report = json.loads((tmp_path / "d.json").read_text())
     assert validate_report(report) == []
     c = report["config"]
-    assert (c["algorithm"], c["replicas"], c["shards"], c["n_fetch"], c["n_push"], c["optimizer"]) == \
-        ("downpour", 2, 2, 2, 2, "adagrad")
+    assert (c["algorithm"], c["replicas"], c["shards"], c["downpour"]["n_fetch"], c["downpour"]["n_push"],
+            c["optimizer"]) == ("downpour", 2, 2, 2, 2, "adagrad")
     assert len(report["replicas"]) == 2 and report["steps"] >= 300
     assert all(r["pushes"] * 2 >= r["steps"] - 1 for r in report["replicas"])
     assert (tmp_path / "d.png").read_bytes()[:8] == PNG
@@ -133,7 +134,8 @@ def test_run_sandblaster_writes_a_whole_report(tmp_path):
     report = json.loads((tmp_path / "s.json").read_text())
     assert validate_report(report) == []
     sb = report["sandblaster"]
-    assert report["config"]["memory"] == 10 and report["config"]["slow_replicas"] == {"0": 3.0}
+    c = report["config"]["sandblaster"]
+    assert c["memory"] == 10 and c["slow_replicas"] == {"0": 3.0}
     assert 1 <= sb["iterations"] <= 15 and sb["work_units_per_batch"] == 6
     assert report["history"][-1]["train_loss"] < report["history"][0]["train_loss"]
     assert "L-BFGS:" in out.stdout and "backups" in out.stdout
@@ -156,7 +158,7 @@ def test_partitioned_downpour_on_a_real_dask_scheduler(tmp_path, dask_cluster_ad
                 "--report", str(tmp_path / "r.json"))
     assert out.returncode == 0, out.stderr
     report = json.loads((tmp_path / "r.json").read_text())
-    assert validate_report(report) == [] and report["config"]["partitions"] == 2
+    assert validate_report(report) == [] and report["config"]["downpour"]["partitions"] == 2
     b = report["bytes"]
     assert b["between_partitions"] == b["between_partitions_min"] > 0
     assert "2 replicas of 2 partitions each" in out.stdout and "between partitions" in out.stdout

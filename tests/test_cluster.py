@@ -16,13 +16,15 @@ from dbkit.ps import ParameterShard
 
 from .conftest import live_children
 
+pytestmark = pytest.mark.cluster
+
 
 def _push_many(shards, n):
     """Runs as a task on a worker: a second client of the same shards."""
     g = np.ones(shards.layout.size, np.float32)
     for _ in range(n):
         shards.fetch()
-        assert all(a["accepted"] for a in shards.push(g))
+        assert all(a.accepted for a in shards.push(g))
     return n
 
 
@@ -30,7 +32,7 @@ def test_shards_live_on_different_workers(local_cluster):
     ps = start_shards(local_cluster, np.zeros(10, np.float32), 2, prefix="spread")
     try:
         assert len(set(ps.workers)) == 2
-        assert [s["worker"] for s in ps.stats()] == ps.workers
+        assert [s.worker for s in ps.figures()] == ps.workers
     finally:
         for i in range(2):
             local_cluster.registry.release(f"spread{i}")
@@ -49,19 +51,19 @@ def test_pushes_from_two_clients_all_land(local_cluster):
     futures = [local_cluster.client.submit(_push_many, ps, n, workers=[w], pure=False)
                for w in local_cluster.workers()]
     assert [f.result() for f in futures] == [n, n]
-    stats = ps.stats()
-    assert [s["updates"] for s in stats] == [2 * n, 2 * n]
+    figures = ps.figures()
+    assert [s.updates for s in figures] == [2 * n, 2 * n]
     assert np.allclose(ps.fetch(), -0.5 * 2 * n)
-    assert [s["staleness"]["count"] for s in stats] == [2 * n, 2 * n]
+    assert [s.staleness.count for s in figures] == [2 * n, 2 * n]
 
 
 def test_refused_push_over_the_wire_changes_nothing(local_cluster):
     ps = start_shards(local_cluster, np.ones(4, np.float32), 1, prefix="refuse")
     before = ps.fetch()
     answers = ps.push(np.array([1.0, np.nan, 0.0, 0.0], np.float32))
-    assert not answers[0]["accepted"]
+    assert not answers[0].accepted
     assert ps.fetch().tobytes() == before.tobytes()
-    assert ps.stats()[0]["rejected"] == 1
+    assert ps.figures()[0].rejected == 1
 
 
 def test_registry_keeps_actors_alive_after_proxies_are_dropped(local_cluster):

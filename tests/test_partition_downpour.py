@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from dbkit import data, nn
-from dbkit.algorithms import SyncSGD
+from dbkit.algorithms import SGDTrainer
 from dbkit.algorithms.schedule import Schedule
-from dbkit.cluster.downpour import DownpourSGD
+from dbkit.cluster import DownpourSGD
 from dbkit.config import RunConfig
-from dbkit.partition import aligned_layout, plan
+from dbkit.partition import aligned_layout, ownership
 from dbkit.ps import balanced_layout
-from dbkit.telemetry import validate_report
+from dbkit.telemetry import Relayout, validate_report
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +33,9 @@ def image_net(digits):
 # ---- the layout (numpy) ----------------------------------------------------------------------
 @pytest.mark.parametrize("k,shards", [(1, 1), (1, 3), (2, 2), (2, 5), (3, 4), (4, 4)])
 def test_every_shard_holds_one_partitions_parameters(image_net, k, shards):
-    p = plan(image_net, k)
+    p = ownership(image_net, k)
     a = aligned_layout(p, shards)
-    owner = p.param_owner()
+    owner = p.param_owner
     assert a.layout.n_shards == shards and sorted(a.order) == list(range(image_net.size))
     for s, (lo, hi) in enumerate(a.layout.ranges):
         assert set(owner[a.order[lo:hi]]) == {a.owner_of_shard(s)}  # one partition per shard
@@ -51,14 +51,14 @@ def test_every_shard_holds_one_partitions_parameters(image_net, k, shards):
 
 def test_fewer_shards_than_partitions_is_refused(image_net):
     with pytest.raises(ValueError, match="shards must be at least partitions"):
-        aligned_layout(plan(image_net, 3), 2)
+        aligned_layout(ownership(image_net, 3), 2)
 
 
 def test_schedule_follows_n_fetch_and_n_push():
     s = Schedule(n_fetch=3, n_push=2)
     seen = []
     for _ in range(6):
-        p = s.plan()
+        p = s.next_step()
         seen.append((p.fetch, p.local, p.push, p.push_fetch))
         s.done(p)
     # fetch at steps 1 and 4; step 6's push (every 2) coincides with a due fetch and brings it back
@@ -70,12 +70,13 @@ def test_schedule_follows_n_fetch_and_n_push():
 
 # ---- on the cluster --------------------------------------------------------------------------
 def test_one_replica_of_two_partitions_follows_sync_sgd(digits, image_net, local_cluster):
-    cfg = RunConfig(algorithm="downpour", steps=40, lr=0.05, optimizer="sgd", replicas=1, shards=2, partitions=2)
-    base = SyncSGD(image_net, digits, cfg.replace(algorithm="sgd", partitions=1))
-    base.fit()
+    cfg = RunConfig.make(algorithm="downpour", steps=40, lr=0.05, optimizer="sgd", replicas=1, shards=2, partitions=2)
+    base = SGDTrainer(image_net, digits, lr=0.05)
+    for _ in range(40):
+        base.step()
     with DownpourSGD(image_net, digits, config=cfg, client=local_cluster.client) as d:
         d.fit(steps=40, progress=False)
-        params = d.current_params()
+        params = d.parameters()
         report = d.report()
     start = image_net.init_params(cfg.seed)
     moved = np.abs(base.params - start).max()
@@ -90,7 +91,7 @@ def test_two_replicas_of_two_partitions_train_digits_each_partition_with_its_own
                      client=local_cluster.client) as d:
         d.fit(steps=500, progress=False)
         report = d.report()
-        shards_of = d.alignment.shards_of
+        shards_of = d.layout.shards_of
     assert validate_report(report) == []
     assert report["final"]["test_accuracy"] >= 0.9
     assert report["layout"]["partitions"] == 2 and report["layout"]["shards_of_partition"] == [[0, 1], [2]]
@@ -122,13 +123,13 @@ def test_repartitioning_keeps_parameters_adagrad_state_and_the_loss(digits, imag
         d.fit(steps=150, progress=False)
         initial = d.history[0]["train_loss"]
         params, acc = d.parameter_state()
-        before = d.evaluate()["full_batch_loss"]
+        before = d.evaluate().full_batch_loss
         assert acc is not None and before < 0.5 * initial
         d.set(partitions=2)
         after_params, after_acc = d.parameter_state()
         np.testing.assert_array_equal(after_params, params)
         np.testing.assert_array_equal(after_acc, acc)
-        assert d.evaluate()["full_batch_loss"] == pytest.approx(before, rel=1e-6)
+        assert d.evaluate().full_batch_loss == pytest.approx(before, rel=1e-6)
         n = len(d.history)
         d.fit(steps=150, progress=False)
         later = [h["train_loss"] for h in d.history[n:]]
@@ -139,7 +140,7 @@ def test_repartitioning_keeps_parameters_adagrad_state_and_the_loss(digits, imag
     assert states.count("relaid") == 2 and len(states) == 4
     old = report["layout"]["relayouts"][0]["shards_before"]  # the old shards' figures are kept
     relaid_pushes = sum(r["pushes"] for r in report["replicas"] if r["state"] == "relaid")
-    assert len(old) == 2 and sum(s["updates"] + s["rejected"] for s in old) == 2 * relaid_pushes > 0
+    assert len(old) == 2 and sum(s["version"] + s["rejected"] for s in old) == 2 * relaid_pushes > 0
     assert report["bytes"]["between_partitions"] > 0
     assert all(r.get("partitions") for r in report["replicas"][2:])
 
@@ -150,11 +151,11 @@ def test_bad_partitions_are_refused_and_the_job_keeps_running(digits, image_net,
     with pytest.raises(ValueError, match="rows of positions"):
         DownpourSGD(image_net, digits, shards=64, partitions=64)
     with pytest.raises(ValueError, match="downpour only"):
-        RunConfig(algorithm="sandblaster", partitions=2)
+        RunConfig.make(algorithm="sandblaster", partitions=2)
     with pytest.raises(ValueError, match="shards must be at least partitions"):  # refused by the config itself
-        RunConfig(algorithm="downpour", partitions=4, shards=3)
+        RunConfig.make(algorithm="downpour", partitions=4, shards=3)
     with pytest.raises(ValueError, match="shards must be at least partitions"):
-        RunConfig(algorithm="downpour", shards=2).replace(partitions=3)
+        RunConfig.make(algorithm="downpour", shards=2).replace(partitions=3)
     with DownpourSGD(image_net, digits, replicas=1, shards=2, partitions=2, optimizer="adagrad",
                      client=local_cluster.client) as d:
         d.fit(steps=20, progress=False)
@@ -162,27 +163,30 @@ def test_bad_partitions_are_refused_and_the_job_keeps_running(digits, image_net,
         for bad in (dict(partitions=3), dict(partitions=0), dict(shards=1), dict(partitions=True)):
             with pytest.raises(ValueError):
                 d.set(**bad)
-        assert d.config.partitions == 2 and d.alignment.partitions == 2 and not d.layouts
+        assert d.config.downpour.partitions == 2 and d.layout.partitions == 2 and not d.events.of(Relayout)
         p2, a2 = d.parameter_state()
         np.testing.assert_array_equal(p2, params)
         np.testing.assert_array_equal(a2, acc)
         d.fit(steps=20, progress=False)
-        assert d.total_steps() >= 40 and d.book.live() == [0]
+        assert d.snapshot().step >= 40 and [r.replica for r in d.replicas() if r.live] == [0]
 
 
 def test_warm_start_then_add_and_remove_partitioned_replicas(digits, image_net, local_cluster):
     with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, warm_start_steps=30,
                      client=local_cluster.client) as d:
         d.fit(steps=80, progress=False)
-        f = d.book.figures()
-        assert f[0]["steps"] >= 30 and f[1]["steps"] > 0  # replica 1 joined after the warm start
-        assert f[1]["steps"] < f[0]["steps"]
+        f = d.replicas()
+        assert f[0].steps >= 30 and f[1].steps > 0  # replica 1 joined after the warm start
+        assert f[1].steps < f[0].steps
         [new] = d.add_replicas(1)
         d.fit(steps=40, progress=False)
-        assert d.book.figures()[new]["steps"] > 0 and len(d.book.figures()[new]["partitions"]) == 2
-        actors = len(d.cluster.registry)
+        assert d.replicas()[new].steps > 0 and len(d.replicas()[new].partitions) == 2
+        assert _partition_actors(local_cluster, new) == 2
         assert d.remove_replicas(1) == [new]
-        assert len(d.cluster.registry) == actors - 2  # its two partition actors are released
+        deadline = time.time() + 10  # its two partition actors are released (asynchronously)
+        while _partition_actors(local_cluster, new) and time.time() < deadline:
+            time.sleep(0.2)
+        assert _partition_actors(local_cluster, new) == 0 and _partition_actors(local_cluster, 0) == 2
     with pytest.raises(RuntimeError, match="stopped"):
         d.set(partitions=1)
     assert d.report()["layout"]["partitions"] == 2
@@ -191,12 +195,14 @@ def test_warm_start_then_add_and_remove_partitioned_replicas(digits, image_net, 
 def test_set_before_start_only_records_the_layout(digits, image_net):
     d = DownpourSGD(image_net, digits, replicas=1, shards=3)
     d.set(partitions=3)
-    assert d.config.partitions == 3 and d.alignment.shards_of == ((0,), (1,), (2,)) and not d.layouts
+    assert d.config.downpour.partitions == 3 and d.layout.shards_of == ((0,), (1,), (2,))
+    assert not d.events.of(Relayout)
     with pytest.raises(ValueError, match="shards must be at least partitions"):
         d.set(shards=2)
     assert d.config.shards == 3
 
 
+@pytest.mark.cluster
 def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
     import os
     import signal
@@ -208,15 +214,15 @@ def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
         with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, client=cluster.client,
                          shard_workers=[w[0]], replica_workers=w[1:]) as d:
             d.fit(steps=40, progress=False)
-            where = {i: [p["worker"] for p in f["partitions"]] for i, f in d.book.figures().items()}
+            where = {f.replica: [p.worker for p in f.partitions] for f in d.replicas()}
             assert not set(where[0]) & set(where[1])  # 4 workers: each replica on its own two
             victim = where[1][1]  # replica 1's partition 1; its task runs beside partition 0
             os.kill(cluster.client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
-            before = d.book.figures()[0]["steps"]
+            before = d.replicas()[0].steps
             d.fit(seconds=3, progress=False)
-            f = d.book.figures()
-            assert f[1]["state"] in ("failed", "lost") and f[1]["failures"] == 1, f[1]
-            assert f[0]["state"] == "paused" and f[0]["steps"] > before
+            f = d.replicas()
+            assert f[1].state in ("failed", "lost") and f[1].failures == 1, f[1]
+            assert f[0].state == "paused" and f[0].steps > before
             survivor = where[1][0]  # the lost replica's other partition is dropped from its worker
             deadline = time.time() + 10  # the release reaches the worker asynchronously
             while any("replica1-partition" in str(k) for k in _actor_keys(cluster, survivor)) \
@@ -229,11 +235,16 @@ def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
                 time.sleep(0.2)
             assert cluster.client.run(_partition_threads, workers=[survivor])[survivor] == []
             assert any("replica0-partition" in str(k) for k in _actor_keys(cluster, where[0][0]))
-            reason = f[1]["error"]
+            reason = f[1].error
         report = d.report()
         # stop() left the lost replica as it was (it waited only on live ones)
-        assert [r["state"] for r in report["replicas"]] == ["stopped", f[1]["state"]]
+        assert [r["state"] for r in report["replicas"]] == ["stopped", f[1].state]
         assert report["replicas"][1]["error"] == reason and "did not stop" not in reason
+
+
+def _partition_actors(cluster, replica: int) -> int:
+    found = cluster.client.run(lambda dask_worker: [str(k) for k in dask_worker.state.actors])
+    return sum(f"replica{replica}-partition" in k for keys in found.values() for k in keys)
 
 
 def _actor_keys(cluster, worker: str) -> list:

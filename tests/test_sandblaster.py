@@ -3,19 +3,20 @@
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
 import scipy.optimize
 
 from dbkit import data, nn
+from dbkit.algorithms import Assignment, Decisions, SandblasterReplica, WorkUnit
 from dbkit.algorithms.lbfgs import HistoryPair, two_loop, two_loop_numpy
 from dbkit.algorithms.line_search import wolfe_search
 from dbkit.algorithms.sandblaster import LBFGSCoordinator
 from dbkit.algorithms.work_units import PENALTY, LocalBatch, make_units
-from dbkit.cluster import Cluster
-from dbkit.cluster.sandblaster import SandblasterLBFGS
-from dbkit.ps import local_shards
+from dbkit.cluster import Cluster, SandblasterLBFGS
+from dbkit.ps import PushAnswer, local_shards
 from dbkit.telemetry import validate_report
 
 
@@ -87,36 +88,44 @@ def test_in_process_lbfgs_matches_scipy(digits):
     ours = net.loss(ps.fetch().astype(np.float64), X, digits.y_train)
     assert abs(ours - ref.fun) <= 1e-6 * ref.fun
     assert len(coord.rows) - 1 <= ref.nit + 10  # comparable: no more iterations than scipy, give or take 10
-    assert all(b["loss"] <= a["loss"] for a, b in zip(coord.rows, coord.rows[1:]))  # monotone decrease
+    assert all(b.loss <= a.loss for a, b in zip(coord.rows, coord.rows[1:]))  # monotone decrease
 
 
+@pytest.mark.cluster
 def test_sandblaster_on_dask_matches_scipy(digits, local_cluster):
     net = nn.build("linear", 64, 10, l2=1e-2)
-    with SandblasterLBFGS(net, digits, replicas=2, shards=2, work_unit_size=300, max_iterations=200,
+    with SandblasterLBFGS(net, digits, replicas=2, shards=2, work_unit_size=300, iterations=200,
                           client=local_cluster.client, gtol=1e-6, ftol=1e-12) as sb:
         sb.fit(progress=False)
+        assert sb.state == "finished"
     report = sb.report()
     assert validate_report(report) == []
     X = digits.X_train.astype(np.float64)
     ref = scipy.optimize.minimize(lambda p: net.loss_and_grad(p, X, digits.y_train),
                                   net.init_params(0).astype(np.float64), jac=True, method="L-BFGS-B",
                                   options=dict(maxiter=1000, gtol=1e-9, ftol=1e-15))
-    ours = net.loss(sb.current_params().astype(np.float64), X, digits.y_train)
+    ours = net.loss(sb.parameters().astype(np.float64), X, digits.y_train)
     assert abs(ours - ref.fun) <= 1e-6 * ref.fun
     assert report["sandblaster"]["iterations"] <= ref.nit + 10
     units = report["sandblaster"]["units_per_replica"]
     assert all(units[str(i)] > 0 for i in range(2))
 
 
+def _paused(sb):
+    sb.start()
+    sb.pause()
+    return sb
+
+
+@pytest.mark.cluster
 @pytest.mark.parametrize("replicas,unit_size", [(1, 500), (3, 37)])
 def test_dask_units_give_the_full_batch_gradient(digits, roomy_cluster, replicas, unit_size):
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
-    with SandblasterLBFGS(net, digits, replicas=replicas, shards=2, work_unit_size=unit_size,
-                          client=roomy_cluster.client) as sb:
-        sb.start()
-        f = sb.batch("params")
-        acc = sb.server.fetch_vector("acc")
-    fr, gr = _reference(net, net.init_params(0), digits)
+    with _paused(SandblasterLBFGS(net, digits, replicas=replicas, shards=2, work_unit_size=unit_size,
+                                  client=roomy_cluster.client)) as sb:
+        f, acc = sb.batch_gradient()
+        params = sb.parameters()
+    fr, gr = _reference(net, params, digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(acc, gr, atol=2e-6)
 
@@ -128,90 +137,108 @@ def roomy_cluster():
         yield cluster
 
 
+@pytest.mark.cluster
 def test_slow_replica_does_fewer_units_and_backups_keep_the_result(digits, roomy_cluster):
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
-    with SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
-                          client=roomy_cluster.client) as sb:
-        sb.start()
+    with _paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
+                                  client=roomy_cluster.client)) as sb:
         for _ in range(5):  # several batches, so one fast replica's passing stall on a busy machine averages out
-            f = sb.batch("params")
-        acc = sb.server.fetch_vector("acc")
-        done = sb.batch.units_done
-        assert sb.batch.lost == []  # slow is not lost
-        assert done[0] * 3 < min(done[1], done[2])
-        assert sb.batch.backups_issued > 0
-    fr, gr = _reference(net, net.init_params(0), digits)
+            f, acc = sb.batch_gradient()
+        d = sb.dispatcher
+        assert d.lost == []  # slow is not lost
+        assert d.units_done[0] * 3 < min(d.units_done[1], d.units_done[2])
+        assert d.backups_issued > 0
+        params = sb.parameters()
+    fr, gr = _reference(net, params, digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(acc, gr, atol=2e-6)
 
 
-def test_flush_reports_units_a_unit_task_pushed_and_applies_decisions_again(monkeypatch):
-    """The worker side of the race below, made deterministic: the unit task in flight pushed
-    (its decisions reached ``push_every``) before the flush ran, or has not applied its
-    decisions yet; either way the flush's answer covers every unit pushed."""
-    import types
-
-    import distributed
-
-    from dbkit.cluster import work_unit_task as wut
+def test_flush_reports_units_a_unit_task_pushed_and_applies_decisions_again():
+    """The race of a batch's end, in process: the unit task in flight pushed (its decisions reached
+    ``push_every``) before the flush ran, or has not applied its decisions yet; either way the
+    flush's answer covers every unit pushed."""
 
     class Server:
         def __init__(self):
             self.landed = []
 
+        def fetch_vector(self, name):
+            return np.zeros(3, np.float32)
+
         def accumulate(self, name, grad, units, skip=None):
             self.landed += list(units)
-            return [{"accepted": True}]
+            return [PushAnswer(True)]
 
-    st, server = wut.SandblasterReplica(1), Server()
-    fake = types.SimpleNamespace(state=types.SimpleNamespace(actors={"r1": st}))
-    monkeypatch.setattr(distributed, "get_worker", lambda: fake)
-    monkeypatch.setattr(wut, "connect", lambda handles: server)
+    st, server = SandblasterReplica(1), Server()
     st.batch, st.acc, st.unpushed = 7, np.zeros(3, np.float32), []
-    st.pending = {u: (np.ones(3, np.float32), ()) for u in range(6)}
+    st.pending = {u: (np.ones(3, np.float32), frozenset()) for u in range(6)}
     # the unit task in flight applies its decisions and pushes 0-3 (push_every = 4) ...
-    assert wut._apply(st, 7, {"commit": [0, 1, 2, 3], "discard": []}, server, push_every=4) == [0, 1, 2, 3]
+    assert st._apply(7, Decisions(commit=(0, 1, 2, 3)), server, push_every=4) == [0, 1, 2, 3]
     # ... and the flush, carrying the decision sent with that task again plus its own, reports all
-    decisions = {"commit": [3, 4, 5], "discard": []}
-    assert wut.flush("r1", None, 7, decisions) == [0, 1, 2, 3, 4, 5]
+    assert st.flush(server, 7, Decisions(commit=(3, 4, 5))) == [0, 1, 2, 3, 4, 5]
     assert sorted(server.landed) == [0, 1, 2, 3, 4, 5]  # each unit pushed once
-    assert wut.flush("r1", None, 8, {"commit": [], "discard": []}) == []  # another batch: nothing of it
+    assert st.flush(server, 8, Decisions()) == []  # another batch: nothing of it
 
 
+def test_a_replica_computes_a_unit_share_of_the_batch(digits):
+    net = nn.build("linear", 64, 10, l2=0.01)
+    params = net.init_params(1)
+    server = local_shards(params, 2)
+    st = SandblasterReplica(0)
+    unit = WorkUnit(0, 0, 100)
+    result = st.run_unit(server, net, digits.X_train, digits.y_train, Assignment(0, unit, 1, False, Decisions(),
+                                                                                  frozenset()), 1000, "params", 4)
+    loss = net.loss_and_grad(params, digits.X_train[:100], digits.y_train[:100], with_penalty=False)[0]
+    assert result.unit == 0 and result.batch == 1 and result.loss == pytest.approx(loss * 100 / 1000, rel=1e-6)
+    assert st.flush(server, 1, Decisions(commit=(0,))) == [0] and st.figures().pushes == 1
+
+
+@pytest.mark.cluster
 def test_no_healthy_replica_is_taken_for_lost(digits, roomy_cluster):
     """A batch's flush can overtake the unit still in flight on the same replica, which may have
     pushed (or not yet applied) committed units; the coordinator once took such a replica for lost
     (seen in CI as a fast replica doing as few units as the slow one). Several fresh jobs: none lost."""
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
     for _ in range(3):
-        with SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
-                              client=roomy_cluster.client) as sb:
-            sb.start()
+        with _paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
+                                      client=roomy_cluster.client)) as sb:
             for _ in range(5):
-                sb.batch("params")
-            assert sb.batch.lost == [] and all(s.alive for s in sb.batch.slots)
+                sb.batch_gradient()
+            assert sb.dispatcher.lost == [] and all(s.alive for s in sb.dispatcher.slots)
 
 
+@pytest.mark.cluster
 def test_a_replica_lost_mid_batch_does_not_lose_its_units(digits):
+    """Replica 1's worker is killed while a unit of this batch runs there (no backups: the batch
+    cannot end before that unit does), so the loss always lands mid-batch."""
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
     with Cluster(n_workers=3) as cluster:
         w = cluster.workers()
-        with SandblasterLBFGS(net, digits, replicas=2, shards=1, work_unit_size=20, slow_replicas={1: 20},
-                              client=cluster.client, shard_workers=[w[0]], replica_workers=[w[1], w[2]],
-                              backup=False) as sb:
-            sb.start()
-            victim = sb.batch.slots[1].worker
+        with _paused(SandblasterLBFGS(net, digits, replicas=2, shards=1, work_unit_size=20, slow_replicas={1: 20},
+                                      client=cluster.client, shard_workers=[w[0]], replica_workers=[w[1], w[2]],
+                                      backup=False)) as sb:
+            d = sb.dispatcher
+            victim = d.slots[1].worker
             pid = cluster.client.run(os.getpid, workers=[victim])[victim]
-            timer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
-            timer.start()
+            done_before = d.units_done[1]
+
+            def kill_when_busy():
+                deadline = time.time() + 60
+                while time.time() < deadline and not (d.slots[1].busy and d.units_done[1] > done_before):
+                    time.sleep(0.005)
+                os.kill(pid, signal.SIGKILL)
+
+            killer = threading.Thread(target=kill_when_busy)
+            killer.start()
             try:
-                f = sb.batch("params")
+                f, acc = sb.batch_gradient()
             finally:
-                timer.cancel()
-            acc = sb.server.fetch_vector("acc")
-            assert [x["replica"] for x in sb.batch.lost] == [1]
-            assert sb.batch.units_done[1] > 0  # it had done some units before it died
-    fr, gr = _reference(net, net.init_params(0), digits)
+                killer.join()
+            assert [x.replica for x in d.lost] == [1]
+            assert d.units_done[1] > done_before  # it had done some units of this batch before it died
+            params = sb.parameters()
+    fr, gr = _reference(net, params, digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(acc, gr, atol=2e-6)
 
@@ -223,9 +250,33 @@ def test_bad_settings(digits):
         SandblasterLBFGS("linear", digits, replicas=2, slow_replicas={5: 2})
     with pytest.raises(ValueError, match="work_unit_size"):
         SandblasterLBFGS("linear", digits, work_unit_size=-1)
+    with pytest.raises(ValueError, match="gtol"):
+        SandblasterLBFGS("linear", digits, gtol=-1)
+    with pytest.raises(ValueError, match="push_every"):
+        SandblasterLBFGS("linear", digits, push_every=0)
 
 
+@pytest.mark.cluster
 def test_more_replicas_than_threads_is_warned_about(digits, local_cluster):
     with pytest.warns(UserWarning, match="threads"):
         with SandblasterLBFGS("linear", digits, replicas=3, client=local_cluster.client) as sb:
             sb.start()
+
+
+@pytest.mark.cluster
+def test_settings_change_between_batches(digits, roomy_cluster):
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
+    with _paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40,
+                                  client=roomy_cluster.client)) as sb:
+        sb.set(work_unit_size=200, backup=False, replicas=2, slow_replicas={1: 3})
+        d = sb.dispatcher
+        assert len(d.units) == 9 and not d.backup and [s.alive for s in d.slots] == [True, True, False]
+        f, acc = sb.batch_gradient()
+        fr, gr = _reference(net, sb.parameters(), digits)
+        assert abs(f - fr) < 1e-5 * fr
+        np.testing.assert_allclose(acc, gr, atol=2e-6)
+        sb.fit(steps=2, progress=False)
+        assert sb.snapshot().step >= 2
+        with pytest.raises(ValueError, match="work_unit_size"):
+            sb.set(work_unit_size=-5)
+        assert sb.config.sandblaster.work_unit_size == 200

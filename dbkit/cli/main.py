@@ -67,31 +67,24 @@ def _write_outputs(report: dict, report_path: str | None, plot_path: str | None)
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .jobs import print_summary, run_downpour, run_sandblaster, run_sgd
+    from ..config import RunConfig
+    from ..runner import run
+    from .summary import print_summary
 
     try:
         if args.command == "demo":
-            from ..config import RunConfig
-
             steps = 800 if small() else 3000
-            config = RunConfig(algorithm="downpour", dataset="digits", model="mlp", steps=steps, replicas=3,
-                               shards=2, optimizer="adagrad", lr=0.05, eval_every=max(1, steps // 20))
+            config = RunConfig.make(algorithm="downpour", dataset="digits", model="mlp", steps=steps, replicas=3,
+                                    shards=2, optimizer="adagrad", lr=0.05, eval_every=max(1, steps // 20))
             print(f"dbkit demo: Downpour SGD with Adagrad, 3 replicas and 2 parameter shards on a LocalCluster, "
                   f"{steps} steps in all")
-            report = run_downpour(config, progress=not args.quiet)
-            print_summary(report)
-            out = Path(args.out)
-            _write_outputs(report, str(out / "report.json"), str(out / "plot.png"))
-            return 0
-        config = config_from_args(args, args.algorithm)
-        if args.algorithm == "downpour":
-            report = run_downpour(config, progress=not args.quiet)
-        elif args.algorithm == "sandblaster":
-            report = run_sandblaster(config, progress=not args.quiet)
+            report_path, plot_path = str(Path(args.out) / "report.json"), str(Path(args.out) / "plot.png")
         else:
-            report = run_sgd(config, on_cluster=args.on_cluster or bool(args.scheduler), progress=not args.quiet)
+            config = config_from_args(args, args.algorithm)
+            report_path, plot_path = args.report, args.plot
+        report = run(config, progress=not args.quiet)
         print_summary(report)
-        _write_outputs(report, args.report, args.plot)
+        _write_outputs(report, report_path, plot_path)
         return 130 if report.get("interrupted") else 0
     except (ValueError, DataError, OSError) as e:
         print(f"dbkit: error: {e}", file=sys.stderr)

@@ -13,7 +13,8 @@ def _hidden(text: str) -> tuple[int, ...]:
     try:
         widths = tuple(int(w) for w in text.split(",") if w.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--hidden takes comma-separated widths such as 256,256, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"--hidden takes comma-separated widths such as 256,256, got {text!r}") from None
     if not widths or min(widths) < 1:
         raise argparse.ArgumentTypeError(f"--hidden widths must be >= 1, got {text!r}")
     return widths
@@ -38,28 +39,32 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="update rule applied where the parameters live; Adagrad keeps its per-parameter "
                         "accumulators on the parameter shards (paper Sec. 4.1) (default: %(default)s)")
     t.add_argument("--lr", type=float, default=d.lr, help="learning rate (default: %(default)s)")
-    t.add_argument("--batch-size", type=int, default=d.batch_size, help="examples per mini-batch (default: %(default)s)")
-    t.add_argument("--steps", type=int, default=None, help=f"training steps (default: {d.steps} if --seconds is not given)")
+    t.add_argument("--batch-size", type=int, default=d.batch_size,
+                   help="examples per mini-batch (default: %(default)s)")
+    t.add_argument("--steps", type=int, default=None,
+                   help=f"training steps (default: {d.steps} if --seconds is not given)")
     t.add_argument("--seconds", type=float, default=None, help="train for this long instead of a number of steps")
-    t.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between evaluations (default: %(default)s)")
+    t.add_argument("--eval-every", type=int, default=d.eval_every,
+                   help="steps between evaluations (default: %(default)s)")
     t.add_argument("--seed", type=int, default=d.seed, help="seed for initialisation, data order and splits")
     s = p.add_argument_group("DistBelief (paper Sec. 4)")
     s.add_argument("--replicas", type=int, default=d.replicas,
                    help="model replicas, each training on its own data shard (default: %(default)s)")
     s.add_argument("--shards", type=int, default=d.shards,
                    help="parameter server shards, each owning a slice of the parameters (default: %(default)s)")
-    s.add_argument("--partitions", type=int, default=d.partitions,
+    s.add_argument("--partitions", type=int, default=d.downpour.partitions,
                    help="machines one replica's network is split across (model parallelism) (default: %(default)s)")
-    s.add_argument("--n-fetch", type=int, default=d.n_fetch,
+    s.add_argument("--n-fetch", type=int, default=d.downpour.n_fetch,
                    help="a replica fetches fresh parameters every n_fetch steps (default: %(default)s)")
-    s.add_argument("--n-push", type=int, default=d.n_push,
+    s.add_argument("--n-push", type=int, default=d.downpour.n_push,
                    help="a replica pushes its accumulated gradient every n_push steps (default: %(default)s)")
-    s.add_argument("--warm-start-steps", type=int, default=d.warm_start_steps,
+    s.add_argument("--warm-start-steps", type=int, default=d.downpour.warm_start_steps,
                    help="warm start: one replica trains alone this many steps before the others join")
     c = p.add_argument_group("cluster")
     c.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running Dask scheduler (tcp://HOST:PORT); default: start a LocalCluster")
-    c.add_argument("--workers", type=int, default=d.workers, help="LocalCluster worker processes (default: %(default)s)")
+    c.add_argument("--workers", type=int, default=d.workers,
+                   help="LocalCluster worker processes (default: %(default)s)")
     o = p.add_argument_group("output")
     o.add_argument("--report", default=None, metavar="PATH", help="write the JSON run report here")
     o.add_argument("--plot", default=None, metavar="PATH", help="write a PNG of loss and accuracy against time here")
@@ -71,17 +76,18 @@ def _slow(text: str) -> tuple[int, float]:
         index, factor = text.split(":")
         return int(index), float(factor)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--slow-replica takes INDEX:FACTOR such as 0:10, got {text!r}")
+        raise argparse.ArgumentTypeError(f"--slow-replica takes INDEX:FACTOR such as 0:10, got {text!r}") from None
 
 
 def add_sandblaster_options(p: argparse.ArgumentParser) -> None:
     """Sandblaster L-BFGS's own flags (paper Sec. 4.2)."""
     d = DEFAULTS
     g = p.add_argument_group("Sandblaster L-BFGS (paper Sec. 4.2)")
-    g.add_argument("--memory", type=int, default=d.memory,
+    g.add_argument("--memory", type=int, default=d.sandblaster.memory,
                    help="L-BFGS history pairs (s, y) kept on the parameter shards (default: %(default)s)")
-    g.add_argument("--iterations", type=int, default=d.iterations, help="at most this many L-BFGS iterations")
-    g.add_argument("--work-unit-size", type=int, default=d.work_unit_size,
+    g.add_argument("--iterations", type=int, default=d.sandblaster.iterations,
+                   help="at most this many L-BFGS iterations (default: %(default)s)")
+    g.add_argument("--work-unit-size", type=int, default=d.sandblaster.work_unit_size,
                    help="examples per work unit; 0 = about a tenth of the batch per replica (default)")
     g.add_argument("--no-backup", dest="backup", action="store_false",
                    help="do not schedule backup copies of running units near the end of a batch")
@@ -92,15 +98,16 @@ def add_sandblaster_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
-    """Map parsed flags onto a validated ``RunConfig``."""
+    """Map parsed flags onto a validated ``RunConfig`` (each in its section)."""
     steps = args.steps if (args.steps is not None or args.seconds is not None) else DEFAULTS.steps
-    return RunConfig(
-        algorithm=algorithm, dataset=args.dataset, model=args.model, hidden=args.hidden, l2=args.l2,
-        batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer, steps=steps, seconds=args.seconds,
-        seed=args.seed, eval_every=args.eval_every, replicas=args.replicas, shards=args.shards,
-        partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
-        warm_start_steps=args.warm_start_steps, workers=args.workers, scheduler=args.scheduler,
-        **({"memory": args.memory, "iterations": args.iterations, "work_unit_size": args.work_unit_size,
-            "backup": args.backup, "balance": args.balance, "slow_replicas": tuple(args.slow_replica)}
-           if algorithm == "sandblaster" else {}),
-    )
+    flat = dict(algorithm=algorithm, dataset=args.dataset, model=args.model, hidden=args.hidden, l2=args.l2,
+                batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer, steps=steps, seconds=args.seconds,
+                seed=args.seed, eval_every=args.eval_every, replicas=args.replicas, shards=args.shards,
+                partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
+                warm_start_steps=args.warm_start_steps, workers=args.workers, scheduler=args.scheduler)
+    if algorithm == "sandblaster":
+        flat.update(memory=args.memory, iterations=args.iterations, work_unit_size=args.work_unit_size,
+                    backup=args.backup, balance=args.balance, slow_replicas=tuple(args.slow_replica))
+    if algorithm == "sgd":
+        flat.update(on_cluster=bool(args.on_cluster or args.scheduler))
+    return RunConfig.make(**flat)

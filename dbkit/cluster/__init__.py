@@ -1,9 +1,24 @@
-"""The only part of dbkit that knows Dask: clusters, actors, placement."""
+"""The only part of dbkit that knows Dask: clusters, actors and tasks, and the jobs that use them.
 
-from .downpour import ChangeInProgress, DownpourSGD
-from .registry import ActorRegistry
-from .sandblaster import SandblasterLBFGS
-from .session import Cluster, ClusterError
-from .shards import start_shards
+Names load when first used, so ``import dbkit.cluster`` is cheap and an
+in-memory ``SyncSGD`` never loads Dask.
+"""
 
-__all__ = ["ChangeInProgress", "DownpourSGD", "SandblasterLBFGS", "ActorRegistry", "Cluster", "ClusterError", "start_shards"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "Cluster": ".session", "ClusterError": ".session", "ActorRegistry": ".registry", "start_shards": ".shards",
+    "SyncSGD": ".sgd", "DownpourSGD": ".downpour", "SandblasterLBFGS": ".sandblaster",
+    "ActorPartitionedNetwork": ".partitioned_network",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'dbkit.cluster' has no attribute {name!r}")

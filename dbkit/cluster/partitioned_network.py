@@ -1,21 +1,24 @@
-"""One replica's network split across workers: K ``PartitionWorker`` actors that
-exchange only boundary activations and gradients (DistBelief Sec. 3)."""
+"""One network split across workers: K partition actors that exchange only boundary
+activations and gradients (DistBelief Sec. 3); ``loss_and_grad`` as the whole network's.
+
+The check that partitioned execution on real actors equals the unpartitioned
+network, and what the partitioning benchmark times. Inside Downpour, the
+partitions fetch and push their own parameters instead (``DownpourSGD(partitions=K)``).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..nn import Network
-from ..partition import boundary_floats
-from ..partition import inputs_used
-from ..partition import plan as make_plan
+from ..partition import boundary_floats, inputs_used, ownership
 from ..ps import resolve
-from .partition_actor import PartitionWorker
+from .partition_actors import PartitionActor
 from .session import Cluster
 
 
-class PartitionedReplica:
-    """``loss_and_grad`` like ``Network.loss_and_grad``, computed by ``k`` partition actors.
+class ActorPartitionedNetwork:
+    """``loss_and_grad`` like ``Network.loss_and_grad``, computed by ``k`` partition actors named ``name-j``.
 
     Partitions are placed round-robin on ``workers`` (default: all). The
     gradient is assembled here only to check and to train in process;
@@ -24,18 +27,18 @@ class PartitionedReplica:
 
     def __init__(self, cluster: Cluster, network: Network, k: int, workers: list[str] | None = None,
                  name: str = "partition") -> None:
-        self.cluster, self.network, self.k = cluster, network, k
+        self.cluster, self.network, self.k, self.name = cluster, network, k, name
+        self.ownership = ownership(network, k)
         workers = workers or cluster.workers()
-        self.parts = [cluster.place_actor(f"{name}-{j}", PartitionWorker, j, k, network,
-                                          worker=workers[j % len(workers)]) for j in range(k)]
         self.workers = [workers[j % len(workers)] for j in range(k)]
+        self.parts = [cluster.place_actor(f"{name}-{j}", PartitionActor, j, self.ownership, worker=w)
+                      for j, w in enumerate(self.workers)]
         handles = [(str(p.key), w) for p, w in zip(self.parts, self.workers)]
-        for r in [p.connect(handles) for p in self.parts]:
+        for r in [p.connect_to(handles) for p in self.parts]:
             resolve(r)
-        self.plan = make_plan(network, k)
-        self.indices = [self.plan.param_indices(j) for j in range(k)]
+        self.indices = [self.ownership.param_indices(j) for j in range(k)]
         # each partition gets only the input columns its first layer reads
-        self.input_cols = [inputs_used(network.layers[0], self.plan.units(0, j)) for j in range(k)]
+        self.input_cols = [inputs_used(network.layers[0], self.ownership.units(0, j)) for j in range(k)]
         self.step = 0
         self.bytes_between_partitions = 0
         self._sent = [0] * k
@@ -76,5 +79,10 @@ class PartitionedReplica:
 
     def minimum_bytes(self, batch: int) -> int:
         """What the connectivity requires for one forward and backward pass of ``batch`` examples."""
-        f = boundary_floats(self.plan)
+        f = boundary_floats(self.ownership)
         return 4 * batch * (f["forward"] + f["backward"])
+
+    def release(self) -> None:
+        """Drop the partition actors."""
+        for j in range(self.k):
+            self.cluster.registry.release(f"{self.name}-{j}")

@@ -44,7 +44,7 @@ class ActorRegistry:
         if future is not None:
             try:
                 future.release()
-            except Exception:  # the client may already be closed
+            except Exception:  # noqa: BLE001 - the client may already be closed
                 pass
 
     def clear(self) -> None:

@@ -18,7 +18,7 @@ import weakref
 
 from .registry import ActorRegistry
 
-_OPEN: "weakref.WeakSet[Cluster]" = weakref.WeakSet()
+_OPEN: weakref.WeakSet[Cluster] = weakref.WeakSet()
 # Environment for worker processes dbkit starts (see Cluster.__init__); for your own
 # cluster, set the same in the workers' environment.
 WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(256 * 2**20), "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
@@ -166,7 +166,7 @@ class Cluster:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -186,5 +186,5 @@ def _close_all() -> None:
     for cluster in list(_OPEN):
         try:
             cluster.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - at exit, close what can be closed
             pass

@@ -43,11 +43,15 @@ class ShardHandles:
     workers: tuple[str, ...]
 
 
-def handles_of(server: ShardedParameters) -> ShardHandles:
-    return ShardHandles(server.layout, tuple(str(s.key) for s in server.shards), tuple(server.workers))
+def handles_of(server: ShardedParameters, which: list[int] | None = None, layout: ShardLayout | None = None
+               ) -> ShardHandles:
+    """Handles of ``server``'s shards (of those numbered ``which``, with ``layout`` over them, if given)."""
+    which = list(range(len(server.shards))) if which is None else which
+    return ShardHandles(layout or server.layout, tuple(str(server.shards[i].key) for i in which),
+                        tuple(server.workers[i] for i in which))
 
 
-def connect(handles: ShardHandles, colocated: bool = True) -> ShardedParameters:
+def connect(handles: ShardHandles, colocated: bool = True, name: str | None = None) -> ShardedParameters:
     """Handles to the shards named by ``handles``, for use inside a task on a worker.
 
     A shard on another worker is reached through an actor proxy. A shard on
@@ -60,4 +64,4 @@ def connect(handles: ShardHandles, colocated: bool = True) -> ShardedParameters:
 
     local = get_worker().state.actors if colocated else {}
     shards = [local.get(k) or Actor(ParameterShard, w, k) for k, w in zip(handles.keys, handles.workers)]
-    return ShardedParameters(shards, handles.layout, workers=list(handles.workers))
+    return ShardedParameters(shards, handles.layout, workers=list(handles.workers), name=name)

@@ -1,106 +1,76 @@
-"""Downpour replicas as long-running Dask tasks, steered through a per-worker control actor.
+"""Downpour replicas as long-running Dask tasks, steered through a control actor on their worker.
 
-A replica's loop runs as a task that calls ``secede()``, so it never occupies a
-worker thread slot and never runs on the actor thread shared by the shards on
-that worker (DESIGN.md, Dask facts). The driver changes settings (rates, lr,
-pause, stop, step caps) by calling ``ReplicaControl`` methods; the replica reads
-the control object *in process* (same worker), so steering costs the replica
-nothing per step and takes effect from its next step.
+A replica's loop (``dbkit.algorithms.run_replica_loop``) runs as a task that
+calls ``secede()``, so it never occupies a worker thread slot and never runs
+on the actor thread shared by the shards on that worker (DESIGN.md, Dask
+facts). The driver changes a replica's ``ReplicaSettings`` by calling
+``ReplicaControl`` methods; the replica reads the control object *in process*
+(same worker), so steering costs the replica nothing per step.
 """
 
 from __future__ import annotations
 
-import time
-import traceback
+from typing import Any
 
 import numpy as np
 
-from ..algorithms import DownpourReplica
-from .partition_downpour import DownpourPartition
-from .partitioned_downpour import PartitionedDownpourReplica, fail_fast
-from .shards import ShardHandles, connect
-
-SETTINGS = ("n_fetch", "n_push", "lr", "paused", "stop", "max_steps")
+from ...algorithms import DownpourReplica, PartitionedDownpourReplica, ReplicaFigures, ReplicaSettings, run_replica_loop
+from ..partition_actors import PartitionActor, fail_fast
+from ..shards import ShardHandles, connect
 
 
 class ReplicaControl:
-    """Settings and live figures of the replicas on one worker (a Dask actor)."""
+    """Settings and latest figures of the replicas on one worker (a Dask actor)."""
 
     def __init__(self) -> None:
-        self.settings: dict[int, dict] = {}
-        self.figures: dict[int, dict] = {}
+        self.settings: dict[int, ReplicaSettings] = {}
+        self.figures: dict[int, ReplicaFigures] = {}
 
-    def register(self, index: int, settings: dict) -> None:
-        self.settings[index] = {k: settings[k] for k in SETTINGS}
+    def register(self, index: int, settings: ReplicaSettings) -> None:
+        self.settings[index] = settings
 
-    def set(self, indices: list[int] | None = None, **changes) -> list[int]:
-        """Apply ``changes`` to the replicas ``indices`` (all on this worker if None)."""
-        unknown = set(changes) - set(SETTINGS)
-        if unknown:
-            raise ValueError(f"unknown replica settings {sorted(unknown)}")
+    def set(self, indices: list[int] | None = None, **changes: Any) -> list[int]:
+        """Apply ``changes`` (fields of ``ReplicaSettings``) to replicas ``indices`` (all here if None)."""
         targets = list(self.settings) if indices is None else [i for i in indices if i in self.settings]
         for i in targets:
-            self.settings[i] = {**self.settings[i], **changes}
+            self.settings[i] = self.settings[i].but(**changes)
         return targets
 
-    def stats(self) -> dict[int, dict]:
-        return {i: dict(f) for i, f in self.figures.items()}
+    def latest(self) -> dict[int, ReplicaFigures]:
+        return dict(self.figures)
 
 
-def run_replica(index: int, control_key: str, network, X: np.ndarray | None, y: np.ndarray | None,
-                shards: ShardHandles | None, batch_size: int, seed: int, poll: float = 0.005,
-                partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0) -> dict:
-    """The body of one replica task: step until told to stop; returns final figures.
+def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None, y: np.ndarray | None,
+                shards: ShardHandles | None, batch_size: int, seed: int, max_nonfinite: int,
+                partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0) -> ReplicaFigures:
+    """The body of one replica task: run its loop until told to stop; returns its final figures.
 
-    ``control_key`` names the ``ReplicaControl`` actor on this worker, read in
-    process. Errors (a shard lost, say) end this replica alone: they are
-    recorded in the figures (``failures``, ``error``) instead of raised.
-    A whole replica trains on ``X, y`` with ``shards``; a partitioned one
-    drives the ``DownpourPartition`` actors named by ``partitions``
-    (``(key, worker)`` each), which hold their data and shards themselves.
+    A whole replica trains on ``X, y`` with ``shards``; a partitioned one drives
+    the partition actors named by ``partitions`` (``(key, worker)`` each), which
+    hold their data and shards themselves.
     """
     from distributed import get_worker, secede
     from distributed.actor import Actor
     from threadpoolctl import threadpool_limits
 
     secede()
-    ctl = get_worker().state.actors.get(control_key)
+    worker = get_worker()
+    ctl = worker.state.actors.get(control_key)
     if ctl is None:
         raise RuntimeError(f"replica {index}: its control actor {control_key} is not on this worker")
     s = ctl.settings[index]
+    replica: DownpourReplica | PartitionedDownpourReplica
     if partitions:
-        parts = [Actor(DownpourPartition, w, k) for k, w in partitions]
-        replica = PartitionedDownpourReplica(index, parts, s["n_fetch"], s["n_push"], s["lr"], floats_per_example,
-                                             gather=fail_fast(get_worker().loop))
+        parts = [Actor(PartitionActor, w, k) for k, w in partitions]
+        replica = PartitionedDownpourReplica(index, parts, s.n_fetch, s.n_push, s.lr, floats_per_example,
+                                             gather=fail_fast(worker.loop), max_nonfinite=max_nonfinite)
     else:
-        replica = DownpourReplica(index, network, X, y, connect(shards), batch_size, s["n_fetch"], s["n_push"],
-                                  s["lr"], seed=seed)
-    worker = get_worker().address
-    figures = {**replica.stats(), "worker": worker, "failures": 0, "error": None, "state": "running"}
-    applied = dict(s)
+        assert X is not None and y is not None and shards is not None
+        replica = DownpourReplica(index, network, X, y, connect(shards, name=f"replica{index}"), batch_size,
+                                  s.n_fetch, s.n_push, s.lr, seed=seed, max_nonfinite=max_nonfinite)
+
+    def publish(figures: ReplicaFigures) -> None:
+        ctl.figures[index] = figures
+
     with threadpool_limits(1):  # one BLAS thread per replica: processes, not BLAS threads, share the cores
-        try:
-            while True:
-                s = ctl.settings[index]
-                if s["stop"]:
-                    break
-                if s is not applied:
-                    if (s["n_fetch"], s["n_push"], s["lr"]) != (applied["n_fetch"], applied["n_push"], applied["lr"]):
-                        replica.configure(s["n_fetch"], s["n_push"], s["lr"])
-                    applied = s
-                if s["paused"] or replica.steps >= s["max_steps"]:
-                    replica.flush()
-                    figures = {**figures, **replica.stats(), "state": "paused"}
-                    ctl.figures[index] = figures
-                    time.sleep(poll)
-                    continue
-                replica.step()
-                figures = {**figures, **replica.stats(), "state": "running"}
-                ctl.figures[index] = figures
-            replica.flush()
-            figures = {**figures, **replica.stats(), "state": "stopped"}
-        except Exception as e:  # noqa: BLE001 - a replica's death must not stop training
-            figures = {**figures, **replica.stats(), "state": "failed", "failures": 1,
-                       "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)}
-    ctl.figures[index] = figures
-    return figures
+        return run_replica_loop(replica, lambda: ctl.settings[index], publish, worker=worker.address)

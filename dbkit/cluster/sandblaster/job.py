@@ -1,33 +1,59 @@
-"""The Sandblaster L-BFGS driver: shards, replicas and the coordinator on a Dask cluster.
+"""Sandblaster L-BFGS as a job: shards, replicas and the coordinator on a Dask cluster.
 
 DistBelief Sec. 4.2. The coordinator (``dbkit.algorithms.LBFGSCoordinator``)
-runs in this process and talks to the shards in commands and scalars; batch
-gradients are computed by replicas on the workers, unit by unit
-(``DaskBatch``), with load balancing and backup copies.
+runs on a thread of this process and talks to the shards in commands and
+scalars; batch gradients are computed by replicas on the workers, unit by
+unit (``DaskBatch``), with load balancing and backup copies. It pauses
+between L-BFGS iterations; settings change between batches.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
-import time
 import warnings
+from typing import Any
 
 import numpy as np
 
-from ..algorithms import Evaluator
-from ..algorithms.sandblaster import LBFGSCoordinator
-from ..config import RunConfig
-from ..data import Dataset
-from ..nn import Network
-from .job_setup import resolve_job
-from .sandblaster_batch import DaskBatch, Slot
-from .session import Cluster
-from .shards import start_shards
-from .work_unit_task import SandblasterReplica
+from ...algorithms import Iteration, LBFGSCoordinator, ReplicaFigures, SandblasterReplica, Slot, UnitDispatcher
+from ...config import RunConfig
+from ...data import Dataset
+from ...jobs import FinalState, Gate, Job, JobThread, resolve_job
+from ...nn import Network
+from ...ps import ShardedParameters
+from ...telemetry import BatchDone, ByteCounts, ReplicaEvent
+from ..session import Cluster
+from ..shards import start_shards
+from .batch import DaskBatch
 
 
-class SandblasterLBFGS:
+class _Resources:
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.thread: JobThread | None = None
+        self.batch: DaskBatch | None = None
+        self.coordinator: LBFGSCoordinator | None = None
+        self.server: ShardedParameters | None = None
+        self.cluster: Cluster | None = None
+
+    def release(self) -> None:
+        """Stop the coordinator and drop every holder of shard proxies (they keep the actors alive)."""
+        self.gate.stop()
+        if self.thread is not None:
+            self.thread.halt()
+        if self.batch is not None:
+            self.batch.release()
+        if self.coordinator is not None:
+            self.coordinator.ops = None
+        self.server = None
+        if self.cluster is not None:
+            self.cluster.close()
+        gc.collect()
+
+
+class SandblasterLBFGS(Job):
     """Batch L-BFGS with the batch gradient spread over replicas in work units.
 
     Parameters
@@ -35,205 +61,255 @@ class SandblasterLBFGS:
     model, data : str, Network or Dataset
         As for ``DownpourSGD``. ``linear`` with ``l2 > 0`` is strictly convex.
     replicas, shards : int
-    memory : int
-        L-BFGS history pairs kept on the shards.
-    max_iterations : int
+    memory, iterations : int
+        L-BFGS history pairs kept on the shards; at most this many iterations.
     work_unit_size : int
         Examples per work unit; 0 picks about a tenth of ``n_train / replicas``.
-    backup : bool
-        Schedule backup copies of running units near the end of a batch.
+    backup, balance : bool
+        Backup copies of running units near the end of a batch; hand out units
+        as replicas become free (False: split them equally up front, for contrast).
     slow_replicas : dict, optional
         ``{replica index: factor}``: make those replicas that many times slower.
-    balance : bool
-        Hand out units as replicas become free (True) or split them equally up front (False, for contrast).
-    gtol, ftol : float
-        Stopping rules (see ``LBFGSCoordinator``).
+    gtol, ftol, push_every
+        Stopping rules (see ``LBFGSCoordinator``) and pushes every ``push_every`` units.
+
+    ``fit(steps=N)`` runs N more iterations; ``set()`` changes ``replicas``,
+    ``work_unit_size``, ``backup``, ``balance`` and ``slow_replicas`` between batches.
     """
 
-    name = "sandblaster"
+    algorithm = "sandblaster"
+    steerable = ("replicas", "work_unit_size", "backup", "balance", "slow_replicas")
 
-    def __init__(self, model: str | Network = "linear", data: str | Dataset = "digits", replicas: int | None = None,
-                 shards: int | None = None, memory: int | None = None, max_iterations: int | None = None,
-                 work_unit_size: int | None = None, backup: bool | None = None, client=None,
-                 scheduler: str | None = None, config: RunConfig | None = None, slow_replicas: dict | None = None,
-                 balance: bool | None = None, replica_workers: list[str] | None = None,
-                 shard_workers: list[str] | None = None, gtol: float = 1e-5, ftol: float = 1e-9,
-                 push_every: int = 4, **settings) -> None:
-        given = dict(replicas=replicas, shards=shards, memory=memory, iterations=max_iterations,
-                     work_unit_size=work_unit_size, backup=backup, balance=balance, scheduler=scheduler,
-                     slow_replicas=tuple((slow_replicas or {}).items()) if slow_replicas is not None else None,
-                     **settings)
-        base = config or RunConfig(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
-        self.config, self.data, self.network = resolve_job("sandblaster", model, data, base, given)
-        c = self.config
-        self.unit_size = c.work_unit_size or max(1, self.data.n_train // (10 * c.replicas))
-        self.gtol, self.ftol, self.push_every = gtol, ftol, push_every
-        self.evaluator = Evaluator(self.network, self.data, seed=c.seed)
+    def __init__(self, model: str | Network = "linear", data: str | Dataset = "digits", *, client: Any = None,
+                 scheduler: str | None = None, config: RunConfig | None = None,
+                 replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
+                 **settings: Any) -> None:
+        base = config or RunConfig.make(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
+        config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
+        super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
-        self.cluster = self.server = self.batch = self.coordinator = None
-        self.history: list[dict] = []
-        self._final = None
-        self.started = self.stopped = False
-        self._t0 = 0.0
+        self._gate = Gate()
+        self._res = _Resources(self._gate)
+        self._batch: DaskBatch | None = None
+        self._coordinator: LBFGSCoordinator | None = None
 
-    def start(self) -> "SandblasterLBFGS":
-        if self.stopped:
-            raise RuntimeError("this SandblasterLBFGS was stopped; make a new one")
-        if self.started:
-            return self
+    @property
+    def unit_size(self) -> int:
         c = self.config
-        per_worker = max(1, math.ceil(c.replicas / c.workers))
-        self.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers,
-                               threads_per_worker=per_worker)
-        try:
-            workers = self.cluster.workers()
-            shard_workers = self._shard_workers or workers
-            replica_workers = self._replica_workers or workers
-            self.server = start_shards(self.cluster, self.network.init_params(c.seed), c.shards, "sgd", 1.0,
-                                       workers=shard_workers)
-            self._check_threads(replica_workers)
-            slow = dict(c.slow_replicas)
-            slots = []
-            for i in range(c.replicas):
-                w = replica_workers[i % len(replica_workers)]
-                proxy = self.cluster.place_actor(f"sandblaster-replica-{i}", SandblasterReplica, i,
-                                                 slow.get(i, 1.0), worker=w)
-                slots.append(Slot(i, w, str(proxy.key)))
-            self.batch = DaskBatch(self.cluster, self.network, self.data.X_train, self.data.y_train, self.server,
-                                   slots, self.unit_size, self.push_every, c.backup, c.balance)
-            self.started = True
-            self._t0 = time.perf_counter()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return c.sandblaster.work_unit_size or max(1, self.data.n_train // (10 * c.replicas))
 
-    def _check_threads(self, replica_workers: list[str]) -> None:
+    @property
+    def dispatcher(self) -> UnitDispatcher:
+        """Who computed which work units so far: ``units_done``, ``backups_issued``, ``lost`` ..."""
+        if self._batch is None:
+            raise RuntimeError("the job has not started")
+        return self._batch.dispatcher
+
+    @property
+    def iterations(self) -> list[Iteration]:
+        """The coordinator's rows: loss, gradient norm, step length per L-BFGS iteration."""
+        return list(self._coordinator.rows) if self._coordinator is not None else []
+
+    def batch_gradient(self, vector: str = "params") -> tuple[float, np.ndarray]:
+        """One batch gradient by work units at shard vector ``vector``: ``(loss, gradient)``.
+
+        For a paused job (L-BFGS waits between iterations meanwhile)."""
+        server = self._res.server
+        if self._batch is None or server is None or self.state not in ("paused", "finished"):
+            raise RuntimeError(f"batch_gradient needs a started, paused job; this one is {self.state}")
+        loss = self._batch(vector)
+        return loss, server.fetch_vector("acc")
+
+    def describe(self) -> str:
+        c, s = self.config, self.config.sandblaster
+        units = math.ceil(self.data.n_train / self.unit_size)
+        return (f"sandblaster: {c.replicas} replicas, {c.shards} shards, memory {s.memory}, {units} work units of "
+                f"{self.unit_size} examples (and one L2 unit) per batch, backups {'on' if s.backup else 'off'}"
+                + (f", slow {dict(s.slow_replicas)}" if s.slow_replicas else ""))
+
+    # ---- the hooks of Job --------------------------------------------------------------------
+    def _launch(self, paused: bool) -> None:
+        c, s = self.config, self.config.sandblaster
+        self._gate.paused = paused
+        per_worker = max(1, math.ceil(c.replicas / c.workers))
+        cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers,
+                                              threads_per_worker=per_worker)
+        workers = cluster.workers() or cluster.wait_for_workers(1)
+        self._replica_workers = self._replica_workers or workers
+        self._res.server = start_shards(cluster, self.network.init_params(c.seed), c.shards, "sgd", 1.0,
+                                    workers=self._shard_workers or workers)
+        slots = [self._place_replica(i) for i in range(c.replicas)]
+        self._batch = self._res.batch = DaskBatch(
+            cluster, self.network, self.data.X_train, self.data.y_train, self._res.server, slots,
+            {sl.index: self._state_key(sl.index) for sl in slots}, self.unit_size, s.push_every, s.backup, s.balance,
+            self._gate, on_batch=self._batch_done, clock=self.events.now)
+        self._check_threads()
+        self._coordinator = self._res.coordinator = LBFGSCoordinator(self._res.server, self._batch, s.memory,
+                                                                     s.iterations, s.gtol, s.ftol)
+        self._res.thread = JobThread(self, SandblasterLBFGS._iterate, "dbkit-sandblaster", on_error=Job._thread_failed)
+        self._res.thread.start()
+
+    def _state_key(self, index: int) -> str:
+        assert self._res.cluster is not None
+        return str(self._res.cluster.registry.proxy(f"sandblaster-replica-{index}").key)
+
+    def _place_replica(self, index: int) -> Slot:
+        cluster, workers = self._res.cluster, self._replica_workers
+        assert cluster is not None and workers is not None
+        worker = workers[index % len(workers)]
+        slow = dict(self.config.sandblaster.slow_replicas).get(index, 1.0)
+        cluster.place_actor(f"sandblaster-replica-{index}", SandblasterReplica, index, slow, worker=worker)
+        self.events.emit(ReplicaEvent, replica=index, what="started", worker=worker)
+        return Slot(index, worker)
+
+    def _check_threads(self) -> None:
         """Warn when replicas sharing a worker outnumber its threads: they would queue, not run at once."""
-        nthreads = self.cluster.client.nthreads()
+        assert self._res.cluster is not None
+        nthreads = self._res.cluster.client.nthreads()
         wanted: dict[str, int] = {}
-        for i in range(self.config.replicas):
-            w = replica_workers[i % len(replica_workers)]
-            wanted[w] = wanted.get(w, 0) + 1
+        for slot in self.dispatcher.live():
+            wanted[slot.worker] = wanted.get(slot.worker, 0) + 1
         short = {w: (n, nthreads.get(w, 0)) for w, n in wanted.items() if n > nthreads.get(w, 0)}
         if short:
             warnings.warn(f"replicas per worker exceed the worker's threads {short} (replicas, threads): "
                           "those replicas will wait for each other; start workers with more threads "
-                          "(dask worker --nthreads)", UserWarning, stacklevel=3)
+                          "(dask worker --nthreads)", UserWarning, stacklevel=5)
 
-    def fit(self, progress: bool = True) -> list[dict]:
-        """Run L-BFGS until a stopping rule holds; returns the history (one row per iteration)."""
-        self.start()
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=self.config.iterations, unit="it", desc="sandblaster", leave=False)
-
-        def on_iteration(row: dict) -> None:
-            params = self.server.fetch()  # the driver evaluates; the coordinator never sees vectors
-            ev = self.evaluator(params)
-            self.history.append({"t": round(time.perf_counter() - self._t0, 4), "step": row["iteration"],
-                                 "train_loss": row["loss"], "test_accuracy": ev["test_accuracy"],
-                                 "test_loss": ev["test_loss"], "grad_norm": row["grad_norm"],
-                                 "line_search_step": row["step"], "evaluations": row["evaluations"]})
-            if bar is not None:
-                bar.update(1 if row["iteration"] else 0)
-                bar.set_postfix(loss=f"{row['loss']:.4f}", gnorm=f"{row['grad_norm']:.2e}", refresh=False)
-
-        self.coordinator = LBFGSCoordinator(self.server, self.batch, memory=self.config.memory,
-                                            max_iterations=self.config.iterations, gtol=self.gtol,
-                                            ftol=self.ftol, on_iteration=on_iteration)
+    def _iterate(self) -> float | None:
+        """One L-BFGS iteration on the coordinator's thread (``JobThread`` calls it with the job)."""
+        coordinator = self._coordinator
+        assert coordinator is not None
+        if not self._gate.open_for(self._progress()):
+            self._gate.rest()
+            return 0.0
         try:
-            self.coordinator.run()
-        finally:
-            if bar is not None:
-                bar.close()
-        return self.history
+            row = coordinator.begin() if not coordinator.rows else coordinator.iterate()
+        except FloatingPointError as e:
+            self._diverged(str(e))
+            return None
+        if row is None:
+            self._set_state("finished", coordinator.stop_reason)
+            return None
+        self._sample(evaluate=True)
+        return 0.0
 
-    def current_params(self) -> np.ndarray:
-        return self._final["params"] if self._final is not None else self.server.fetch()
+    def _batch_done(self, d: UnitDispatcher, seconds: float) -> None:
+        lost = tuple(x for x in d.lost if x.batch == d.batch)
+        for x in lost:
+            self.events.emit(ReplicaEvent, replica=x.replica, what="lost", worker=self._slot_worker(x.replica),
+                             reason=x.reason)
+        self.events.emit(BatchDone, batch=d.batch, seconds=seconds, loss=d.loss, units=d.timeline(), lost=lost)
 
-    def evaluate(self) -> dict:
-        return self.evaluator.final(self.current_params())
+    def _slot_worker(self, index: int) -> str:
+        return next((s.worker for s in self.dispatcher.slots if s.index == index), "")
 
-    def stop(self) -> None:
-        if self.stopped:
-            return
-        self.stopped = True
-        try:
-            if self.server is not None:
-                self._final = {"params": self.server.fetch(), "shards": self.server.stats(),
-                               "shard_workers": list(self.server.workers), "replicas": self._replica_stats()}
-        finally:
-            self.server = None
-            if self.batch is not None:
-                self.batch.data = {}
-            if self.cluster is not None:
-                self.cluster.close()
-            gc.collect()
+    def _resources(self) -> _Resources:
+        return self._res
 
-    def __enter__(self) -> "SandblasterLBFGS":
-        return self
+    def _cap(self, steps: int | None) -> int | None:
+        target = None if steps is None else self._progress() + steps
+        self._gate.set_cap(2**62 if target is None else target)
+        return target
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def _hold(self, paused: bool) -> None:
+        thread = self._res.thread
+        self._gate.hold(paused, alive=lambda: thread is not None and thread.is_alive())
 
-    def _replica_stats(self) -> dict[int, dict]:
-        """Each live replica's own counters (units, pushes, fetches), asked of its state actor."""
+    def _progress(self) -> int:
+        return max(0, len(self._coordinator.rows) - 1) if self._coordinator is not None else 0
+
+    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+        if self._batch is None:
+            return {}
+        d, state = self._batch.dispatcher, {"running": "running", "paused": "paused"}.get(self.state, "stopped")
+        return {s.index: ReplicaFigures(s.index, s.worker, state if s.alive else "lost", steps=d.units_done[s.index],
+                                        examples=d.examples_done[s.index], failures=int(not s.alive))
+                for s in d.slots}
+
+    def _parameters(self) -> np.ndarray:
+        if self._res.server is None:
+            return self.network.init_params(self.config.seed)
+        return self._res.server.fetch()
+
+    def _check(self, config: RunConfig) -> None:
+        if config.replicas < self.config.replicas and self._batch is not None:
+            live = len(self._batch.dispatcher.live())
+            if live - (self.config.replicas - config.replicas) < 1:
+                raise ValueError(f"replicas must leave at least one live replica ({live} live now)")
+
+    def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
+        batch = self._batch
+        assert batch is not None
+        with batch.lock:  # between batches
+            d, s = batch.dispatcher, new.sandblaster
+            d.backup, d.balance = s.backup, s.balance
+            if "replicas" in changes:
+                self._resize(new.replicas)
+            if "work_unit_size" in changes or "replicas" in changes:
+                batch.set_unit_size(s.work_unit_size or max(1, self.data.n_train // (10 * new.replicas)))
+            if "slow_replicas" in changes:
+                slow = dict(s.slow_replicas)
+                registry = self._res.cluster.registry if self._res.cluster else None
+                calls = [registry.proxy(f"sandblaster-replica-{sl.index}").set_slow(slow.get(sl.index, 1.0))
+                         for sl in d.live()] if registry else []
+                for call in calls:
+                    call.result(timeout=10)
+
+    def _resize(self, replicas: int) -> None:
+        """Add replicas (new actors and slots) or retire the most recent ones, between batches."""
+        batch, cluster = self._batch, self._res.cluster
+        assert batch is not None and cluster is not None
+        live = batch.dispatcher.live()
+        if replicas > len(live):
+            start = max(s.index for s in batch.dispatcher.slots) + 1
+            for index in range(start, start + replicas - len(live)):
+                slot = self._place_replica(index)
+                batch.state_keys[index] = self._state_key(index)
+                batch.data_on(slot.worker)
+                batch.dispatcher.slots.append(slot)
+        for slot in live[replicas:]:
+            slot.alive = False
+            cluster.registry.release(f"sandblaster-replica-{slot.index}")
+            self.events.emit(ReplicaEvent, replica=slot.index, what="removed", worker=slot.worker)
+
+    def _gather(self, stopping: bool) -> FinalState:
+        cluster, server = self._res.cluster, self._res.server
+        assert cluster is not None and server is not None
+        if stopping:
+            self._gate.stop()
+            if self._res.thread is not None:
+                self._res.thread.halt()
+        own = self._replica_own_figures()
+        replicas = tuple(f.but(pushes=own.get(i, (0, 0))[0], fetches=own.get(i, (0, 0))[1],
+                               state="stopped" if stopping and f.live else f.state)
+                         for i, f in sorted(self._replica_figures().items()))
+        return FinalState(server.fetch(), replicas, tuple(server.figures()),
+                          {"kind": cluster.kind, "workers": cluster.workers(), "shard_workers": list(server.workers)})
+
+    def _replica_own_figures(self) -> dict[int, tuple[int, int]]:
+        """Each live replica's pushes and fetches, asked of its state actor."""
         out = {}
-        for slot in self.batch.live() if self.batch else []:
+        registry = self._res.cluster.registry if self._res.cluster else None
+        for slot in self.dispatcher.live() if self._batch and registry else []:
             try:
-                out[slot.index] = self.cluster.registry.proxy(f"sandblaster-replica-{slot.index}").stats().result(
-                    timeout=5)
-            except Exception:  # noqa: BLE001 - a lost replica has no counters to give
+                f = registry.proxy(f"sandblaster-replica-{slot.index}").figures().result(timeout=5)
+                out[slot.index] = (f.pushes, f.fetches)
+            except Exception:  # noqa: BLE001 - a lost replica has no figures to give
                 pass
         return out
 
-    def summary(self) -> dict:
-        b = self.batch
-        n = self.data.n_train
-        evaluations = self.coordinator.evaluations if self.coordinator else 0
-        slow = dict(self.config.slow_replicas)
-        lost = {x["replica"] for x in b.lost} if b else set()
-        own = self._final["replicas"] if self._final else self._replica_stats()
-        replicas = [{"replica": s.index, "worker": s.worker, "units": b.units_done[s.index],
-                     "steps": b.units_done[s.index], "pushes": own.get(s.index, {}).get("pushes", 0),
-                     "fetches": own.get(s.index, {}).get("fetches", 0),
-                     "examples": sum(u.size for u in b.units) // len(b.units) * b.units_done[s.index],
-                     "failures": int(s.index in lost), "slow_factor": slow.get(s.index, 1.0)}
-                    for s in (b.slots if b else [])]
-        shards = self._final["shards"] if self._final else (self.server.stats() if self.server else [])
-        return {
-            "algorithm": self.name, "params": self.current_params(),
-            "steps": len(self.history) - 1 if self.history else 0, "examples": evaluations * n,
-            "train_seconds": sum(b.batch_seconds) if b else 0.0, "history": list(self.history),
-            "replicas": replicas, "shards": shards,
-            "bytes": {"fetched": sum(s.get("bytes_fetched", 0) for s in shards),
-                      "pushed": sum(s.get("bytes_pushed", 0) for s in shards),
-                      "between_partitions": 0, "between_partitions_min": 0},
-        }
+    def _bytes(self, final: FinalState) -> ByteCounts:
+        return ByteCounts(sum(s.bytes_fetched for s in final.shards), sum(s.bytes_pushed for s in final.shards))
 
-    def report(self) -> dict:
-        from ..telemetry import build_report
-
-        s = self.summary()
-        b = self.batch
-        c = self.coordinator
-        extra = {
-            "dataset": self.data.summary(),
-            "model": {"name": self.network.name, "parameters": self.network.size,
-                      "layers": [layer.describe() for layer in self.network.layers]},
-            "cluster": {"kind": self.cluster.kind if self.cluster else "none"},
-            "sandblaster": {
-                "iterations": len(self.history) - 1 if self.history else 0,
-                "batch_evaluations": c.evaluations if c else 0, "stop_reason": c.stop_reason if c else "",
-                "work_unit_size": self.unit_size, "work_units_per_batch": len(b.units) if b else 0,
-                "units_per_replica": {str(k): v for k, v in sorted(b.units_done.items())} if b else {},
-                "backups_issued": b.backups_issued if b else 0, "backups_won": b.backups_won if b else 0,
-                "batch_seconds_median": float(np.median(b.batch_seconds)) if b and b.batch_seconds else 0.0,
-                "lost_replicas": b.lost if b else [],
-            },
-        }
-        return build_report(s, self.config.to_dict(), self.evaluator.final(s["params"]),
-                            time.perf_counter() - self._t0, extra)
+    def _report_blocks(self, final: FinalState) -> dict:
+        c, b = self._coordinator, self._batch
+        d = b.dispatcher if b is not None else None
+        return {"sandblaster": {
+            "iterations": self._progress(), "batch_evaluations": c.evaluations if c else 0,
+            "stop_reason": c.stop_reason if c else "", "work_unit_size": self.unit_size,
+            "work_units_per_batch": len(d.units) if d else 0,
+            "units_per_replica": {str(k): v for k, v in sorted(d.units_done.items())} if d else {},
+            "backups_issued": d.backups_issued if d else 0, "backups_won": d.backups_won if d else 0,
+            "batch_seconds_median": float(np.median(b.batch_seconds)) if b and b.batch_seconds else 0.0,
+            "lost_replicas": [dataclasses.asdict(x) for x in d.lost] if d else [],
+            "rows": [dataclasses.asdict(r) for r in self.iterations]}}

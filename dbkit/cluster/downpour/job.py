@@ -1,0 +1,289 @@
+"""Downpour SGD as a job: shards and replicas on Dask workers, steered while training.
+
+DistBelief Sec. 4.1: many model replicas, each on its own data shard, fetch
+parameters from and push gradients to a sharded parameter server,
+asynchronously; Adagrad on the shards; warm start with one replica. The job
+is composed of three parts that each own their state and lock: ``Placement``
+(the shards and partitions), ``Fleet`` (the replicas) and ``Monitor`` (what
+each poll of the replicas means). Lock order: the job's ``_steer`` ->
+``Fleet.launching`` -> ``Placement._lock`` -> the book's -> the job's ``_lock``.
+"""
+
+from __future__ import annotations
+
+import gc
+import uuid
+from typing import Any
+
+import numpy as np
+
+from ...algorithms import ReplicaFigures
+from ...config import RunConfig
+from ...data import Dataset
+from ...jobs import FinalState, Job, JobThread, Monitor, resolve_job
+from ...nn import Network
+from ...partition import AlignedLayout
+from ...settings import check
+from ...telemetry import Relayout, ReplicaEvent
+from ..session import Cluster
+from .fleet import Fleet
+from .placement import Placement, check_layout
+
+
+class _Resources:
+    """What a Downpour job holds on the cluster; released once, by ``stop()`` or when the job is collected."""
+
+    def __init__(self) -> None:
+        self.cluster: Cluster | None = None
+        self.placement: Placement | None = None
+        self.fleet: Fleet | None = None
+        self.monitor: JobThread | None = None
+
+    def release(self) -> None:
+        if self.monitor is not None:
+            self.monitor.halt()
+        if self.fleet is not None:
+            try:
+                self.fleet.steer(stop=True, wait=0)
+            except Exception:  # noqa: BLE001 - the cluster may be gone already
+                pass
+            self.fleet.release()
+        if self.placement is not None:
+            self.placement.release()
+        if self.cluster is not None:
+            self.cluster.close()
+        gc.collect()  # actor proxies and Futures can sit in reference cycles; free them now
+
+
+class DownpourSGD(Job):
+    """Asynchronous Downpour SGD on a Dask cluster.
+
+    Parameters
+    ----------
+    model : str or Network
+        A preset name (``mlp``, ``linear``, ``speech``, ``image-local``) or a network.
+    data : str or Dataset
+        A dataset name or path (see ``dbkit.data.load``) or a dataset.
+    replicas, shards : int
+        Model replicas and parameter shards.
+    partitions : int
+        Each replica is split into this many partitions on different workers
+        (DistBelief Sec. 3); every shard then holds one partition's parameters,
+        so ``shards`` must be at least ``partitions``.
+    n_fetch, n_push : int
+        Each replica fetches every ``n_fetch`` steps and pushes every ``n_push`` steps.
+    optimizer : {'sgd', 'adagrad'}
+        Update rule on the shards; Adagrad's accumulators live on the shards.
+    lr : float
+        Learning rate (shards' rule and replicas' local steps).
+    warm_start_steps : int
+        One replica trains alone this many steps before the others start.
+    client, scheduler : optional
+        An existing ``distributed.Client`` or a scheduler address; default: a LocalCluster.
+    config : RunConfig, optional
+        Base settings; keyword arguments (any ``RunConfig`` setting) override it.
+    replica_workers, shard_workers : list of str, optional
+        Pin replica ``i`` to ``replica_workers[i % len]`` and shards likewise;
+        default: spread round-robin over all workers.
+
+    ``set()`` changes ``n_fetch``, ``n_push``, ``lr``, ``replicas``, ``partitions``
+    and ``shards`` while it trains.
+    """
+
+    algorithm = "downpour"
+    steerable = ("n_fetch", "n_push", "lr", "replicas", "partitions", "shards")
+
+    def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, client: Any = None,
+                 scheduler: str | None = None, config: RunConfig | None = None,
+                 replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
+                 **settings: Any) -> None:
+        base = config or RunConfig.make(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
+        config, dataset, network = resolve_job("downpour", model, data, base, dict(scheduler=scheduler, **settings))
+        check_layout(network, config)  # refuses partitions the network or shards cannot take
+        super().__init__(config, dataset, network)
+        self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
+        self.tag = uuid.uuid4().hex[:10]
+        self._res = _Resources()
+        self._placement: Placement | None = None
+        self._fleet: Fleet | None = None
+        self._monitor = Monitor()
+
+    # ---- accessors --------------------------------------------------------------------------
+    @property
+    def layout(self) -> AlignedLayout:
+        """Where the parameters live: partitions, each partition's shards, the server's order."""
+        return self._placement.alignment if self._placement is not None else check_layout(self.network,
+                                                                                           self.config)[1]
+
+    def parameter_state(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Parameters and Adagrad accumulators gathered from the shards, in the network's order."""
+        if self._placement is None or self.stopped:
+            raise RuntimeError("parameter_state needs a running job")
+        return self._placement.parameter_state()
+
+    def add_replicas(self, k: int = 1) -> list[int]:
+        """Start ``k`` more replicas while training runs; returns their numbers."""
+        k = check("replicas", k)
+        before = set(self._replica_figures())
+        self.set(replicas=self.config.replicas + k)
+        return sorted(set(self._replica_figures()) - before)
+
+    def remove_replicas(self, k: int = 1) -> list[int]:
+        """Stop the ``k`` most recently added replicas (one must remain); returns their numbers."""
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.config.replicas - 1:
+            raise ValueError(f"k must be a whole number in [1, {self.config.replicas - 1}] (one replica must "
+                             f"remain), got {k!r}")
+        live = set(self._fleet.live()) if self._fleet is not None else set()
+        self.set(replicas=self.config.replicas - k)
+        return sorted(i for i in live if self._replica_figures()[i].state == "removed")
+
+    def describe(self) -> str:
+        c, d = self.config, self.config.downpour
+        return (f"downpour: {c.replicas} replicas" + (f" of {d.partitions} partitions each" if d.partitions > 1 else "")
+                + f", {c.shards} shards, n_fetch={d.n_fetch}, n_push={d.n_push}, {c.optimizer} lr={c.lr}"
+                + (f", warm start {d.warm_start_steps} steps" if d.warm_start_steps else ""))
+
+    # ---- the hooks of Job --------------------------------------------------------------------
+    def _launch(self, paused: bool) -> None:
+        c, net = self.config, self.network
+        cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
+        workers = cluster.workers() or cluster.wait_for_workers(1)
+        placement = self._placement = self._res.placement = Placement(cluster, net, c, self._shard_workers or workers,
+                                                                      self._replica_workers or workers)
+        placement.place_shards(net.init_params(c.seed), c.optimizer, c.lr)
+        fleet = self._fleet = self._res.fleet = Fleet(cluster, placement, net, self.data, c, self.tag)
+        self._sample(evaluate=True)  # the history starts from the untrained model
+        self._monitor.evaluated(0, self.events.now(), c.eval_every)
+        fleet.paused = paused
+        fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0)
+        self._res.monitor = JobThread(self, DownpourSGD._watch, "dbkit-downpour-monitor", on_error=Job._thread_failed)
+        self._res.monitor.start()
+
+    def _watch(self) -> float | None:
+        """One tick of the monitor thread: poll the replicas, note who started or ended, warm start,
+        end the job if every replica has ended, sample and evaluate when due."""
+        fleet, placement, monitor = self._fleet, self._placement, self._monitor
+        if fleet is None or placement is None or self.stopped:
+            return None
+        now = self.events.now()
+        if fleet.launching.acquire(blocking=False):  # a change in progress settles its replicas itself
+            try:
+                fleet.poll()
+                if placement.partitions > 1 and monitor.partition_check_due(now):
+                    fleet.check_partitions()
+                fleet.release_ended_partitions()
+                self._note_transitions()
+                fleet.warm_start(self.config.downpour.warm_start_steps)
+                self._end_if_no_replica_is_left()
+            finally:
+                fleet.launching.release()
+        else:
+            fleet.poll(settle=False)
+        evaluate, sample = monitor.due(fleet.total_steps(), now, self.config.eval_every, self.sample_every)
+        if sample:
+            self._sample(evaluate)
+        return monitor.interval
+
+    def _note_transitions(self) -> None:
+        assert self._fleet is not None
+        for index, what, f in self._monitor.transitions(self._fleet.figures()):
+            what = "added" if what == "started" and index in self._fleet.added else what
+            self.events.emit(ReplicaEvent, replica=index, what=what, worker=f.worker, reason=f.error)
+
+    def _end_if_no_replica_is_left(self) -> None:
+        assert self._fleet is not None
+        ended = self._fleet.all_ended()
+        if self.ended or not ended:
+            return
+        self._sample()
+        if any(f.state == "diverged" for f in ended):
+            self._diverged(f"every replica diverged ({ended[0].error})")
+        else:
+            self._failed("the replicas", RuntimeError("every replica has failed or been lost: " + "; ".join(
+                f"replica {f.replica}: {f.error}" for f in ended)))
+
+    def _resources(self) -> _Resources:
+        return self._res
+
+    def _cap(self, steps: int | None) -> int | None:
+        assert self._fleet is not None
+        return self._fleet.set_caps(steps)
+
+    def _hold(self, paused: bool) -> None:
+        assert self._fleet is not None
+        self._fleet.hold(paused)
+
+    def _progress(self) -> int:
+        return self._fleet.total_steps() if self._fleet is not None else 0
+
+    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+        return self._fleet.figures() if self._fleet is not None else {}
+
+    def _parameters(self) -> np.ndarray:
+        if self._placement is None:
+            return self.network.init_params(self.config.seed)
+        return self._placement.parameters()
+
+    def _check(self, config: RunConfig) -> None:
+        check_layout(self.network, config)
+
+    def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
+        fleet, placement = self._fleet, self._placement
+        assert fleet is not None and placement is not None
+        old = self.config
+        fleet.config = new  # replicas launched from now on start with the new settings
+        try:
+            if "lr" in changes:
+                placement.set_lr(new.lr)
+            if new.shards != old.shards or new.downpour.partitions != old.downpour.partitions:
+                self._relayout(new)
+            rates = {k: v for k, v in changes.items() if k in ("n_fetch", "n_push", "lr")}
+            if rates:
+                fleet.steer(**rates)
+            if "replicas" in changes:
+                have = fleet.live_count()
+                if new.replicas > have:
+                    fleet.add(new.replicas - have)
+                elif new.replicas < have:
+                    fleet.remove(have - new.replicas)
+        except BaseException:
+            fleet.config = old
+            raise
+        self._note_transitions()
+
+    def _relayout(self, new: RunConfig) -> None:
+        """Stop the replicas (they push what they accumulated), move parameters and Adagrad state to
+        shards laid out as ``new`` asks, and start as many replicas again (DistBelief Sec. 3)."""
+        fleet, placement = self._fleet, self._placement
+        assert fleet is not None and placement is not None
+        with fleet.launching:
+            live = fleet.live()
+            fleet.stop(live, state="relaid")
+            try:
+                before = placement.relayout(new)
+            except BaseException:
+                fleet.config = self.config
+                fleet.add(len(live), added=False)
+                raise
+            self.events.emit(Relayout, step=self._progress(), partitions=new.downpour.partitions,
+                             shards=new.shards, shards_before=tuple(before))
+            fleet.add(len(live), added=False)
+
+    def _gather(self, stopping: bool) -> FinalState:
+        fleet, placement, cluster = self._fleet, self._placement, self._res.cluster
+        assert fleet is not None and placement is not None and cluster is not None
+        if stopping:
+            if self._res.monitor is not None:
+                self._res.monitor.halt()
+            fleet.stop_all()
+            self._note_transitions()
+        params = placement.parameters()
+        shards = tuple(placement.shard_figures())
+        info = {"kind": cluster.kind, "workers": cluster.workers(),
+                "shard_workers": [s.worker for s in shards]}
+        return FinalState(params, tuple(f for _, f in sorted(fleet.figures().items())), shards, info)
+
+    def _report_blocks(self, final: FinalState) -> dict:
+        a = self.layout
+        return {"layout": {"partitions": a.partitions, "shards_of_partition": [list(s) for s in a.shards_of],
+                           "relayouts": [e.to_dict() for e in self.events.of(Relayout)]}}

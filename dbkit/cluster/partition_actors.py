@@ -1,0 +1,58 @@
+"""Partitions as Dask actors: a ``DownpourPartition`` that finds its partners and shards by address.
+
+The arithmetic and the boundary messages are ``dbkit.partition.PartitionWorker``
+and ``dbkit.algorithms.DownpourPartition``; this file adds only what needs
+Dask: proxies to the partners, the shards (in process when on this worker),
+and a gather of the partitions' calls that fails as soon as one fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..algorithms import DownpourPartition
+from .shards import ShardHandles, connect
+
+
+class PartitionActor(DownpourPartition):
+    """One partition of a replica as a Dask actor (all methods async, on the worker's event loop)."""
+
+    async def connect_to(self, partners: list[tuple[str, str]]) -> int:
+        """Proxies to every partition of this replica, given as ``(key, worker address)`` in partition order."""
+        from distributed.actor import Actor
+
+        return await self.connect([Actor(PartitionActor, w, k) for k, w in partners])
+
+    async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
+                            batch_size: int, seed: int, name: str) -> int:
+        """Give this partition its shards (``shards.layout`` over its own block) and its data."""
+        from distributed import get_worker
+
+        server = connect(shards, name=name)
+        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=get_worker().address)
+
+
+def fail_fast(loop: Any) -> Callable[[list], list]:
+    """A ``gather`` for actor calls made from a task: all results, or the first error at once."""
+    from distributed.utils import sync
+
+    async def wait(call: Any) -> Any:
+        return await call
+
+    def gather(calls: list) -> list:
+        async def run() -> list:
+            tasks = [asyncio.ensure_future(wait(c)) for c in calls]
+            try:
+                return list(await asyncio.gather(*tasks))
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                raise
+
+        return sync(loop, run)
+
+    return gather

@@ -1,0 +1,30 @@
+"""Sandblaster's Dask entry points: a work unit and a flush, each run as a task pinned to its
+replica's worker, where they find the replica's state actor and use it in process."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...algorithms import Assignment, Decisions, SandblasterReplica, UnitResult
+from ...nn import Network
+from ..shards import ShardHandles, connect
+
+
+def _replica(state_key: str) -> SandblasterReplica:
+    from distributed import get_worker
+
+    return get_worker().state.actors[state_key]
+
+
+def run_unit(state_key: str, shards: ShardHandles, network: Network, X: np.ndarray, y: np.ndarray,
+             job: Assignment, n_total: int, vector: str, push_every: int) -> UnitResult:
+    """Compute one work unit on the replica whose state actor is ``state_key``."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return _replica(state_key).run_unit(connect(shards), network, X, y, job, n_total, vector, push_every)
+
+
+def flush(state_key: str, shards: ShardHandles, batch: int, decisions: Decisions) -> list[int]:
+    """End of batch on one replica: every unit of the batch it has pushed (see ``SandblasterReplica.flush``)."""
+    return _replica(state_key).flush(connect(shards), batch, decisions)

@@ -1,0 +1,172 @@
+"""The synchronous SGD baseline as a job: one replica, trained on a background thread.
+
+In memory by default (no Dask is loaded); with ``on_cluster=True`` (or a
+``scheduler`` or ``client``) the parameters live on ``shards`` parameter shard
+actors, and every step fetches them and pushes its gradient.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..algorithms import NO_CAP, ReplicaFigures, SGDTrainer, TrainingDiverged
+from ..config import RunConfig
+from ..data import Dataset
+from ..jobs import FinalState, Gate, Job, JobThread, resolve_job
+from ..nn import Network
+
+_REPLICA_STATE = {"created": "paused", "running": "running", "paused": "paused", "finished": "stopped",
+                  "stopped": "stopped", "diverged": "diverged", "failed": "failed"}
+
+
+class _Resources:
+    """What a SyncSGD job holds: its training thread and, on a cluster, the cluster."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.thread: JobThread | None = None
+        self.cluster: Any = None
+        self.trainer: SGDTrainer | None = None
+
+    def release(self) -> None:
+        self.gate.stop()
+        if self.thread is not None:
+            self.thread.halt()
+        if self.trainer is not None:
+            self.trainer.server = None  # its actor proxies would keep the shards alive
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+class SyncSGD(Job):
+    """Plain mini-batch SGD (or Adagrad) on one replica: the baseline every algorithm is compared to.
+
+    Parameters
+    ----------
+    model : str or Network
+        A preset name (``mlp``, ``linear``, ``speech``, ``image-local``) or a network.
+    data : str or Dataset
+        A dataset name or path (see ``dbkit.data.load``) or a dataset.
+    lr, optimizer, batch_size, steps, seconds, seed, eval_every, ...
+        Any ``RunConfig`` setting, by name.
+    on_cluster : bool
+        Keep the parameters on ``shards`` parameter shard actors on a Dask
+        cluster (a LocalCluster, or ``scheduler`` / ``client``).
+    config : RunConfig, optional
+        Base settings; keyword arguments override it.
+
+    ``set(lr=...)`` changes the learning rate while it trains.
+    """
+
+    algorithm = "sgd"
+    steerable = ("lr",)
+
+    def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, on_cluster: bool | None = None,
+                 client: Any = None, scheduler: str | None = None, config: RunConfig | None = None,
+                 **settings: Any) -> None:
+        on_cluster = on_cluster or (True if (client is not None or scheduler) else None)
+        config, dataset, network = resolve_job("sgd", model, data, config,
+                                               dict(scheduler=scheduler, on_cluster=on_cluster, **settings))
+        super().__init__(config, dataset, network)
+        self._client = client
+        self._gate = Gate()
+        self._res = _Resources(self._gate)
+        self._trainer: SGDTrainer | None = None
+        self._step_lock = threading.Lock()
+        self._last_sample = 0.0
+
+    # ---- the hooks of Job ------------------------------------------------------------------
+    def _launch(self, paused: bool) -> None:
+        c, net = self.config, self.network
+        self._gate.paused = paused
+        server = None
+        if c.sgd.on_cluster:
+            from .session import Cluster
+            from .shards import start_shards
+
+            self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
+            server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.optimizer, c.lr)
+        self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.optimizer, c.seed, server)
+        self._sample(evaluate=True)  # the history starts from the untrained model
+        self._res.thread = JobThread(self, SyncSGD._train_once, "dbkit-sgd", on_error=Job._thread_failed)
+        self._res.thread.start()
+
+    def _train_once(self) -> float | None:
+        """One step on the training thread (``JobThread`` calls it with the job)."""
+        trainer = self._trainer
+        assert trainer is not None
+        if not self._gate.open_for(trainer.steps):
+            self._gate.rest()
+            return 0.0
+        with self._step_lock:
+            try:
+                trainer.step()
+            except TrainingDiverged as e:
+                self._sample()
+                self._diverged(str(e))
+                return None
+        now = self.events.now()
+        if trainer.steps % self.config.eval_every == 0:
+            self._sample(evaluate=True)
+            self._last_sample = now
+        elif now - self._last_sample >= self.sample_every:
+            self._sample()
+            self._last_sample = now
+        return 0.0
+
+    def _resources(self) -> _Resources:
+        return self._res
+
+    def _cap(self, steps: int | None) -> int | None:
+        target = None if steps is None else self._progress() + steps
+        self._gate.set_cap(NO_CAP if target is None else target)
+        return target
+
+    def _hold(self, paused: bool) -> None:
+        thread = self._res.thread
+        self._gate.hold(paused, alive=lambda: thread is not None and thread.is_alive())
+
+    def _progress(self) -> int:
+        return self._trainer.steps if self._trainer is not None else 0
+
+    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+        if self._trainer is None:
+            return {}
+        return {0: self._trainer.figures().but(state=_REPLICA_STATE[self.state], worker="local")}
+
+    def _parameters(self) -> np.ndarray:
+        if self._trainer is None:
+            return self.network.init_params(self.config.seed)
+        with self._step_lock:
+            return self._trainer.current_params()
+
+    def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
+        if "lr" in changes and self._trainer is not None:
+            with self._step_lock:
+                self._trainer.set_lr(changes["lr"])
+
+    def _gather(self, stopping: bool) -> FinalState:
+        if stopping:
+            self._gate.stop()
+            if self._res.thread is not None:
+                self._res.thread.halt()
+        params = self._parameters()
+        server = self._trainer.server if self._trainer is not None else None
+        shards = tuple(server.figures()) if server is not None else ()
+        cluster: dict[str, Any] = {"kind": "none"}
+        if self._res.cluster is not None and server is not None:
+            cluster = {"kind": self._res.cluster.kind, "workers": self._res.cluster.workers(),
+                       "shard_workers": list(server.workers)}
+        replicas = tuple(self._replica_figures().values())
+        if stopping:
+            replicas = tuple(r.but(state="stopped") if r.live else r for r in replicas)
+        return FinalState(params, replicas, shards, cluster)
+
+    def describe(self) -> str:
+        c = self.config
+        where = f"on {c.shards} parameter shard(s) on a Dask cluster" if c.sgd.on_cluster else "in memory"
+        return f"sync SGD: one replica, parameters {where}, {c.optimizer} lr={c.lr}, batch {c.batch_size}"
+

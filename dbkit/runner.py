@@ -1,0 +1,45 @@
+"""Run the job a ``RunConfig`` describes, end to end, and return its JSON report.
+
+What the CLI runs and what a notebook calls for the same report the CLI
+writes. The job's cluster is closed before returning, also on error and on
+Ctrl-C (an interrupted run still reports what it did, marked ``interrupted``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .config import RunConfig
+from .jobs import Job
+
+JOBS = {"sgd": ("dbkit.cluster.sgd", "SyncSGD"), "downpour": ("dbkit.cluster.downpour", "DownpourSGD"),
+        "sandblaster": ("dbkit.cluster.sandblaster", "SandblasterLBFGS")}
+
+
+def make_job(config: RunConfig, client: Any = None) -> Job:
+    """The job (not started) for ``config.algorithm``, on ``config.dataset`` with ``config.model``."""
+    import importlib
+
+    module, name = JOBS[config.algorithm]
+    cls = getattr(importlib.import_module(module), name)
+    return cls(config.model, config.dataset, config=config, client=client)
+
+
+def run(config: RunConfig, progress: bool = True, log: Callable[[str], None] = print, client: Any = None) -> dict:
+    """Train as ``config`` says (``steps`` or ``seconds``), stop, and return the report."""
+    job = make_job(config, client)
+    d = job.data
+    log(f"dataset {d.name}: {d.n_train} train / {len(d.y_test)} test, {d.n_features} features, {d.n_classes} "
+        f"classes; model {job.network.name}: {job.network.size:,} parameters")
+    log(job.describe())
+    interrupted = False
+    with job:
+        try:
+            job.fit(progress=progress)
+        except KeyboardInterrupt:
+            log("interrupted: stopping and reporting what was done")
+            interrupted = True
+    report = job.report()
+    report["interrupted"] = interrupted
+    return report

@@ -1,0 +1,190 @@
+"""The one Job interface: the same job through the three algorithms, changes queued from several
+threads, jobs of one process (a second one warns, stop_all, garbage collection), and the change
+queue itself in process."""
+
+import gc
+import threading
+import time
+import warnings
+
+import pytest
+
+import dbkit
+from dbkit import data
+from dbkit.jobs import AnotherJobRunning, ChangeQueue, running
+from dbkit.telemetry import Change, ReplicaEvent, Sample, StateChange, validate_report
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+def _leftovers(cluster, tag, timeout=10.0):
+    """Tasks and actors of a job (its ``tag`` is in every key) still on the workers."""
+    def find(dask_worker, tag=tag):
+        return [str(k) for k in list(dask_worker.state.actors) + list(dask_worker.state.tasks) if tag in str(k)]
+
+    deadline = time.time() + timeout
+    while True:
+        left = {w: v for w, v in cluster.client.run(find).items() if v}
+        if not left or time.time() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def _check_stream(job, report):
+    samples = job.events.of(Sample)
+    evaluated = [s for s in samples if s.evaluation is not None]
+    assert evaluated and job.history == report["history"]
+    assert [(h["step"], h["t"], h["train_loss"]) for h in job.history] == \
+        [(s.step, s.t, s.evaluation.train_loss) for s in evaluated]  # the history is read off the samples
+    assert [e["type"] for e in report["events"]].count("Sample") == len(samples)
+    assert [e.seq for e in job.events] == list(range(len(job.events)))
+    states = [e.state for e in job.events.of(StateChange)]
+    assert states[0] == "running" and "paused" in states
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("algorithm", ["sgd", "downpour", "sandblaster"])
+def test_the_same_job_through_every_algorithm(digits, local_cluster, algorithm):
+    cls = {"sgd": dbkit.SyncSGD, "downpour": dbkit.DownpourSGD, "sandblaster": dbkit.SandblasterLBFGS}[algorithm]
+    steps = 4 if algorithm == "sandblaster" else 200
+    extra = {"replicas": 2} if algorithm != "sgd" else {"on_cluster": True}
+    with cls("linear", digits, client=local_cluster.client, eval_every=50, l2=1e-3, **extra) as job:
+        assert job.state == "created"
+        job.start()
+        assert job.state == "running"
+        job.fit(steps=steps, progress=False)
+        assert job.state in ("paused", "finished") and job.snapshot().step >= steps
+        snap = job.snapshot()
+        assert snap.algorithm == algorithm and snap.replicas and snap.evaluation is not None
+        assert snap.sample is job.events.last(Sample) and snap.events == len(job.events)
+        job.pause()
+        assert job.state in ("paused", "finished")
+        report = job.report()  # while it runs
+    assert validate_report(report) == [] and report["algorithm"] == algorithm
+    _check_stream(job, job.report())
+    assert job.report()["state"] in ("stopped", "finished") and job.stopped
+    with pytest.raises(RuntimeError, match="stopped"):
+        job.start()
+    with pytest.raises(RuntimeError, match="stopped"):
+        job.set(paused=False)
+
+
+@pytest.mark.cluster
+def test_set_from_several_threads_applies_the_last_values_and_records_every_change_in_order(digits,
+                                                                                           local_cluster):
+    with dbkit.DownpourSGD("linear", digits, replicas=2, shards=1, client=local_cluster.client) as job:
+        job.start()
+        asked = []
+        lock = threading.Lock()
+
+        def mover(offset):
+            for k in range(8):
+                value = 1 + offset * 8 + k
+                job.set(wait=k % 2 == 0, n_push=value, lr=0.01 * value)
+                with lock:
+                    asked.append(value)
+
+        threads = [threading.Thread(target=mover, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        job.set(n_fetch=3)  # waits: everything asked before it has been handled too
+        changes = [e for e in job.events.of(Change) if e.setting == "n_push"]
+        assert sorted(c.new for c in changes) == sorted(asked)  # every request is in the stream once
+        assert [c.asked for c in changes] == sorted(c.asked for c in changes)  # in the order asked
+        applied = [c for c in changes if not c.superseded]
+        last = changes[-1]
+        assert not last.superseded and job.config.downpour.n_push == last.new  # the latest value won
+        assert all(c.applied >= c.asked for c in applied) and all(c.applied is None for c in changes
+                                                                  if c.superseded)
+        assert all(r.n_push == last.new for r in job.replicas() if r.live)  # and reached the replicas
+        assert job.config.lr == pytest.approx(0.01 * last.new)
+        with pytest.raises(ValueError, match="n_push must be"):
+            job.set(n_push=0)
+        assert job.config.downpour.n_push == last.new
+
+
+@pytest.mark.cluster
+def test_a_second_job_warns_and_stop_all_leaves_nothing_behind(digits, local_cluster):
+    first = dbkit.DownpourSGD("linear", digits, replicas=1, shards=1, client=local_cluster.client)
+    first.start()
+    second = dbkit.DownpourSGD("linear", digits, replicas=1, shards=1, client=local_cluster.client)
+    with pytest.warns(AnotherJobRunning, match=r"DownpourSGD linear on digits.*dbkit\.stop_all\(\)"):
+        second.start()
+    assert running() == [first, second]
+    assert dbkit.stop_all() == 2
+    assert first.stopped and second.stopped and running() == []
+    for job in (first, second):
+        assert not _leftovers(local_cluster, job.tag)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing runs now: a new job starts without a warning
+        with dbkit.SyncSGD("linear", digits) as third:
+            third.start()
+
+
+@pytest.mark.cluster
+def test_a_job_nobody_refers_to_is_collected_and_stops_its_replicas(digits, local_cluster):
+    job = dbkit.DownpourSGD("linear", digits, replicas=2, shards=1, client=local_cluster.client)
+    job.start()
+    time.sleep(0.5)
+    tag = job.tag
+    events = job.events  # the stream outlives the job
+    assert _leftovers(local_cluster, tag, timeout=0)
+    del job
+    gc.collect()
+    assert not _leftovers(local_cluster, tag)
+    assert [e for e in events.of(ReplicaEvent) if e.what == "started"]
+    assert running() == []
+
+
+def test_fit_refuses_an_empty_budget_and_an_unknown_setting(digits):
+    job = dbkit.SyncSGD("linear", digits)
+    with pytest.raises(ValueError, match="steps must be"):
+        job.fit(steps=0)
+    with pytest.raises(ValueError, match="seconds must be"):
+        job.fit(seconds=-1)
+    with pytest.raises(ValueError, match="cannot change while training"):
+        job.set(n_push=4)
+    with pytest.raises(ValueError, match="paused must be"):
+        job.set(paused="yes")
+    job.set(lr=0.2)  # before start: recorded in the config, used when it starts
+    assert job.config.lr == 0.2 and job.state == "created"
+    job.stop()
+    assert job.state == "stopped"
+
+
+def test_the_change_queue_applies_in_order_and_the_latest_value_wins():
+    applied, superseded = [], []
+    started, release = threading.Event(), threading.Event()
+
+    class Target:
+        def apply(self, request, effective, gone):
+            if effective.get("x") == "slow":
+                started.set()
+                release.wait(5)
+            if effective.get("x") == "bad":
+                raise ValueError("bad value")
+            applied.append(effective)
+            superseded.append(gone)
+
+    target = Target()
+    queue = ChangeQueue(target.apply)
+    clock = iter(range(100)).__next__
+    queue.submit({"x": "slow"}, clock, wait=False)
+    started.wait(5)
+    queue.submit({"x": 1, "y": 1}, clock, wait=False)  # waits behind "slow"
+    queue.submit({"x": 2}, clock, wait=False)  # asks x again: x=1 never applies
+    assert queue.pending() == {"x": 2, "y": 1}
+    release.set()
+    deadline = time.time() + 5
+    while not queue.idle() and time.time() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(ValueError, match="bad value"):
+        queue.submit({"x": "bad"}, clock)  # its error reaches its caller ...
+    queue.submit({"y": 3}, clock)  # ... and the next request still runs
+    assert applied == [{"x": "slow"}, {"y": 1}, {"x": 2}, {"y": 3}]
+    assert superseded[1] == {"x": 1} and queue.idle()
