@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from .batches import MiniBatches, shard_indices, standardize
-from .dataset import Dataset, DataError
+from .dataset import DataError, Dataset
 from .files import load_idx, load_npz, read_idx
 from .sources import SyntheticConfig, digits, speech, synthetic
 

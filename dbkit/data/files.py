@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dataset import Dataset, DataError
+from .dataset import DataError, Dataset
 
 NPZ_KEYS = ("X_train", "y_train", "X_test", "y_test")
 IDX_FILES = {
@@ -35,7 +35,8 @@ def load_npz(path: str | Path) -> Dataset:
         with np.load(path, allow_pickle=False) as z:
             missing = [k for k in NPZ_KEYS if k not in z.files]
             if missing:
-                raise DataError(f"{path}: missing keys {missing}; an .npz dataset needs {list(NPZ_KEYS)}, found {z.files}")
+                raise DataError(f"{path}: missing keys {missing}; an .npz dataset needs {list(NPZ_KEYS)}, "
+                                f"found {z.files}")
             arrays = {k: z[k] for k in NPZ_KEYS}
     except DataError:
         raise
@@ -67,7 +68,8 @@ def read_idx(path: str | Path) -> np.ndarray:
     dtype = np.dtype(_IDX_DTYPES[raw[2]])
     need = int(np.prod(dims)) * dtype.itemsize
     if len(raw) - header != need:
-        raise DataError(f"{path}: IDX header promises {dims} ({need} bytes of data) but the file has {len(raw) - header}")
+        raise DataError(f"{path}: IDX header promises {dims} ({need} bytes of data) but the file has "
+                        f"{len(raw) - header}")
     return np.frombuffer(raw, dtype, offset=header).reshape(dims).astype(dtype.newbyteorder("="))
 
 
@@ -88,4 +90,5 @@ def load_idx(folder: str | Path) -> Dataset:
         if arrays[k].ndim != 3:
             raise DataError(f"{folder}: {IDX_FILES[k]} must hold images (3 dimensions), got shape {arrays[k].shape}")
     h, w = arrays["X_train"].shape[1:]
-    return Dataset(**arrays, name=folder.name, image_shape=(h, w, 1))
+    return Dataset(arrays["X_train"], arrays["y_train"], arrays["X_test"], arrays["y_test"], name=folder.name,
+                   image_shape=(h, w, 1))

@@ -26,7 +26,8 @@ def digits(seed: int = 0, test_fraction: float = 0.2) -> Dataset:
 
     d = load_digits()
     X, y = d.data.astype(np.float32), d.target
-    return Dataset(*split(X, y, test_fraction, seed), name="digits", image_shape=(8, 8, 1), n_classes=10)
+    X_train, y_train, X_test, y_test = split(X, y, test_fraction, seed)
+    return Dataset(X_train, y_train, X_test, y_test, name="digits", image_shape=(8, 8, 1), n_classes=10)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def check_layer(layer: Layer, batch: int = 3, seed: int = 0, max_coords: int | N
     R = rng.standard_normal((batch, layer.out_size))
     out, cache = layer.forward(params, x)
     dx, grads = layer.backward(params, cache, R)
+    assert dx is not None
     worst = relative_error(dx.ravel()[c := _coords(x.size, max_coords, rng)],
                            numerical_gradient(lambda z: float((layer.forward(params, z)[0] * R).sum()), x, c))
     for key, value in params.items():

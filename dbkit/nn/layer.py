@@ -55,7 +55,9 @@ class Layer:
         A partition computes it before its parameter gradient, to send the
         boundary part to its partners sooner (DistBelief Sec. 3).
         """
-        return self.backward(params, cache, dout, need_dx=True)[0]
+        dx = self.backward(params, cache, dout, need_dx=True)[0]
+        assert dx is not None
+        return dx
 
     def describe(self) -> str:
         return f"{self.kind}({self.in_size}->{self.out_size})"

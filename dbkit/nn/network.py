@@ -142,9 +142,11 @@ class Network:
         for layer, p in zip(self.layers, views):
             h, cache = layer.forward(p, h)
             caches.append(cache)
+        d: np.ndarray | None
         loss, d = softmax_cross_entropy(h, y)
         grad = np.empty_like(params)  # every entry is written below
         for i in range(len(self.layers) - 1, -1, -1):
+            assert d is not None  # only the first layer (i = 0) returns no input gradient
             d, grads = self.layers[i].backward(views[i], caches[i], d, need_dx=i > 0)
             for key, g in grads.items():
                 s = self.spec(f"{i}.{key}")

@@ -79,6 +79,7 @@ def build(
         raise ValueError(f"need n_features >= 1 and n_classes >= 2, got {n_features} and {n_classes}")
     if hidden is not None and any(int(h) < 1 for h in hidden):
         raise ValueError(f"hidden widths must be >= 1, got {list(hidden)}")
+    layers: list[Layer]
     if name == "linear":
         layers = [Dense(n_features, n_classes)]
     elif name == "mlp":
