@@ -1,7 +1,34 @@
 import time
+from pathlib import Path
 
 import psutil
 import pytest
+
+CLUSTER_FIXTURES = {"local_cluster", "dask_cluster_address", "roomy_cluster"}
+CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py"}  # they start clusters in subprocesses
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that start a Dask cluster carry the ``cluster`` marker, so ``pytest -m "not cluster"``
+    runs the in-process half alone: those using a cluster fixture, the modules that run dbkit in
+    subprocesses, and the notebooks."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if (CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) or path.name in CLUSTER_MODULES
+                or path.suffix == ".ipynb"):
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(autouse=True)
+def in_process_tests_start_no_cluster(request, monkeypatch):
+    """A test without the ``cluster`` marker that starts a Dask cluster fails: the marker must be true."""
+    if request.node.get_closest_marker("cluster") is None:
+        from dbkit.cluster import session
+
+        def refuse(*args, **kwargs):
+            raise AssertionError(f"{request.node.nodeid} starts a Dask cluster: mark it @pytest.mark.cluster")
+
+        monkeypatch.setattr(session.Cluster, "__init__", refuse)
 
 
 def is_helper(p: psutil.Process) -> bool:
