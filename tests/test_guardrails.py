@@ -1,0 +1,71 @@
+"""Checks that keep the code base as it is meant to be: ruff and mypy clean, notebooks as thin
+jupytext pairs in sync with their .ipynb, using dbkit's public names only."""
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PUBLIC_PACKAGES = {"dbkit", "dbkit.nn", "dbkit.data", "dbkit.ps", "dbkit.partition", "dbkit.algorithms",
+                   "dbkit.telemetry", "dbkit.jobs", "dbkit.cluster", "dbkit.config"}
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_ruff_finds_nothing():
+    out = _run("ruff", "check", "dbkit", "tests", "benchmarks", "notebooks")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_mypy_passes_on_the_numpy_core():
+    out = _run("mypy")  # files and settings in pyproject.toml: nn, ps, algorithms, partition, settings, config
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_notebook_is_a_jupytext_pair():
+    assert NOTEBOOKS
+    for nb in NOTEBOOKS:
+        assert nb.with_suffix(".py").exists(), f"{nb.name} has no jupytext .py pair"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_pair_is_in_sync(notebook):
+    import jupytext
+    import nbformat
+
+    def cells(nb):
+        return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+    script = jupytext.read(notebook.with_suffix(".py"))
+    saved = nbformat.read(notebook, as_version=4)
+    assert cells(script) == cells(saved), f"run: jupytext --sync {notebook.with_suffix('.py').name}"
+    assert all(not c.get("outputs") for c in saved.cells if c.cell_type == "code"), "commit notebooks without outputs"
+
+
+@pytest.mark.parametrize("script", [nb.with_suffix(".py") for nb in NOTEBOOKS], ids=lambda p: p.name)
+def test_notebooks_use_public_names_only(script):
+    tree = ast.parse(script.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name[0] != "_":
+            assert isinstance(node, ast.FunctionDef) and len(node.body) <= 3, \
+                f"{script.name} defines {node.name}: library code belongs in dbkit"
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dbkit"):
+            assert node.module in PUBLIC_PACKAGES, f"{script.name} imports from {node.module}"
+            exported = set(getattr(importlib.import_module(node.module), "__all__", ()))
+            for alias in node.names:
+                public = alias.name in exported or f"{node.module}.{alias.name}" in PUBLIC_PACKAGES
+                assert public, f"{script.name}: {alias.name} is not public in {node.module}"
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                assert not alias.name.startswith("dbkit.") or alias.name in PUBLIC_PACKAGES, alias.name
+        if isinstance(node, ast.Attribute):
+            assert not node.attr.startswith("_"), f"{script.name} reaches into {node.attr}"
+    assert not re.search(r"\bjob\.(book|server|cluster)\b", script.read_text())
