@@ -64,6 +64,19 @@ def no_leaked_processes():
     assert not left, f"processes left behind: {[(p.pid, p.name(), p.cmdline()[:4]) for p in left]}"
 
 
+def leftovers(cluster, tag: str, timeout: float = 10.0) -> dict:
+    """Tasks and actors whose keys contain ``tag`` (a job's) still on the workers, after up to ``timeout`` s."""
+    def find(dask_worker, tag=tag):
+        return [str(k) for k in list(dask_worker.state.actors) + list(dask_worker.state.tasks) if tag in str(k)]
+
+    deadline = time.time() + timeout
+    while True:
+        left = {w: v for w, v in cluster.client.run(find).items() if v}
+        if not left or time.time() > deadline:
+            return left
+        time.sleep(0.2)
+
+
 def _free_port() -> int:
     import socket
 

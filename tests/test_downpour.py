@@ -3,7 +3,6 @@ accuracy, steering, divergence, staleness, failures, cleanup."""
 
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -15,6 +14,8 @@ from dbkit.cluster import Cluster
 from dbkit.config import RunConfig
 from dbkit.ps import Histogram, local_shards
 from dbkit.telemetry import Divergence, ReplicaEvent, Sample, validate_report
+
+from .conftest import leftovers
 
 
 @pytest.fixture(scope="module")
@@ -227,25 +228,12 @@ def test_staleness_in_examples_grows_with_n_push_in_the_event_stream(digits, loc
 def test_stop_leaves_no_tasks_or_actors(digits, local_cluster):
     d = dbkit.DownpourSGD("linear", digits, replicas=2, shards=2, client=local_cluster.client)
     d.fit(seconds=0.5, progress=False)
-    tag = d.tag
     d.stop()
     d.stop()  # idempotent
-    assert not _leftovers(local_cluster, tag)
+    assert not leftovers(local_cluster, d.tag)
+    assert not leftovers(local_cluster, "dbkit-shard")  # no job's shards are left: each job let its go
     assert local_cluster.client.status == "running"  # a borrowed client stays open
     assert validate_report(d.report()) == []  # figures survive the stop
-
-
-def _leftovers(cluster, tag, timeout=10.0):
-    def find(dask_worker, tag=tag):
-        keys = [str(k) for k in list(dask_worker.state.actors) + list(dask_worker.state.tasks)]
-        return [k for k in keys if tag in k or "dbkit-" in k and "shard" in k]
-
-    deadline = time.time() + timeout
-    while True:
-        left = {w: v for w, v in cluster.client.run(find).items() if v}
-        if not left or time.time() > deadline:
-            return left
-        time.sleep(0.2)
 
 
 @pytest.mark.cluster

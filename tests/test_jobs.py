@@ -14,23 +14,12 @@ from dbkit import data
 from dbkit.jobs import AnotherJobRunning, ChangeQueue, running
 from dbkit.telemetry import Change, ReplicaEvent, Sample, StateChange, validate_report
 
+from .conftest import leftovers
+
 
 @pytest.fixture(scope="module")
 def digits():
     return data.load("digits")
-
-
-def _leftovers(cluster, tag, timeout=10.0):
-    """Tasks and actors of a job (its ``tag`` is in every key) still on the workers."""
-    def find(dask_worker, tag=tag):
-        return [str(k) for k in list(dask_worker.state.actors) + list(dask_worker.state.tasks) if tag in str(k)]
-
-    deadline = time.time() + timeout
-    while True:
-        left = {w: v for w, v in cluster.client.run(find).items() if v}
-        if not left or time.time() > deadline:
-            return left
-        time.sleep(0.2)
 
 
 def _check_stream(job, report):
@@ -119,7 +108,7 @@ def test_a_second_job_warns_and_stop_all_leaves_nothing_behind(digits, local_clu
     assert dbkit.stop_all() == 2
     assert first.stopped and second.stopped and running() == []
     for job in (first, second):
-        assert not _leftovers(local_cluster, job.tag)
+        assert not leftovers(local_cluster, job.tag)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing runs now: a new job starts without a warning
         with dbkit.SyncSGD("linear", digits) as third:
@@ -133,10 +122,10 @@ def test_a_job_nobody_refers_to_is_collected_and_stops_its_replicas(digits, loca
     time.sleep(0.5)
     tag = job.tag
     events = job.events  # the stream outlives the job
-    assert _leftovers(local_cluster, tag, timeout=0)
+    assert leftovers(local_cluster, tag, timeout=0)
     del job
     gc.collect()
-    assert not _leftovers(local_cluster, tag)
+    assert not leftovers(local_cluster, tag)
     assert [e for e in events.of(ReplicaEvent) if e.what == "started"]
     assert running() == []
 
@@ -151,6 +140,8 @@ def test_fit_refuses_an_empty_budget_and_an_unknown_setting(digits):
         job.set(n_push=4)
     with pytest.raises(ValueError, match="paused must be"):
         job.set(paused="yes")
+    with pytest.raises(RuntimeError, match="has not started"):
+        job.pause()
     job.set(lr=0.2)  # before start: recorded in the config, used when it starts
     assert job.config.lr == 0.2 and job.state == "created"
     job.stop()

@@ -16,9 +16,9 @@ import numpy as np
 
 from ..data import MiniBatches
 from ..nn import Network
-from ..ps import PushAnswer, check_lr
+from ..ps import PushAnswer
 from .figures import ReplicaCounters, ReplicaFigures
-from .schedule import Schedule, check_rates
+from .schedule import Schedule
 
 
 class DownpourReplica:
@@ -46,8 +46,7 @@ class DownpourReplica:
                  n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0, max_nonfinite: int = 20) -> None:
         self.index = index
         self.network, self.server = network, server
-        self.schedule = Schedule(n_fetch, n_push)
-        self.lr = check_lr(lr)
+        self.schedule = Schedule(n_fetch, n_push, lr)
         self.batches = MiniBatches(X, y, batch_size, seed=seed)
         self.params: np.ndarray | None = None
         self.accrued = np.zeros(network.size, dtype=np.float32)
@@ -59,12 +58,13 @@ class DownpourReplica:
     def diverged(self) -> bool:
         return self.counters.diverged
 
+    @property
+    def lr(self) -> float:
+        return self.schedule.lr
+
     def configure(self, n_fetch: int, n_push: int, lr: float) -> None:
         """New rates and learning rate from the next step on; all are checked before any changes."""
-        check_rates(n_fetch, n_push)
-        lr = check_lr(lr)
-        self.schedule.configure(n_fetch, n_push)
-        self.lr = lr
+        self.schedule.configure(n_fetch, n_push, lr)
 
     def step(self) -> float:
         """One Downpour step; returns the mini-batch loss (NaN if its gradient was dropped)."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..ps import Histogram, check_lr, resolve
+from ..ps import Histogram, resolve
 from .figures import PartitionFigures, ReplicaCounters, ReplicaFigures
-from .schedule import Schedule, check_rates
+from .schedule import Schedule
 
 
 def gather_in_turn(calls: list) -> list:
@@ -36,8 +36,7 @@ class PartitionedDownpourReplica:
     def __init__(self, index: int, parts: list, n_fetch: int, n_push: int, lr: float, floats_per_example: int,
                  gather: Callable[[list], list[Any]] = gather_in_turn, max_nonfinite: int = 20) -> None:
         self.index, self.parts = index, list(parts)
-        self.schedule = Schedule(n_fetch, n_push)
-        self.lr = check_lr(lr)
+        self.schedule = Schedule(n_fetch, n_push, lr)
         self.floats_per_example = int(floats_per_example)
         self.counters = ReplicaCounters(max_nonfinite)
         self.run_examples = 0  # examples through the network, kept gradients or not (for the traffic minimum)
@@ -49,11 +48,13 @@ class PartitionedDownpourReplica:
     def diverged(self) -> bool:
         return self.counters.diverged
 
+    @property
+    def lr(self) -> float:
+        return self.schedule.lr
+
     def configure(self, n_fetch: int, n_push: int, lr: float) -> None:
-        check_rates(n_fetch, n_push)
-        lr = check_lr(lr)
-        self.schedule.configure(n_fetch, n_push)
-        self.lr = lr
+        """New rates and learning rate from the next step on; all are checked before any changes."""
+        self.schedule.configure(n_fetch, n_push, lr)
 
     def step(self) -> float:
         """One step of every partition, in lockstep; returns the mini-batch loss (NaN if dropped)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ps import check_lr
 from ..settings import check
 
 
@@ -32,16 +33,19 @@ class StepActions:
 
 
 class Schedule:
-    """Counters of one replica's steps since its last fetch and push, and its rates."""
+    """Counters of one replica's steps since its last fetch and push, its rates, and ``lr``, the size of
+    its local steps."""
 
-    def __init__(self, n_fetch: int = 1, n_push: int = 1) -> None:
+    def __init__(self, n_fetch: int = 1, n_push: int = 1, lr: float = 0.05) -> None:
         self.n_fetch, self.n_push = check_rates(n_fetch, n_push)
+        self.lr = check_lr(lr)
         self.since_fetch = self.since_push = 0
         self.have_params = False
 
-    def configure(self, n_fetch: int, n_push: int) -> None:
-        """New rates from the next step on (both checked before either changes)."""
-        self.n_fetch, self.n_push = check_rates(n_fetch, n_push)
+    def configure(self, n_fetch: int, n_push: int, lr: float) -> None:
+        """New rates and learning rate from the next step on (all checked before any changes)."""
+        rates, lr = check_rates(n_fetch, n_push), check_lr(lr)
+        (self.n_fetch, self.n_push), self.lr = rates, lr
 
     def next_step(self) -> StepActions:
         """What the next step does (nothing changes until ``done``)."""

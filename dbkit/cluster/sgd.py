@@ -75,7 +75,7 @@ class SyncSGD(Job):
         self._gate = Gate()
         self._res = _Resources(self._gate)
         self._trainer: SGDTrainer | None = None
-        self._step_lock = threading.Lock()
+        self._step_lock = threading.RLock()  # sampling on divergence happens while it is held
         self._last_sample = 0.0
 
     # ---- the hooks of Job ------------------------------------------------------------------
@@ -135,7 +135,9 @@ class SyncSGD(Job):
     def _replica_figures(self) -> dict[int, ReplicaFigures]:
         if self._trainer is None:
             return {}
-        return {0: self._trainer.figures().but(state=_REPLICA_STATE[self.state], worker="local")}
+        with self._step_lock:  # its counters change while it steps
+            figures = self._trainer.figures()
+        return {0: figures.but(state=_REPLICA_STATE[self.state], worker="local")}
 
     def _parameters(self) -> np.ndarray:
         if self._trainer is None:

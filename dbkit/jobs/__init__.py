@@ -8,11 +8,12 @@ Plain Python (no Dask): ``Job`` is the base of ``dbkit.SyncSGD``,
 
 from .changes import ChangeQueue, ChangeRequest
 from .gate import Gate, Stopping
-from .job import ENDED, FinalState, Job, Stopwatch
+from .job import ENDED, Job
 from .monitor import Monitor
 from .running import AnotherJobRunning, running, stop_all
 from .setup import resolve_job
-from .snapshot import Snapshot
+from .snapshot import FinalState, Snapshot
+from .stopwatch import Stopwatch
 from .thread import JobThread
 
 __all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job",

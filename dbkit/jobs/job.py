@@ -18,7 +18,6 @@ import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,42 +43,10 @@ from ..telemetry import (
 from . import running
 from .changes import ChangeQueue, ChangeRequest
 from .progress import Progress
-from .snapshot import Snapshot
+from .snapshot import FinalState, Snapshot
+from .stopwatch import Stopwatch
 
 ENDED = ("finished", "diverged", "failed", "stopped")
-
-
-@dataclass(frozen=True)
-class FinalState:
-    """What a job gathered when it stopped (or now, for a report of a running job)."""
-
-    params: np.ndarray
-    replicas: tuple[ReplicaFigures, ...]
-    shards: tuple[ShardFigures, ...]
-    cluster: dict
-
-
-class Stopwatch:
-    """Seconds spent training: runs between ``start`` and ``stop``."""
-
-    def __init__(self) -> None:
-        self._total, self._since = 0.0, None
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        with self._lock:
-            self._since = self._since or time.perf_counter()
-
-    def stop(self) -> None:
-        with self._lock:
-            if self._since is not None:
-                self._total += time.perf_counter() - self._since
-                self._since = None
-
-    @property
-    def seconds(self) -> float:
-        with self._lock:
-            return self._total + (time.perf_counter() - self._since if self._since else 0.0)
 
 
 class Job(ABC):
@@ -157,9 +124,7 @@ class Job(ABC):
         return f"{self.algorithm}: {self.config.replicas} replica(s), {self.config.optimizer} lr={self.config.lr}"
 
     def _bytes(self, final: FinalState) -> ByteCounts:
-        r = final.replicas
-        return ByteCounts(sum(f.bytes_fetched for f in r), sum(f.bytes_pushed for f in r),
-                          sum(f.bytes_between_partitions for f in r), sum(f.bytes_between_partitions_min for f in r))
+        return ByteCounts.of(final.replicas)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -268,6 +233,8 @@ class Job(ABC):
             raise RuntimeError(f"this {type(self).__name__} was stopped; its settings are final (make a new one)")
         if "paused" in changes and not isinstance(changes["paused"], bool):
             raise ValueError(f"paused must be True or False, got {changes['paused']!r}")
+        if "paused" in changes and self._state == "created":
+            raise RuntimeError("this job has not started: call start() or fit() first")
         pending = {k: v for k, v in {**self._changes.pending(), **changes}.items() if k != "paused"}
         self._check(self.config.replace(**pending))
         self._changes.submit(changes, self.events.now, wait=wait)
@@ -374,10 +341,9 @@ class Job(ABC):
         self._set_state("diverged", advice)
         self.events.emit(Divergence, step=self._progress(), message=advice)
 
-    @staticmethod
-    def _thread_failed(job: Job, error: BaseException) -> None:
+    def _thread_failed(self, error: BaseException) -> None:
         """``on_error`` of a job's ``JobThread``: the job fails, saying which thread and why."""
-        job._failed(f"thread {threading.current_thread().name}", error)
+        self._failed(f"thread {threading.current_thread().name}", error)
 
     def _failed(self, where: str, error: BaseException) -> None:
         self.events.emit(ErrorEvent, where=where, message=f"{type(error).__name__}: {error}")

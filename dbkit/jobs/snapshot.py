@@ -1,13 +1,27 @@
-"""A cheap, immutable copy of a job's latest state, for a UI thread: it never calls Dask."""
+"""Copies of a job's state: ``Snapshot`` (cheap, the latest, for a UI thread: it never calls Dask) and
+``FinalState`` (what a job gathered from its shards and replicas when it stopped)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..algorithms import Evaluation, ReplicaFigures
 from ..config import RunConfig
+from ..ps import ShardFigures
 from ..telemetry import Change, Sample
+
+
+@dataclass(frozen=True)
+class FinalState:
+    """What a job gathered when it stopped (or now, for a report of a running job)."""
+
+    params: np.ndarray
+    replicas: tuple[ReplicaFigures, ...]
+    shards: tuple[ShardFigures, ...]
+    cluster: dict
 
 
 @dataclass(frozen=True)

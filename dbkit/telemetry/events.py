@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -42,6 +42,13 @@ class ByteCounts:
     pushed: int = 0
     between_partitions: int = 0
     between_partitions_min: int = 0
+
+    @classmethod
+    def of(cls, replicas: Iterable[ReplicaFigures]) -> ByteCounts:
+        """The bytes of these replicas together."""
+        r = list(replicas)
+        return cls(sum(f.bytes_fetched for f in r), sum(f.bytes_pushed for f in r),
+                   sum(f.bytes_between_partitions for f in r), sum(f.bytes_between_partitions_min for f in r))
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,7 @@ class Sampler:
             step=sum(f.steps for f in figures) if step is None else step, examples=examples,
             examples_per_second=rate, batch_loss=sum(losses) / len(losses) if losses else None,
             live_replicas=len(live), replicas=figures,
-            bytes=ByteCounts(sum(f.bytes_fetched for f in figures), sum(f.bytes_pushed for f in figures),
-                             sum(f.bytes_between_partitions for f in figures),
-                             sum(f.bytes_between_partitions_min for f in figures)),
+            bytes=ByteCounts.of(figures),
             staleness=staleness, staleness_examples=ages, evaluation=evaluation)
         self._last = {f.replica: f for f in figures}
         self._last_t, self._last_examples = t, examples
