@@ -172,3 +172,24 @@ def test_histogram_windows_and_coarse_bins():
     assert Histogram.total([a, b]).as_counter() == {0: 7, 3: 2, 7: 2}
     assert [coarse(v) for v in (5, 8, 9, 100, 1000)] == [5, 8, 8, 96, 896]
     assert all(coarse(v) <= v < coarse(v) * 1.25 + 1 for v in range(1, 5000))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
+def test_a_gradient_that_starts_at_any_byte_gives_the_same_update(optimizer):
+    """Off the network a gradient is a frame cut from a larger message: it may be unaligned."""
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal(1000).astype(np.float32)
+    raw = np.zeros(g.nbytes + 8, np.uint8)
+    unaligned = np.ndarray(g.shape, np.float32, buffer=raw.data, offset=2)
+    unaligned[:] = g
+    assert not unaligned.flags.aligned
+    a, b = (ParameterShard(0, 0, 1000, np.ones(1000), optimizer, 0.1) for _ in range(2))
+    for _ in range(3):
+        assert a.push(g, a.version).accepted and b.push(unaligned, b.version).accepted
+    assert a.state()["params"].tobytes() == b.state()["params"].tobytes()
+    unaligned[5] = np.nan
+    assert not b.push(unaligned, b.version).accepted and b.version == 3
+    for shard, values in ((a, g), (b, unaligned)):  # Sandblaster's accumulate too
+        shard.zero("acc")
+        shard.accumulate("acc", np.where(np.isfinite(values), values, 0).astype(np.float32), (1,))
+    np.testing.assert_array_equal(a.fetch_vector("acc")[1], b.fetch_vector("acc")[1])

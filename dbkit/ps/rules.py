@@ -40,14 +40,34 @@ class UpdateRule:
             return np.full(size, self.initial_accumulator, dtype=np.float32)
         return None
 
-    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None) -> None:
-        """Update ``params`` (and ``state``) in place with one gradient."""
-        lr = np.float32(self.lr)
+    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None,
+              scratch: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Update ``params`` (and ``state``) in place with one gradient.
+
+        ``scratch``: two float32 buffers the size of ``params`` for the
+        intermediate terms, so that no full-length temporary is allocated. The
+        arithmetic, and so the result, is the same either way.
+        """
+        a, b = scratch if scratch is not None else (np.empty_like(params), np.empty_like(params))
+        self.apply_scaled(params, grad, self.scale(grad, a), state, b)
+
+    def scale(self, grad: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``lr * grad`` into ``out`` (the first term of either rule); returns ``out``."""
+        return np.multiply(grad, np.float32(self.lr), out=out)
+
+    def apply_scaled(self, params: np.ndarray, grad: np.ndarray, scaled: np.ndarray, state: np.ndarray | None,
+                     spare: np.ndarray) -> None:
+        """The rest of ``apply`` once ``scaled = scale(grad)`` (which it overwrites); ``spare`` is scratch."""
         if self.optimizer == "sgd":
-            params -= lr * grad
+            params -= scaled
         else:
-            state += grad * grad
-            params -= lr * grad / (np.sqrt(state) + np.float32(self.eps))
+            assert state is not None
+            np.multiply(grad, grad, out=spare)
+            state += spare
+            np.sqrt(state, out=spare)
+            spare += np.float32(self.eps)
+            scaled /= spare  # lr * grad / (sqrt(state) + eps)
+            params -= scaled
 
 
 def check_lr(lr: float) -> float:

@@ -42,7 +42,13 @@ class VectorOps:
 
     def _advance(self, examples: int = 0) -> None: ...
 
+    def _aligned(self, values: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # the shard's
+
     def _refusal(self, grad: np.ndarray, fetched_version: int) -> str | None: ...
+
+    def _refuse(self, reason: str) -> PushAnswer:
+        raise NotImplementedError  # the shard's
 
     def _vec(self, name: str) -> np.ndarray:
         if name == PARAMS:
@@ -109,16 +115,14 @@ class VectorOps:
         a unit that already landed here is refused, so a unit redone after its
         replica died mid-push is never counted twice on this shard.
         """
-        values = np.asarray(values)
         with self._lock:
+            values = self._aligned(values)
             twice = self.landed.setdefault(name, set()).intersection(units)
             if twice:
                 return PushAnswer(False, self.version, reason=f"duplicate: units {sorted(twice)} already landed")
             reason = self._refusal(values, 0)
             if reason is not None:
-                self.rejected += 1
-                self.rejections[reason.split(":")[0]] += 1
-                return PushAnswer(False, self.version, reason=reason)
+                return self._refuse(reason)
             self._out(name)[:] += values.astype(np.float32, copy=False)
             self.landed[name].update(units)
             self.bytes_pushed += values.size * 4
