@@ -179,3 +179,26 @@ def test_the_change_queue_applies_in_order_and_the_latest_value_wins():
     queue.submit({"y": 3}, clock)  # ... and the next request still runs
     assert applied == [{"x": "slow"}, {"y": 1}, {"x": 2}, {"y": 3}]
     assert superseded[1] == {"x": 1} and queue.idle()
+
+
+@pytest.mark.cluster
+def test_a_snapshot_never_calls_dask(digits, local_cluster, monkeypatch):
+    """With every way into Dask made to fail, snapshots of a trained job still answer."""
+    import distributed
+    from distributed.actor import Actor
+
+    with dbkit.DownpourSGD("linear", digits, replicas=2, shards=2, client=local_cluster.client) as job:
+        job.fit(steps=100, progress=False)
+        job._res.monitor.halt()  # the job's own thread polls Dask; this test is about snapshot() alone
+        before = job.snapshot()
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("snapshot() called Dask")
+
+        with monkeypatch.context() as m:
+            for name in ("submit", "run", "nthreads", "scheduler_info", "gather", "scatter"):
+                m.setattr(distributed.Client, name, refuse)
+            m.setattr(Actor, "__getattr__", refuse)
+            snaps = [job.snapshot() for _ in range(20)]
+        assert all(s.step == before.step >= 100 and len(s.replicas) == 2 for s in snaps)
+        assert snaps[-1].evaluation is not None and snaps[-1].state == "paused"
