@@ -8,6 +8,7 @@ Plain Python (no Dask): ``Job`` is the base of ``dbkit.SyncSGD``,
 
 from .changes import ChangeQueue, ChangeRequest
 from .gate import Gate, Stopping
+from .hooks import JobHooks
 from .job import ENDED, Job
 from .monitor import Monitor
 from .running import AnotherJobRunning, running, stop_all
@@ -16,5 +17,5 @@ from .snapshot import FinalState, Snapshot
 from .stopwatch import Stopwatch
 from .thread import JobThread
 
-__all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job",
+__all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job", "JobHooks",
            "JobThread", "Monitor", "Snapshot", "Stopping", "Stopwatch", "resolve_job", "running", "stop_all"]

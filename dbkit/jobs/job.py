@@ -17,7 +17,6 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -29,7 +28,6 @@ from ..nn import Network
 from ..ps import ShardFigures
 from ..settings import check
 from ..telemetry import (
-    ByteCounts,
     Change,
     Divergence,
     ErrorEvent,
@@ -42,6 +40,7 @@ from ..telemetry import (
 )
 from . import running
 from .changes import ChangeQueue, ChangeRequest
+from .hooks import JobHooks
 from .progress import Progress
 from .snapshot import FinalState, Snapshot
 from .stopwatch import Stopwatch
@@ -49,8 +48,9 @@ from .stopwatch import Stopwatch
 ENDED = ("finished", "diverged", "failed", "stopped")
 
 
-class Job(ABC):
-    """A training run of one algorithm; see the module docstring for the interface."""
+class Job(JobHooks):
+    """A training run of one algorithm; see the module docstring for the interface, and
+    ``JobHooks`` for what each algorithm fills in."""
 
     algorithm: ClassVar[str] = ""
     #: settings ``set()`` may change once the job has started (``paused`` too, for every job)
@@ -75,56 +75,6 @@ class Job(ABC):
         self._last_eval: Evaluation | None = None
         self._last_eval_step = -1
         self._finalizer: weakref.finalize | None = None
-
-    # ---- the hooks each algorithm provides -------------------------------------------------
-    @abstractmethod
-    def _launch(self, paused: bool) -> None:
-        """Place everything and begin training with no step cap, or ``paused`` (the caller holds ``_steer``)."""
-
-    @abstractmethod
-    def _resources(self) -> Any:
-        """An object whose ``release()`` frees the cluster and replicas; it must not refer to the job."""
-
-    @abstractmethod
-    def _cap(self, steps: int | None) -> int | None:
-        """Let training go on for ``steps`` more steps (``None``: no cap); returns the total to reach."""
-
-    @abstractmethod
-    def _hold(self, paused: bool) -> None:
-        """Pause training (returning once it is paused) or let it go on."""
-
-    @abstractmethod
-    def _progress(self) -> int:
-        """Steps (Sandblaster: iterations) done so far; in memory, never a call to Dask."""
-
-    @abstractmethod
-    def _replica_figures(self) -> dict[int, ReplicaFigures]:
-        """Every replica's latest figures; in memory, never a call to Dask."""
-
-    @abstractmethod
-    def _parameters(self) -> np.ndarray:
-        """The current parameters (network order)."""
-
-    @abstractmethod
-    def _gather(self, stopping: bool) -> FinalState:
-        """Parameters and figures now; with ``stopping``, first stop the replicas (they push what they have)."""
-
-    def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
-        """Apply validated ``changes`` to the running job (``new`` is the config after them)."""
-
-    def _check(self, config: RunConfig) -> None:
-        """Refuse (``ValueError``) a config this job cannot take, beyond the settings' own ranges."""
-
-    def _report_blocks(self, final: FinalState) -> dict:
-        """The algorithm's own blocks of the report."""
-        return {}
-
-    def describe(self) -> str:
-        """One line in the paper's words: the algorithm and its settings."""
-        return f"{self.algorithm}: {self.config.replicas} replica(s), {self.config.optimizer} lr={self.config.lr}"
-
-    def _bytes(self, final: FinalState) -> ByteCounts:
-        return ByteCounts.of(final.replicas)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property

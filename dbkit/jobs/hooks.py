@@ -1,0 +1,76 @@
+"""What each algorithm fills in to run as a ``Job``: the hooks ``dbkit.jobs.Job`` calls.
+
+``Job`` owns the lifecycle, the change queue, the event stream and the
+report; an algorithm (``SyncSGD``, ``DownpourSGD``, ``SandblasterLBFGS``)
+says how to place and start its replicas, cap and hold their training, read
+their figures, apply a change, and gather what is left when it stops. The
+hooks that change the job are called with the job's ``_steer`` lock held.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from ..algorithms import ReplicaFigures
+from ..config import RunConfig
+from ..telemetry import ByteCounts
+from .snapshot import FinalState
+
+
+class JobHooks(ABC):
+    """The contract between ``Job`` and an algorithm's driver."""
+
+    config: RunConfig
+    algorithm: str
+
+    @abstractmethod
+    def _launch(self, paused: bool) -> None:
+        """Place everything and begin training with no step cap, or ``paused`` (the caller holds ``_steer``)."""
+
+    @abstractmethod
+    def _resources(self) -> Any:
+        """An object whose ``release()`` frees the cluster and replicas; it must not refer to the job."""
+
+    @abstractmethod
+    def _cap(self, steps: int | None) -> int | None:
+        """Let training go on for ``steps`` more steps (``None``: no cap); returns the total to reach."""
+
+    @abstractmethod
+    def _hold(self, paused: bool) -> None:
+        """Pause training (returning once it is paused) or let it go on."""
+
+    @abstractmethod
+    def _progress(self) -> int:
+        """Steps (Sandblaster: iterations) done so far; in memory, never a call to Dask."""
+
+    @abstractmethod
+    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+        """Every replica's latest figures; in memory, never a call to Dask."""
+
+    @abstractmethod
+    def _parameters(self) -> np.ndarray:
+        """The current parameters (network order)."""
+
+    @abstractmethod
+    def _gather(self, stopping: bool) -> FinalState:
+        """Parameters and figures now; with ``stopping``, first stop the replicas (they push what they have)."""
+
+    def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
+        """Apply validated ``changes`` to the running job (``new`` is the config after them)."""
+
+    def _check(self, config: RunConfig) -> None:
+        """Refuse (``ValueError``) a config this job cannot take, beyond the settings' own ranges."""
+
+    def _report_blocks(self, final: FinalState) -> dict:
+        """The algorithm's own blocks of the report."""
+        return {}
+
+    def describe(self) -> str:
+        """One line in the paper's words: the algorithm and its settings."""
+        return f"{self.algorithm}: {self.config.replicas} replica(s), {self.config.optimizer} lr={self.config.lr}"
+
+    def _bytes(self, final: FinalState) -> ByteCounts:
+        return ByteCounts.of(final.replicas)
