@@ -93,7 +93,7 @@ def test_event_stream_is_safe_to_append_from_many_threads():
 
 
 def test_samples_give_the_window_not_the_lifetime():
-    events = EventStream()
+    events = EventStream(clock=iter(range(100)).__next__)
     sampler = Sampler()
     r0 = ReplicaFigures(0, steps=10, examples=320, staleness=Histogram.of({0: 10}), age=Histogram.of({32: 10}))
     first = sampler.emit(events, {0: r0})
@@ -102,6 +102,7 @@ def test_samples_give_the_window_not_the_lifetime():
     second = sampler.emit(events, {0: r1}, evaluation=FINAL)
     assert second.staleness == Histogram((5,), (10,)) and second.staleness_examples == Histogram((512,), (10,))
     assert second.step == 20 and second.examples_per_second > 0 and second.evaluation is FINAL
+    assert second.rates(first) == {0: pytest.approx(320 / (second.t - first.t))}  # per replica
     assert events.of(Sample) == [first, second]
 
 

@@ -6,7 +6,7 @@ from .dispatcher import Assignment, Decisions, LostReplica, Slot, UnitDispatcher
 from .downpour import DownpourReplica
 from .downpour_partition import DownpourPartition, PartitionStep
 from .evaluate import Evaluation, Evaluator, full_batch_loss
-from .figures import ENDED, LIVE, NO_CAP, PartitionFigures, ReplicaCounters, ReplicaFigures, ReplicaSettings
+from .figures import LIVE, NO_CAP, PartitionFigures, ReplicaCounters, ReplicaFigures, ReplicaSettings
 from .lbfgs import HistoryPair, two_loop, two_loop_numpy
 from .line_search import wolfe_search
 from .partitioned_replica import PartitionedDownpourReplica
@@ -19,7 +19,7 @@ from .sgd import SGDTrainer, TrainingDiverged
 from .work_units import LocalBatch, WorkUnit, make_units
 
 __all__ = [
-    "Assignment", "Decisions", "DownpourPartition", "DownpourReplica", "ENDED", "Evaluation", "Evaluator",
+    "Assignment", "Decisions", "DownpourPartition", "DownpourReplica", "Evaluation", "Evaluator",
     "HistoryPair", "Iteration", "LBFGSCoordinator", "LIVE", "LocalBatch", "LostReplica", "NO_CAP",
     "PartitionFigures", "PartitionStep", "PartitionedDownpourReplica", "ReplicaBook", "ReplicaCounters",
     "ReplicaFigures", "ReplicaSettings", "SGDTrainer", "SandblasterReplica", "SandblasterReplicaFigures",

@@ -8,7 +8,7 @@ in place, so any thread may read the last one it got without a lock.
 from __future__ import annotations
 
 from collections import Counter, deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -18,11 +18,9 @@ from ..ps.histogram import coarse
 
 NO_CAP = 2**62  # "no step cap" for a replica
 
-#: a replica in one of these states is training or can train again
+#: a replica in one of these states is training or can train again; it ends as stopped (with the job),
+#: removed, relaid (re-laid out), lost (its worker died), failed (an error) or diverged
 LIVE = ("running", "paused")
-#: why a replica ended: stopped with the job, removed, relaid (re-laid out), lost (its worker died),
-#: failed (an error), diverged (only non-finite gradients)
-ENDED = ("stopped", "removed", "relaid", "lost", "failed", "diverged")
 
 
 @dataclass(frozen=True)
@@ -65,9 +63,7 @@ class PartitionFigures:
     age: Histogram = Histogram()
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("partition", "worker", "pushes", "fetches", "rejected", "nonfinite",
-                                           "examples", "bytes_fetched", "bytes_pushed", "bytes_sent")}
-        return {**d, "shards": list(self.shards)}
+        return {**_scalars(self), "shards": list(self.shards)}
 
 
 @dataclass(frozen=True)
@@ -112,14 +108,17 @@ class ReplicaFigures:
 
     def to_dict(self) -> dict:
         """The report's row (DESIGN.md: ``steps, pushes, fetches, examples, failures`` and the rest)."""
-        d = {k: getattr(self, k) for k in ("replica", "worker", "state", "steps", "pushes", "fetches", "examples",
-                                           "rejected", "nonfinite", "failures", "error", "loss", "n_fetch",
-                                           "n_push", "lr", "bytes_fetched", "bytes_pushed",
-                                           "bytes_between_partitions", "bytes_between_partitions_min")}
+        d = _scalars(self)
         d["staleness"], d["staleness_examples"] = self.staleness.summary(), self.age.summary()
         if self.partitions:
             d["partitions"] = [p.to_dict() for p in self.partitions]
         return d
+
+
+def _scalars(record: Any) -> dict:
+    """A figures record's plain fields for a report row (histograms, partitions and the epoch are not)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)
+            if f.name not in ("staleness", "age", "partitions", "shards", "epoch")}
 
 
 @dataclass

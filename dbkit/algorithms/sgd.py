@@ -41,6 +41,7 @@ class SGDTrainer:
         self.rule = UpdateRule(optimizer, lr)
         self.params = network.init_params(seed)
         self.opt_state = self.rule.new_state(network.size)
+        self._scratch = (np.empty(network.size, np.float32), np.empty(network.size, np.float32))
         self.batches = MiniBatches(data.X_train, data.y_train, batch_size, seed=seed)
         self.counters = ReplicaCounters()
 
@@ -73,7 +74,7 @@ class SGDTrainer:
                 f"non-finite loss or gradient at step {self.steps + 1}; parameters kept as they were. "
                 f"Lower the learning rate (lr={self.rule.lr}) or use Adagrad.")
         if self.server is None:
-            self.rule.apply(self.params, grad, self.opt_state)
+            self.rule.apply(self.params, grad, self.opt_state, self._scratch)
         else:
             answers = self.server.push(grad, examples=len(y))
             self.counters.answered(answers)

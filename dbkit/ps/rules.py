@@ -48,7 +48,10 @@ class UpdateRule:
         intermediate terms, so that no full-length temporary is allocated. The
         arithmetic, and so the result, is the same either way.
         """
-        a, b = scratch if scratch is not None else (np.empty_like(params), np.empty_like(params))
+        if scratch is None:  # allocate what this rule needs: one buffer for SGD, two for Adagrad
+            a = np.empty_like(params)
+            scratch = (a, np.empty_like(params) if self.optimizer == "adagrad" else a)
+        a, b = scratch
         self.apply_scaled(params, grad, self.scale(grad, a), state, b)
 
     def scale(self, grad: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -128,15 +128,21 @@ class Fleet:
     def steer(self, indices: list[int] | None = None, wait: float = 10.0, **changes: Any) -> None:
         """Change ``ReplicaSettings`` fields of replicas ``indices`` (all if None); with ``wait``, return
         once each of them has acted on it (or ended), at most ``wait`` seconds."""
+        if indices is None and "paused" in changes:
+            self.paused = bool(changes["paused"])  # replicas launched from now on start so too
+        epoch = self._tell(lambda ctl, epoch: ctl.set(indices, epoch=epoch, **changes))
+        if wait:
+            self.wait_for(lambda f: f.epoch >= epoch, indices, wait)
+
+    def _tell(self, call: Any) -> int:
+        """``call(control, epoch)`` on every worker's control actor, at a new epoch; returns the epoch."""
         with self._lock:
             self.epoch += 1
             epoch = self.epoch
-        if indices is None and "paused" in changes:
-            self.paused = bool(changes["paused"])  # replicas launched from now on start so too
         pending = []
         for ctl in list(self.controls.values()):
             try:
-                pending.append(ctl.set(indices, epoch=epoch, **changes))
+                pending.append(call(ctl, epoch))
             except RuntimeError:  # "Worker holding Actor was lost": its replicas are gone already
                 pass
         for p in pending:
@@ -144,8 +150,7 @@ class Fleet:
                 p.result(timeout=10)
             except Exception:  # noqa: BLE001 - the same, noticed while waiting
                 pass
-        if wait:
-            self.wait_for(lambda f: f.epoch >= epoch, indices, wait)
+        return epoch
 
     def wait_for(self, done: Any, indices: list[int] | None, timeout: float) -> bool:
         """Poll until ``done(figures)`` holds for every live replica of ``indices``; False at the timeout."""
@@ -169,8 +174,8 @@ class Fleet:
                 return None
             figures = self.book.figures()
             self.cap = self.book.total_steps() + steps
-            for index in self.book.live():
-                self.steer([index], max_steps=figures[index].steps + steps, wait=0)
+            caps = {i: {"max_steps": figures[i].steps + steps} for i in self.book.live()}
+            self._tell(lambda ctl, epoch: ctl.set_each(caps, epoch))  # one call per worker
             return self.cap
 
     def hold(self, paused: bool) -> None:

@@ -185,10 +185,14 @@ class DownpourSGD(Job):
         return monitor.interval
 
     def _note_transitions(self) -> None:
-        assert self._fleet is not None
-        for index, what, f in self._monitor.transitions(self._fleet.figures()):
-            what = "added" if what == "started" and index in self._fleet.added else what
-            self.events.emit(ReplicaEvent, replica=index, what=what, worker=f.worker, reason=f.error)
+        """A ``ReplicaEvent`` for each replica that started or ended since the last call (the monitor
+        thread and a change both call it: the fleet's lock makes each transition noted once)."""
+        fleet = self._fleet
+        assert fleet is not None
+        with fleet.launching:
+            for index, what, f in self._monitor.transitions(fleet.figures()):
+                what = "added" if what == "started" and index in fleet.added else what
+                self.events.emit(ReplicaEvent, replica=index, what=what, worker=f.worker, reason=f.error)
 
     def _end_if_no_replica_is_left(self) -> None:
         assert self._fleet is not None

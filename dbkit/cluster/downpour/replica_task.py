@@ -36,6 +36,13 @@ class ReplicaControl:
             self.settings[i] = self.settings[i].but(**changes)
         return targets
 
+    def set_each(self, changes: dict[int, dict[str, Any]], epoch: int) -> list[int]:
+        """Apply each replica's own ``changes[index]`` (those on this worker) at ``epoch``."""
+        targets = [i for i in changes if i in self.settings]
+        for i in targets:
+            self.settings[i] = self.settings[i].but(epoch=epoch, **changes[i])
+        return targets
+
     def latest(self) -> dict[int, ReplicaFigures]:
         return dict(self.figures)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ...algorithms import Iteration, LBFGSCoordinator, ReplicaFigures, SandblasterReplica, Slot, UnitDispatcher
+from ...algorithms import NO_CAP, Iteration, LBFGSCoordinator, ReplicaFigures, SandblasterReplica, Slot, UnitDispatcher
 from ...config import RunConfig
 from ...data import Dataset
 from ...jobs import FinalState, Gate, Job, JobThread, resolve_job
@@ -208,7 +208,7 @@ class SandblasterLBFGS(Job):
 
     def _cap(self, steps: int | None) -> int | None:
         target = None if steps is None else self._progress() + steps
-        self._gate.set_cap(2**62 if target is None else target)
+        self._gate.set_cap(NO_CAP if target is None else target)
         return target
 
     def _hold(self, paused: bool) -> None:
