@@ -51,7 +51,6 @@ class SandblasterConfig:
     work_unit_size: int = 0
     backup: bool = True
     balance: bool = True
-    slow_replicas: tuple[tuple[int, float], ...] = ()
     gtol: float = 1e-5
     ftol: float = 1e-9
     push_every: int = 4
@@ -97,6 +96,7 @@ class RunConfig:
     shards: int = 1
     workers: int = 2
     scheduler: str | None = None
+    slow_replicas: tuple[tuple[int, float], ...] = ()
     downpour: DownpourConfig = field(default_factory=DownpourConfig)
     sandblaster: SandblasterConfig = field(default_factory=SandblasterConfig)
     sgd: SGDConfig = field(default_factory=SGDConfig)
@@ -108,7 +108,7 @@ class RunConfig:
         for name, cls in SECTIONS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
-        d, s = self.downpour, self.sandblaster
+        d = self.downpour
         if d.partitions > 1 and self.algorithm != "downpour":
             raise ValueError(f"partitions > 1 (model partitioning) runs inside downpour only; {self.algorithm} "
                              f"replicas are whole networks, got partitions={d.partitions}")
@@ -117,8 +117,8 @@ class RunConfig:
                              f"partition's parameters, got shards={self.shards}")
         if self.algorithm == "sgd" and self.replicas != 1:
             raise ValueError(f"sgd is the single-replica baseline: replicas must be 1, got {self.replicas}")
-        for i, f in s.slow_replicas:
-            if i >= self.replicas:
+        for i, f in self.slow_replicas:  # Downpour numbers replicas on as they come and go: its job checks
+            if self.algorithm == "sandblaster" and i >= self.replicas:
                 raise ValueError(f"slow_replicas needs replica indices in [0, {self.replicas - 1}] and factors in "
                                  f"[1, 1000], got {i}:{f}")
 
@@ -156,9 +156,7 @@ class RunConfig:
         """Every setting, with the section of this run's algorithm only (a report's ``config``)."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECTIONS}
         d["hidden"] = list(self.hidden) if self.hidden else None
-        section = asdict(getattr(self, self.algorithm))
-        if "slow_replicas" in section:
-            section["slow_replicas"] = {str(i): f for i, f in self.sandblaster.slow_replicas}
-        d[self.algorithm] = section
+        d["slow_replicas"] = {str(i): f for i, f in self.slow_replicas}
+        d[self.algorithm] = asdict(getattr(self, self.algorithm))
         return d
 

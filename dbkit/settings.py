@@ -127,6 +127,8 @@ _TABLE = [
     Setting("shards", "int", 1, 256, help="parameter server shards, each owning a slice of the parameters"),
     Setting("workers", "int", 1, 256, help="LocalCluster worker processes"),
     Setting("scheduler", "text", optional=True, help="address of a running Dask scheduler"),
+    Setting("slow_replicas", "factors",
+            help="make replica I FACTOR times slower (a straggler: Downpour and Sandblaster)"),
     # Downpour SGD (paper Sec. 4.1) and model partitioning (Sec. 3)
     Setting("partitions", "int", 1, 64, section="downpour",
             help="machines one replica's network is split across (model parallelism)"),
@@ -144,7 +146,6 @@ _TABLE = [
             help="examples per work unit; 0 = about a tenth of the batch per replica"),
     Setting("backup", "bool", section="sandblaster", help="backup copies of running units near the end of a batch"),
     Setting("balance", "bool", section="sandblaster", help="hand out units as replicas become free"),
-    Setting("slow_replicas", "factors", section="sandblaster", help="make replica I FACTOR times slower"),
     Setting("gtol", "float", 0.0, 1e6, section="sandblaster", help="stop when the gradient norm is at most gtol"),
     Setting("ftol", "float", 0.0, 1.0, section="sandblaster", help="stop when the loss falls by less than this"),
     Setting("push_every", "int", 1, 100_000, section="sandblaster",

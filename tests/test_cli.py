@@ -135,7 +135,7 @@ def test_run_sandblaster_writes_a_whole_report(tmp_path):
     assert validate_report(report) == []
     sb = report["sandblaster"]
     c = report["config"]["sandblaster"]
-    assert c["memory"] == 10 and c["slow_replicas"] == {"0": 3.0}
+    assert c["memory"] == 10 and report["config"]["slow_replicas"] == {"0": 3.0}
     assert 1 <= sb["iterations"] <= 15 and sb["work_units_per_batch"] == 6
     assert report["history"][-1]["train_loss"] < report["history"][0]["train_loss"]
     assert "L-BFGS:" in out.stdout and "backups" in out.stdout

@@ -28,8 +28,11 @@ class ReplicaSettings:
     """What the driver asks of one replica; it reads them before every step.
 
     ``max_steps`` caps the replica's own steps (``NO_CAP``: none); ``stop``
-    ends it after it pushes what it accumulated. ``epoch`` numbers the
-    driver's changes: a replica echoes the epoch it acted on in its figures.
+    ends it after it pushes what it accumulated. ``slow`` > 1 makes each step
+    take that many times longer (a straggler). ``crash`` ends it at once as
+    ``lost``, its accumulated gradient never pushed, as when its machine dies.
+    ``epoch`` numbers the driver's changes: a replica echoes the epoch it
+    acted on in its figures.
     """
 
     n_fetch: int = 1
@@ -39,6 +42,8 @@ class ReplicaSettings:
     stop: bool = False
     max_steps: int = NO_CAP
     epoch: int = 0
+    slow: float = 1.0
+    crash: bool = False
 
     def but(self, **changes: Any) -> ReplicaSettings:
         return replace(self, **changes)
@@ -90,6 +95,7 @@ class ReplicaFigures:
     n_fetch: int = 1
     n_push: int = 1
     lr: float = 0.0
+    slow: float = 1.0
     bytes_fetched: int = 0
     bytes_pushed: int = 0
     bytes_between_partitions: int = 0

@@ -15,6 +15,9 @@ from typing import Any
 
 from .figures import LIVE, ReplicaFigures
 
+#: states a replica's own figures may end in (the driver decides the others)
+ENDED_ON_ITS_OWN = ("failed", "diverged", "lost")
+
 
 @dataclass
 class ReplicaEntry:
@@ -63,10 +66,10 @@ class ReplicaBook:
             return len(self.live()) + len(self.pending_warm)
 
     def update(self, index: int, figures: ReplicaFigures) -> None:
-        """Take a live replica's newest figures; a replica that says it failed or diverged has ended."""
+        """Take a live replica's newest figures; a replica that says it failed, diverged or was lost has ended."""
         with self._lock:
             e = self.entries.get(index)
-            if e is not None and e.live and (figures.state in LIVE or figures.state in ("failed", "diverged")):
+            if e is not None and e.live and (figures.state in LIVE or figures.state in ENDED_ON_ITS_OWN):
                 e.figures = figures.but(worker=e.worker)
 
     def mark_lost(self, index: int, reason: str) -> None:
@@ -94,7 +97,7 @@ class ReplicaBook:
         with self._lock:
             if not e.live:  # someone else (driver or monitor) finished it first
                 return
-            own = figures.state if figures.state in ("failed", "diverged") else state
+            own = figures.state if figures.state in ENDED_ON_ITS_OWN else state
             e.figures = figures.but(worker=e.worker, state=own)
 
     def wait(self, indices: list[int], timeout: float, state: str = "stopped") -> None:

@@ -25,17 +25,25 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
     A paused replica (or one at its step cap) first pushes what it has
     accumulated. A replica that diverges (``replica.diverged``: only
     non-finite gradients for a while) ends as ``diverged``; one that raises
-    ends as ``failed`` with the error: neither stops the other replicas.
+    ends as ``failed`` with the error: neither stops the other replicas. One
+    told to ``crash`` ends as ``lost`` without pushing what it accumulated;
+    one told it is ``slow`` sleeps after each step for (slow - 1) times the step.
     """
     applied = settings()
     state, last = "running", 0.0
 
     def figures(state: str, **more) -> ReplicaFigures:
-        return replica.figures().but(worker=worker, state=state, epoch=applied.epoch, **more)
+        return replica.figures().but(worker=worker, state=state, epoch=applied.epoch, slow=applied.slow, **more)
 
     try:
         while True:
             s = settings()
+            if s.crash:  # as if its machine died: what it accumulated is never pushed
+                applied = s
+                final = figures("lost", failures=1, error="its task was killed (lose_replica): the gradient it "
+                                                          "had accumulated is lost; training goes on without it")
+                publish(final)
+                return final
             if s.stop:
                 break
             acted = s is not applied
@@ -51,7 +59,10 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
                     publish(figures(state))
                 sleep(poll)
                 continue
+            began = time.perf_counter()
             replica.step()
+            if s.slow > 1:
+                sleep((s.slow - 1) * (time.perf_counter() - began))
             if replica.diverged:
                 c = replica.counters
                 final = figures("diverged", error=f"{c.nonfinite_in_a_row} non-finite gradients in a row "

@@ -56,6 +56,16 @@ class SGDTrainer:
             self.server.set_lr(rule.lr)
         self.rule = rule
 
+    def set_optimizer(self, optimizer: str) -> None:
+        """A new update rule from the next step on (and on the shards, if any); Adagrad starts from fresh
+        accumulators."""
+        rule = UpdateRule(optimizer, self.rule.lr, self.rule.eps, self.rule.initial_accumulator)
+        if self.server is not None:
+            self.server.set_optimizer(optimizer)
+        elif optimizer != self.rule.optimizer:
+            self.opt_state = rule.new_state(self.network.size)
+        self.rule = rule
+
     def step(self) -> float:
         """One mini-batch step; returns the mini-batch loss.
 

@@ -58,6 +58,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a replica fetches fresh parameters every n_fetch steps (default: %(default)s)")
     s.add_argument("--n-push", type=int, default=d.downpour.n_push,
                    help="a replica pushes its accumulated gradient every n_push steps (default: %(default)s)")
+    s.add_argument("--slow-replica", type=_slow, action="append", default=[], metavar="I:FACTOR",
+                   help="make replica I FACTOR times slower (repeatable): a straggler, to watch Downpour go on "
+                        "without waiting and Sandblaster's load balancing and backups")
     s.add_argument("--warm-start-steps", type=int, default=d.downpour.warm_start_steps,
                    help="warm start: one replica trains alone this many steps before the others join")
     c = p.add_argument_group("cluster")
@@ -93,8 +96,6 @@ def add_sandblaster_options(p: argparse.ArgumentParser) -> None:
                    help="do not schedule backup copies of running units near the end of a batch")
     g.add_argument("--no-balance", dest="balance", action="store_false",
                    help="split the units equally up front instead of handing them out as replicas free up")
-    g.add_argument("--slow-replica", type=_slow, action="append", default=[], metavar="I:FACTOR",
-                   help="make replica I FACTOR times slower (repeatable), to watch load balancing and backups")
 
 
 def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
@@ -107,7 +108,9 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
                 warm_start_steps=args.warm_start_steps, workers=args.workers, scheduler=args.scheduler)
     if algorithm == "sandblaster":
         flat.update(memory=args.memory, iterations=args.iterations, work_unit_size=args.work_unit_size,
-                    backup=args.backup, balance=args.balance, slow_replicas=tuple(args.slow_replica))
+                    backup=args.backup, balance=args.balance)
+    if algorithm != "sgd":
+        flat.update(slow_replicas=tuple(args.slow_replica))
     if algorithm == "sgd":
         flat.update(on_cluster=bool(args.on_cluster or args.scheduler))
     return RunConfig.make(**flat)

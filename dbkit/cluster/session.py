@@ -97,6 +97,16 @@ class Cluster:
         """
         return sorted(self.client.nthreads())
 
+    def dashboard_link(self) -> str | None:
+        """The address of the scheduler's dashboard, or ``None`` when it serves none (the scheduler's
+        Python lacks ``bokeh>=3.1``). Honours ``distributed.dashboard.link`` (Binder's proxy path)."""
+        try:
+            if "dashboard" not in self.client.scheduler_info().get("services", {}):
+                return None
+            return str(self.client.dashboard_link)
+        except Exception:  # noqa: BLE001 - a dashboard link is never worth failing a job for
+            return None
+
     def wait_for_workers(self, n: int, timeout: float = 30.0) -> list[str]:
         try:
             self.client.wait_for_workers(n, timeout=timeout)

@@ -58,11 +58,11 @@ class SyncSGD(Job):
     config : RunConfig, optional
         Base settings; keyword arguments override it.
 
-    ``set(lr=...)`` changes the learning rate while it trains.
+    ``set(lr=..., optimizer=...)`` changes the learning rate and update rule while it trains.
     """
 
     algorithm = "sgd"
-    steerable = ("lr",)
+    steerable = ("lr", "optimizer")
 
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, on_cluster: bool | None = None,
                  client: Any = None, scheduler: str | None = None, config: RunConfig | None = None,
@@ -88,6 +88,7 @@ class SyncSGD(Job):
             from .shards import start_shards
 
             self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
+            self.dashboard = self._res.cluster.dashboard_link()
             server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.optimizer, c.lr)
         self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.optimizer, c.seed, server)
         self._sample(evaluate=True)  # the history starts from the untrained model
@@ -146,9 +147,13 @@ class SyncSGD(Job):
             return self._trainer.current_params()
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
-        if "lr" in changes and self._trainer is not None:
-            with self._step_lock:
+        if self._trainer is None:
+            return
+        with self._step_lock:
+            if "lr" in changes:
                 self._trainer.set_lr(changes["lr"])
+            if "optimizer" in changes:
+                self._trainer.set_optimizer(changes["optimizer"])
 
     def _gather(self, stopping: bool) -> FinalState:
         if stopping:
@@ -166,6 +171,9 @@ class SyncSGD(Job):
         if stopping:
             replicas = tuple(r.but(state="stopped") if r.live else r for r in replicas)
         return FinalState(params, replicas, shards, cluster)
+
+    def _new_like(self, config: RunConfig) -> SyncSGD:
+        return SyncSGD(self.network, self.data, client=self._client, config=config)
 
     def describe(self) -> str:
         c = self.config

@@ -64,6 +64,10 @@ class JobHooks(ABC):
     def _check(self, config: RunConfig) -> None:
         """Refuse (``ValueError``) a config this job cannot take, beyond the settings' own ranges."""
 
+    def _new_like(self, config: RunConfig) -> Any:
+        """A new job of this kind on the same model, data and cluster, with ``config``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot make a new run of itself")
+
     def _report_blocks(self, final: FinalState) -> dict:
         """The algorithm's own blocks of the report."""
         return {}

@@ -55,6 +55,8 @@ class Job(JobHooks):
     algorithm: ClassVar[str] = ""
     #: settings ``set()`` may change once the job has started (``paused`` too, for every job)
     steerable: ClassVar[tuple[str, ...]] = ()
+    #: settings ``set()`` may change only before the job starts (they shape how it starts)
+    before_start: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: RunConfig, data: Dataset, network: Network, sample_every: float = 0.5) -> None:
         self.config, self.data, self.network = config, data, network
@@ -75,6 +77,10 @@ class Job(JobHooks):
         self._last_eval: Evaluation | None = None
         self._last_eval_step = -1
         self._finalizer: weakref.finalize | None = None
+        #: the Dask dashboard's address once started on a cluster that serves one
+        self.dashboard: str | None = None
+        #: the control panel showing this job, if any (``dbkit.widgets``); told when the job stops
+        self.attached_panel: Any = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -176,9 +182,13 @@ class Job(JobHooks):
         superseded by a later one, appears in ``events`` as a ``Change``.
         """
         allowed = set(self.steerable) | {"paused"}
-        unknown = set(changes) - allowed
+        unknown = set(changes) - allowed - set(self.before_start)
         if unknown:
             raise ValueError(f"set() takes {sorted(allowed)}; {sorted(unknown)} cannot change while training")
+        late = sorted(set(changes) & (set(self.before_start) - allowed))
+        if late and self._state != "created":
+            raise ValueError(f"{', '.join(late)} shapes how a job starts: set it before start(), or make a new "
+                             f"run with job.new_run({late[0]}=...)")
         if self._stopped:
             raise RuntimeError(f"this {type(self).__name__} was stopped; its settings are final (make a new one)")
         if "paused" in changes and not isinstance(changes["paused"], bool):
@@ -208,6 +218,22 @@ class Job(JobHooks):
                 running.stopped(self)
                 if not self.ended:
                     self._set_state("stopped")
+        if self.attached_panel is not None:
+            self.attached_panel.job_stopped(self)
+
+    def new_run(self, **changes: Any) -> Job:
+        """A new job of the same kind, not started: the same model, data and cluster settings, this
+        job's settings with ``changes``. The panel's Start makes one when the run it shows has ended."""
+        return self._new_like(self.config.replace(**changes))
+
+    def panel(self) -> Any:
+        """The live control panel of this job (``dbkit.widgets.Panel``); the same one on every call.
+
+        Needs ipywidgets; ``stop()`` closes its threads (its last frame stays on screen).
+        """
+        from ..widgets import panel  # the one arrow up the layers: widgets are imported only when asked for
+
+        return panel(self)
 
     def __enter__(self) -> Job:
         return self
@@ -245,7 +271,7 @@ class Job(JobHooks):
         return Snapshot(self.algorithm, self._state, self.events.now(), self.config, self._progress(),
                         tuple(self.replicas()), self.events.last(Sample), self._last_eval,
                         {k: v for k, v in self._changes.pending().items()}, self.events.last(Change),
-                        errors.message if errors is not None else None, len(self.events))
+                        errors.message if errors is not None else None, len(self.events), self.dashboard)
 
     def report(self) -> dict:
         """The JSON report of DESIGN.md for this run so far (also after ``stop()``)."""
@@ -309,11 +335,19 @@ class Job(JobHooks):
                 return
             if self._stopped or self.ended:
                 raise RuntimeError(f"this {type(self).__name__} has {self._state}; its settings are final")
+            late = sorted(set(effective) & (set(self.before_start) - set(self.steerable)))
+            if late and self._state != "created":
+                raise ValueError(f"{', '.join(late)} shapes how a job starts; this one has started")
             old = {k: self._current(k) for k in effective}
             new = self.config.replace(**{k: v for k, v in effective.items() if k != "paused"})
             self._check(new)
             if self._state != "created":
-                self._apply({k: v for k, v in effective.items() if k != "paused"}, new)
+                try:
+                    self._apply({k: v for k, v in effective.items() if k != "paused"}, new)
+                except Exception as e:
+                    self.events.emit(ErrorEvent, where="set " + ", ".join(f"{k}={v!r}" for k, v in effective.items()),
+                                     message=f"{type(e).__name__}: {e}")
+                    raise
             with self._lock:
                 self.config = new
             if "paused" in effective and self._state != "created":

@@ -30,7 +30,8 @@ class Snapshot:
 
     ``changing`` holds settings asked and not yet applied (with the value
     asked); ``last_change`` the latest ``Change`` event; ``last_error`` the
-    latest error or refusal in words; ``events`` how many events there are.
+    latest error or refusal in words; ``events`` how many events there are;
+    ``dashboard`` the Dask dashboard's address (``None``: not served).
     """
 
     algorithm: str
@@ -45,6 +46,7 @@ class Snapshot:
     last_change: Change | None
     last_error: str | None
     events: int
+    dashboard: str | None = None
 
     @property
     def live_replicas(self) -> int:

@@ -174,5 +174,10 @@ class ShardedParameters:
         for p in [s.set_lr(lr) for s in self.shards]:
             resolve(p)
 
+    def set_optimizer(self, optimizer: str) -> None:
+        """Every shard's update rule (see ``ParameterShard.set_optimizer``)."""
+        for p in [s.set_optimizer(optimizer) for s in self.shards]:
+            resolve(p)
+
     def state(self) -> list[dict]:
         return [resolve(p) for p in [s.state() for s in self.shards]]

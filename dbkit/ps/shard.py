@@ -195,6 +195,15 @@ class ParameterShard(VectorOps):
             self.rule = UpdateRule(self.rule.optimizer, lr, self.rule.eps, self.rule.initial_accumulator)
         return lr
 
+    def set_optimizer(self, optimizer: str) -> str:
+        """Change the update rule for the next pushes; returns it. Adagrad starts from fresh accumulators
+        (every one at the rule's ``initial_accumulator``); SGD drops them."""
+        with self._lock:
+            if optimizer != self.rule.optimizer:
+                rule = UpdateRule(optimizer, self.rule.lr, self.rule.eps, self.rule.initial_accumulator)
+                self.opt_state, self.rule = rule.new_state(self.size), rule
+        return optimizer
+
     def figures(self) -> ShardFigures:
         """Counters for reports: updates, refusals, staleness and age of pushes, bytes."""
         with self._lock:

@@ -60,7 +60,7 @@ class Fleet:
             control = self._control(worker)
             cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
             settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
-                                       self.epoch)
+                                       self.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
             control.register(index, settings).result()
             key = f"dbkit-replica-{index}-{self.tag}"
             rows = self.rows[index % len(self.rows)]
@@ -177,6 +177,25 @@ class Fleet:
             caps = {i: {"max_steps": figures[i].steps + steps} for i in self.book.live()}
             self._tell(lambda ctl, epoch: ctl.set_each(caps, epoch))  # one call per worker
             return self.cap
+
+    def set_slow(self, factors: dict[int, float]) -> None:
+        """Slow each live replica by its factor in ``factors`` (1 for the others); returns once they act on it."""
+        with self.launching:
+            slow = {i: {"slow": float(factors.get(i, 1.0))} for i in self.book.live()}
+            epoch = self._tell(lambda ctl, epoch: ctl.set_each(slow, epoch))
+        self.wait_for(lambda f: f.epoch >= epoch, list(slow), 10.0)
+
+    def crash(self, index: int, timeout: float = 10.0) -> None:
+        """Kill replica ``index``'s task as its machine's death would: it ends as ``lost`` at once, its
+        accumulated gradient never pushed (the others train on)."""
+        with self.launching:
+            self.steer([index], crash=True, wait=0)
+            deadline = time.monotonic() + timeout
+            while self.book.figures()[index].live and time.monotonic() < deadline:
+                self.poll()
+                time.sleep(0.005)
+            if self.book.figures()[index].live:
+                self.book.mark_lost(index, "its task was killed (lose_replica)")
 
     def hold(self, paused: bool) -> None:
         """Pause every replica (returning once all have pushed and paused) or let them go on."""

@@ -86,12 +86,15 @@ class DownpourSGD(Job):
         Pin replica ``i`` to ``replica_workers[i % len]`` and shards likewise;
         default: spread round-robin over all workers.
 
-    ``set()`` changes ``n_fetch``, ``n_push``, ``lr``, ``replicas``, ``partitions``
-    and ``shards`` while it trains.
+    ``set()`` changes ``n_fetch``, ``n_push``, ``lr``, ``optimizer``, ``replicas``,
+    ``partitions``, ``shards`` and ``slow_replicas`` (stragglers: ``{replica: factor}``)
+    while it trains, and ``warm_start_steps`` before it starts; ``lose_replica()``
+    kills one replica's task, as a machine failure would.
     """
 
     algorithm = "downpour"
-    steerable = ("n_fetch", "n_push", "lr", "replicas", "partitions", "shards")
+    steerable = ("n_fetch", "n_push", "lr", "optimizer", "replicas", "partitions", "shards", "slow_replicas")
+    before_start = ("warm_start_steps",)
 
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, client: Any = None,
                  scheduler: str | None = None, config: RunConfig | None = None,
@@ -137,17 +140,38 @@ class DownpourSGD(Job):
         self.set(replicas=self.config.replicas - k)
         return sorted(i for i in live if self._replica_figures()[i].state == "removed")
 
+    def lose_replica(self, index: int | None = None) -> int:
+        """Kill one replica's task (default: the most recently started) as its machine's death would:
+        it ends as ``lost``, the gradient it accumulated is never pushed, and the other replicas train
+        on (DistBelief Sec. 4.1: Downpour is robust to machine failures). Returns its number.
+
+        One live replica must remain, and a lost replica is not replaced: ``set(replicas=...)`` adds
+        replicas again."""
+        with self._steer:
+            live = self._fleet.live() if self._fleet is not None and not self.ended else []
+            if index is None and live:
+                index = live[-1]
+            if len(live) < 2 or index not in live:
+                raise ValueError(f"lose_replica needs a live replica other than the last one, so that training "
+                                 f"goes on (live replicas: {live}), got {index!r}")
+            assert self._fleet is not None and index is not None
+            self._fleet.crash(index)
+            self._note_transitions()
+            return index
+
     def describe(self) -> str:
         c, d = self.config, self.config.downpour
         return (f"downpour: {c.replicas} replicas" + (f" of {d.partitions} partitions each" if d.partitions > 1 else "")
                 + f", {c.shards} shards, n_fetch={d.n_fetch}, n_push={d.n_push}, {c.optimizer} lr={c.lr}"
-                + (f", warm start {d.warm_start_steps} steps" if d.warm_start_steps else ""))
+                + (f", warm start {d.warm_start_steps} steps" if d.warm_start_steps else "")
+                + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else ""))
 
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
         c, net = self.config, self.network
         cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
         workers = cluster.workers() or cluster.wait_for_workers(1)
+        self.dashboard = cluster.dashboard_link()
         placement = self._placement = self._res.placement = Placement(cluster, net, c, self._shard_workers or workers,
                                                                       self._replica_workers or workers)
         placement.place_shards(net.init_params(c.seed), c.optimizer, c.lr)
@@ -230,6 +254,16 @@ class DownpourSGD(Job):
 
     def _check(self, config: RunConfig) -> None:
         check_layout(self.network, config)
+        known = (set(self._fleet.figures()) | set(self._fleet.book.pending_warm) if self._fleet is not None
+                 else set(range(config.replicas)))
+        bad = sorted(i for i, _ in config.slow_replicas if i not in known)
+        if bad:
+            raise ValueError(f"slow_replicas names replica {bad[0]}, which this job does not have "
+                             f"(its replicas: {sorted(known)})")
+
+    def _new_like(self, config: RunConfig) -> DownpourSGD:
+        return DownpourSGD(self.network, self.data, client=self._client, config=config,
+                           replica_workers=self._replica_workers, shard_workers=self._shard_workers)
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
         fleet, placement = self._fleet, self._placement
@@ -239,11 +273,15 @@ class DownpourSGD(Job):
         try:
             if "lr" in changes:
                 placement.set_lr(new.lr)
+            if "optimizer" in changes:
+                placement.set_optimizer(new.optimizer)
             if new.shards != old.shards or new.downpour.partitions != old.downpour.partitions:
                 self._relayout(new)
             rates = {k: v for k, v in changes.items() if k in ("n_fetch", "n_push", "lr")}
             if rates:
                 fleet.steer(**rates)
+            if "slow_replicas" in changes:
+                fleet.set_slow(dict(new.slow_replicas))
             if "replicas" in changes:
                 have = fleet.live_count()
                 if new.replicas > have:

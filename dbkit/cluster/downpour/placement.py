@@ -112,6 +112,11 @@ class Placement:
             if self.server is not None:
                 self.server.set_lr(lr)
 
+    def set_optimizer(self, optimizer: str) -> None:
+        with self._lock:
+            if self.server is not None:
+                self.server.set_optimizer(optimizer)
+
     def relayout(self, config: RunConfig) -> list[ShardFigures]:
         """Move parameters and optimizer state to shards laid out as ``config`` asks; returns the old
         shards' figures. Nothing is touched if the new layout is refused or cannot be placed."""

@@ -88,6 +88,7 @@ class SandblasterLBFGS(Job):
         config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
+        self._pinned = (replica_workers, shard_workers)  # as asked, for new_run
         self._gate = Gate()
         self._res = _Resources(self._gate)
         self._batch: DaskBatch | None = None
@@ -120,12 +121,16 @@ class SandblasterLBFGS(Job):
         loss = self._batch(vector)
         return loss, server.fetch_vector("acc")
 
+    def _new_like(self, config: RunConfig) -> SandblasterLBFGS:
+        return SandblasterLBFGS(self.network, self.data, client=self._client, config=config,
+                                replica_workers=self._pinned[0], shard_workers=self._pinned[1])
+
     def describe(self) -> str:
         c, s = self.config, self.config.sandblaster
         units = math.ceil(self.data.n_train / self.unit_size)
         return (f"sandblaster: {c.replicas} replicas, {c.shards} shards, memory {s.memory}, {units} work units of "
                 f"{self.unit_size} examples (and one L2 unit) per batch, backups {'on' if s.backup else 'off'}"
-                + (f", slow {dict(s.slow_replicas)}" if s.slow_replicas else ""))
+                + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else ""))
 
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
@@ -135,6 +140,7 @@ class SandblasterLBFGS(Job):
         cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers,
                                               threads_per_worker=per_worker)
         workers = cluster.workers() or cluster.wait_for_workers(1)
+        self.dashboard = cluster.dashboard_link()
         self._replica_workers = self._replica_workers or workers
         self._res.server = start_shards(cluster, self.network.init_params(c.seed), c.shards, "sgd", 1.0,
                                     workers=self._shard_workers or workers)
@@ -157,7 +163,7 @@ class SandblasterLBFGS(Job):
         cluster, workers = self._res.cluster, self._replica_workers
         assert cluster is not None and workers is not None
         worker = workers[index % len(workers)]
-        slow = dict(self.config.sandblaster.slow_replicas).get(index, 1.0)
+        slow = dict(self.config.slow_replicas).get(index, 1.0)
         cluster.place_actor(f"sandblaster-replica-{index}", SandblasterReplica, index, slow, worker=worker)
         self.events.emit(ReplicaEvent, replica=index, what="started", worker=worker)
         return Slot(index, worker)
@@ -248,7 +254,7 @@ class SandblasterLBFGS(Job):
             if "work_unit_size" in changes or "replicas" in changes:
                 batch.set_unit_size(s.work_unit_size or max(1, self.data.n_train // (10 * new.replicas)))
             if "slow_replicas" in changes:
-                slow = dict(s.slow_replicas)
+                slow = dict(new.slow_replicas)
                 registry = self._res.cluster.registry if self._res.cluster else None
                 calls = [registry.proxy(f"sandblaster-replica-{sl.index}").set_slow(slow.get(sl.index, 1.0))
                          for sl in d.live()] if registry else []
