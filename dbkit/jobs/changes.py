@@ -37,7 +37,7 @@ class ChangeQueue:
     """
 
     def __init__(self, apply: Callable[[ChangeRequest, dict, dict], None]) -> None:
-        self._apply = weakref.WeakMethod(apply)  # type: ignore[arg-type]
+        self._apply = weakref.WeakMethod(apply)
         self._lock = threading.Lock()
         self._waiting: list[ChangeRequest] = []
         self._applying: ChangeRequest | None = None

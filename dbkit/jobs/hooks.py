@@ -10,7 +10,7 @@ hooks that change the job are called with the job's ``_steer`` lock held.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,7 +24,7 @@ class JobHooks(ABC):
     """The contract between ``Job`` and an algorithm's driver."""
 
     config: RunConfig
-    algorithm: str
+    algorithm: ClassVar[str]
 
     @abstractmethod
     def _launch(self, paused: bool) -> None:

@@ -10,7 +10,8 @@ class Stopwatch:
     """Runs between ``start`` and ``stop``; ``seconds`` is the total so far."""
 
     def __init__(self) -> None:
-        self._total, self._since = 0.0, None
+        self._total: float = 0.0
+        self._since: float | None = None
         self._lock = threading.Lock()
 
     def start(self) -> None:

@@ -102,7 +102,7 @@ def validate_report(report: dict) -> list[str]:
         if isinstance(value, list) and not value and key != "shards":
             problems.append(f"{key!r} is empty")
         for i, row in enumerate(rows if subkeys else []):
-            for sub in subkeys:
+            for sub in subkeys or ():
                 if not isinstance(row, dict) or sub not in row:
                     problems.append(f"{key}[{i}] lacks {sub!r}" if isinstance(value, list) else f"{key} lacks {sub!r}")
             if key == "shards" and isinstance(row.get("staleness"), dict):

@@ -1,0 +1,99 @@
+"""The panel's controls: which settings each algorithm shows, and the core widget for each.
+
+Every control names a setting of ``dbkit.settings.SETTINGS`` (its tooltip is
+the setting's help, in the paper's words); sliders send their value when
+released (``continuous_update=False``), and their readout takes a typed value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as w
+
+from ..settings import OPTIMIZERS, SETTINGS
+
+STYLE = {"description_width": "120px"}
+WIDE = w.Layout(width="340px")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A control for ``setting``: an ``int`` or ``log`` slider over ``[lo, hi]``, a ``choice`` or a ``bool``."""
+
+    setting: str
+    label: str
+    kind: str
+    lo: float = 0
+    hi: float = 0
+
+
+REPLICAS = Knob("replicas", "replicas", "int", 1, 8)
+LR = Knob("lr", "learning rate", "log", 1e-3, 1.0)
+OPTIMIZER = Knob("optimizer", "optimizer", "choice")
+
+KNOBS: dict[str, tuple[Knob, ...]] = {
+    "downpour": (REPLICAS, Knob("partitions", "partitions", "int", 1, 4), Knob("shards", "shards", "int", 1, 8),
+                 Knob("n_fetch", "n_fetch", "int", 1, 32), Knob("n_push", "n_push", "int", 1, 32), LR, OPTIMIZER,
+                 Knob("warm_start_steps", "warm start steps", "int", 0, 1000)),
+    "sandblaster": (REPLICAS, Knob("work_unit_size", "work-unit size", "int", 0, 500),
+                    Knob("backup", "backup tasks", "bool"), Knob("balance", "load balancing", "bool")),
+    "sgd": (LR, OPTIMIZER),
+}
+
+#: the buttons of each algorithm, in order
+BUTTONS: dict[str, tuple[str, ...]] = {
+    "downpour": ("start", "pause", "resume", "stop", "lose a replica"),
+    "sandblaster": ("start", "stop"),
+    "sgd": ("start", "pause", "resume", "stop"),
+}
+
+BUTTON_STYLE = {"start": "success", "pause": "", "resume": "", "stop": "danger", "lose a replica": "warning"}
+
+
+def make_control(knob: Knob, value: Any) -> w.Widget:
+    """The widget for ``knob`` showing ``value`` (a range grows to take a value outside it)."""
+    common: dict[str, Any] = dict(description=knob.label, style=STYLE, layout=WIDE,
+                                  tooltip=SETTINGS[knob.setting].help)
+    if knob.kind == "int":
+        control: w.Widget = w.IntSlider(value=int(value), min=int(knob.lo), max=int(max(knob.hi, value)),
+                                        continuous_update=False, **common)
+    elif knob.kind == "log":
+        lo, hi = math.log10(min(knob.lo, value)), math.log10(max(knob.hi, value))
+        control = w.FloatLogSlider(value=float(value), base=10, min=lo, max=hi, step=0.05, readout_format=".3g",
+                                   continuous_update=False, **common)
+    elif knob.kind == "choice":
+        control = w.Dropdown(options=list(OPTIMIZERS), value=value, **common)
+    else:
+        control = w.Checkbox(value=bool(value), indent=False, description=knob.label,
+                             tooltip=SETTINGS[knob.setting].help)
+    control.add_class("dbkit-knob")
+    control.add_class(f"dbkit-knob-{knob.setting.replace('_', '-')}")
+    return control
+
+
+class Straggler:
+    """Slow one replica by a factor (DistBelief: a machine slower than the others)."""
+
+    def __init__(self, slow: dict[int, float]) -> None:
+        index, factor = next(iter(slow.items())) if slow else (0, 1.0)
+        self.replica = w.BoundedIntText(value=index, min=0, max=255, description="slow replica",
+                                        style=STYLE, layout=w.Layout(width="200px"))
+        self.factor = w.FloatSlider(value=factor, min=1.0, max=20.0, step=0.5, description="slower by ×",
+                                    continuous_update=False, style=STYLE, layout=WIDE,
+                                    tooltip=SETTINGS["slow_replicas"].help)
+        self.box = w.HBox([self.replica, self.factor])
+        self.box.add_class("dbkit-straggler")
+
+    def value(self) -> dict[int, float]:
+        """``slow_replicas`` as the widgets say: ``{}`` at factor 1."""
+        return {} if self.factor.value <= 1.0 else {int(self.replica.value): float(self.factor.value)}
+
+    def show(self, slow: dict[int, float]) -> None:
+        if slow:
+            index, factor = next(iter(slow.items()))
+            self.replica.value, self.factor.value = index, factor
+        else:
+            self.factor.value = 1.0

@@ -1,0 +1,332 @@
+"""The live control panel: sliders and buttons that steer a running job, and plots that answer.
+
+Threads (measured in ``WIDGETS.md``): a widget handler only records what was
+asked (``Steering.want`` / ``act``) and returns; one steering worker applies
+requests through the job's public interface (``set``, ``pause``, ``resume``,
+``stop``, ``lose_replica``, ``new_run``); one refresh thread per panel reads
+``job.snapshot()`` and ``job.events`` about twice a second, draws a PNG with
+matplotlib and sets it on an ``ipywidgets.Image``, which reaches the browser
+even while another cell is busy. The panel never calls Dask itself and never
+prints from a thread: everything it says goes into its status line.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import threading
+import weakref
+from typing import Any
+
+import ipywidgets as w
+
+from ..jobs import Job
+from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, make_control
+from .live_figure import LiveFigure
+from .series import RunSeries
+from .status import dashboard_html, status_html, summary
+from .steering import Request, Steering
+
+REFRESH_SECONDS = 0.5
+KEEP_PAST = 3  # finished runs kept, faded, on the plots
+
+
+class Panel:
+    """A control panel bound to ``job``; ``dbkit.widgets.panel(job)`` or ``job.panel()`` make one.
+
+    Attributes a test or a notebook may use: ``controls`` (setting -> widget),
+    ``buttons`` (name -> button), ``straggler``, ``status`` (an ``HTML``
+    widget), ``image`` (the plots), ``frames`` (PNGs drawn), ``job`` (the run
+    shown now: Start after a run ended makes a new one, and the old run stays
+    on the plots, faded).
+    """
+
+    def __init__(self, job: Job, refresh: float = REFRESH_SECONDS) -> None:
+        self.algorithm, self.refresh = job.algorithm, refresh
+        self.job = job
+        self.next_run: dict[str, Any] = {}  # settings asked after the run ended: for the next one
+        self.note, self.note_error = "", False
+        self.frames = 0
+        self._local = threading.local()  # ``internal``: the panel itself is setting a widget
+        self._draw_lock = threading.Lock()
+        self._halt, self._wake = threading.Event(), threading.Event()
+        self._refresher: threading.Thread | None = None
+        self._closed = False
+        self._png = b""
+        self._display: Any = None
+        self.figure = LiveFigure(self.algorithm)
+        self.run = RunSeries(job.describe(), self.algorithm)
+        self.past: list[RunSeries] = []
+        self.steering = Steering(self._apply_settings, self._run_action, self._refused)
+
+        config = job.config
+        self.controls = {k.setting: make_control(k, config.get(k.setting)) for k in KNOBS[self.algorithm]}
+        for setting, control in self.controls.items():
+            control.observe(self._on_value(setting), names="value")
+        self.straggler = Straggler(dict(config.slow_replicas)) if self.algorithm != "sgd" else None
+        if self.straggler is not None:
+            for part in (self.straggler.replica, self.straggler.factor):
+                part.observe(self._on_straggler, names="value")
+        self.buttons = {}
+        for name in BUTTONS[self.algorithm]:
+            b = w.Button(description=name.capitalize(), button_style=BUTTON_STYLE[name],
+                         layout=w.Layout(width="130px"))
+            b.add_class(f"dbkit-button-{name.replace(' ', '-')}")
+            b.on_click(self._on_button(name))
+            self.buttons[name] = b
+        self.status = w.HTML()
+        self.status.add_class("dbkit-status")
+        self.dashboard = w.HTML()
+        self.image = w.Image(format="png", layout=w.Layout(width="100%", max_width="960px"))
+        self.image.add_class("dbkit-plot")
+        knobs = list(self.controls.values()) + ([self.straggler.box] if self.straggler is not None else [])
+        half = (len(knobs) + 1) // 2
+        self.box = w.VBox([
+            w.HBox(list(self.buttons.values())),
+            w.HBox([w.VBox(knobs[:half]), w.VBox(knobs[half:])]),
+            self.status, self.dashboard, self.image])
+        self.box.add_class("dbkit-panel")
+        job.attached_panel = self
+        self._tick()
+        self._start_refresh()
+
+    # ---- what a widget's handler does: record and return --------------------------------------
+    def _on_value(self, setting: str) -> Any:
+        def handler(change: dict) -> None:
+            if not getattr(self._local, "internal", False):
+                self.steering.want(setting, change["new"])
+        return handler
+
+    def _on_straggler(self, change: dict) -> None:
+        if not getattr(self._local, "internal", False) and self.straggler is not None:
+            self.steering.want("slow_replicas", self.straggler.value())
+
+    def _on_button(self, name: str) -> Any:
+        def handler(_: Any) -> None:
+            self.steering.act(name)
+        return handler
+
+    @contextlib.contextmanager
+    def _internal(self):
+        """The panel sets widgets itself: their handlers must not take it for the learner."""
+        self._local.internal = True
+        try:
+            yield
+        finally:
+            self._local.internal = False
+
+    # ---- the steering worker ------------------------------------------------------------------
+    def _apply_settings(self, settings: dict[str, Any]) -> None:
+        job = self.job
+        later = {k: v for k, v in settings.items()
+                 if job.ended or job.stopped or (k in job.before_start and job.state != "created")}
+        now = {k: v for k, v in settings.items() if k not in later}
+        if later:
+            self.next_run.update(later)
+            self._say(", ".join(f"{k}={v!r}" for k, v in later.items()) + ": for the next run (press Start)")
+        if not now:
+            return
+        try:
+            job.set(**now)
+        except ValueError:
+            if len(now) == 1:
+                raise
+            for k, v in now.items():  # one refused value must not hold back the others
+                try:
+                    job.set(**{k: v})
+                except ValueError as e:
+                    self._refused(Request(settings={k: v}), e)
+            return
+        self._say(", ".join(f"{k}={v!r}" for k, v in now.items()) + " applied")
+
+    def _run_action(self, action: str) -> None:
+        job = self.job
+        if action == "start":
+            if job.state == "created":
+                self._say("starting …")
+                job.start()
+                self._say("started")
+            elif job.ended or job.stopped:
+                self._start_next_run()
+            else:
+                self._say("already running: Stop it first to start a new run")
+        elif action == "pause":
+            job.pause()
+            self._say("paused")
+        elif action == "resume":
+            job.resume()
+            self._say("resumed")
+        elif action == "stop":
+            job.stop()
+            self._say("stopped: Start runs again with the settings shown")
+        elif action == "lose a replica":
+            index = job.lose_replica()  # type: ignore[attr-defined]
+            self._say(f"replica {index} lost (its task killed): the others train on")
+
+    def _start_next_run(self) -> None:
+        old = self.job
+        if not old.stopped:
+            old.stop()
+        self._say("starting a new run …")
+        new = old.new_run(**self.next_run)
+        self.next_run = {}
+        with self._draw_lock:
+            self.past = (self.past + [self.run])[-KEEP_PAST:]
+            self.run = RunSeries(new.describe(), self.algorithm)
+        old.attached_panel = None
+        self.job = new
+        new.attached_panel = self
+        self._start_refresh()
+        new.start()
+        self._say("a new run started; the last one stays on the plots, faded")
+
+    def _refused(self, request: Request, error: BaseException) -> None:
+        """A request raised: say why in the status line and put its controls back as the job has them."""
+        what = request.action or ", ".join(f"{k}={v!r}" for k, v in request.settings.items())
+        self._say(f"refused {what}: {error}", error=True)
+        self._sync_controls(force=set(request.settings))
+
+    def _say(self, note: str, error: bool = False) -> None:
+        self.note, self.note_error = note, error
+        self._wake.set()  # the status line shows it now, not at the next refresh
+
+    # ---- the refresh thread -------------------------------------------------------------------
+    def _start_refresh(self) -> None:
+        if self._closed or (self._refresher is not None and self._refresher.is_alive()):
+            return
+        self._halt.clear()
+        self._refresher = threading.Thread(target=_refresh_loop, args=(weakref.ref(self), self._halt),
+                                           name="dbkit-panel-refresh", daemon=True)
+        self._refresher.start()
+
+    def _tick(self) -> bool:
+        """Read the job, update the status line and controls, draw a frame if anything new came;
+        False once the job has stopped (its last frame drawn)."""
+        job = self.job
+        snapshot = job.snapshot()
+        with self._draw_lock:
+            new = self.run.update(job.events)
+            if new or not self._png:
+                self._png = self.figure.draw(self.run, self.past)
+                self.image.value = self._png
+                self.frames += 1
+        text = status_html(snapshot, self.note, self.note_error)
+        if self.status.value != text:
+            self.status.value = text
+        link = dashboard_html(snapshot)
+        if self.dashboard.value != link:
+            self.dashboard.value = link
+        self._sync_controls()
+        self._enable(snapshot.state, snapshot.live_replicas)
+        return not job.stopped
+
+    def _sync_controls(self, force: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        """Show each setting as the job has it, unless the learner's value is still being applied."""
+        job = self.job
+        busy = set(self.steering.pending()) | set(job.snapshot().changing)
+        with self._internal():
+            for setting, control in self.controls.items():
+                if setting in busy and setting not in force:
+                    continue
+                value = self.next_run.get(setting, job.config.get(setting))
+                if _differs(control.value, value):
+                    control.value = value
+            if self.straggler is not None and ("slow_replicas" not in busy or "slow_replicas" in force):
+                slow = dict(self.next_run.get("slow_replicas", job.config.slow_replicas))
+                if slow != self.straggler.value():
+                    self.straggler.show(slow)
+
+    def _enable(self, state: str, live: int) -> None:
+        over = state in ("finished", "diverged", "failed", "stopped") or self.job.stopped
+        wanted = {"start": state == "created" or over, "pause": state == "running", "resume": state == "paused",
+                  "stop": not self.job.stopped and state != "created", "lose a replica": not over and live >= 2}
+        for name, b in self.buttons.items():
+            if b.disabled == wanted[name]:
+                b.disabled = not wanted[name]
+
+    # ---- the job stops; the panel closes ------------------------------------------------------
+    def job_stopped(self, job: Job) -> None:
+        """``job.stop()`` calls this: the refresh thread ends after drawing the last frame."""
+        if job is not self.job:
+            return
+        self._halt.set()
+        self._wake.set()
+        refresher = self._refresher
+        if refresher is not None and refresher is not threading.current_thread():
+            refresher.join(10)
+        self._tick()
+        if self._display is not None:
+            with contextlib.suppress(Exception):
+                self._display.update(self._repr_mimebundle_(), raw=True)  # the static view: the last frame
+
+    def close(self) -> None:
+        """Stop the panel's threads and close its widgets (the job goes on)."""
+        self._closed = True
+        self.steering.close()
+        self._halt.set()
+        self._wake.set()
+        if self._refresher is not None and self._refresher is not threading.current_thread():
+            self._refresher.join(10)
+        if self.job.attached_panel is self:
+            self.job.attached_panel = None
+        widgets = [self.box, self.status, self.dashboard, self.image, *self.controls.values(), *self.buttons.values()]
+        if self.straggler is not None:
+            widgets += [self.straggler.box, self.straggler.replica, self.straggler.factor]
+        for widget in widgets:
+            widget.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Wait until every request made so far has been applied (or refused)."""
+        return self.steering.wait_idle(timeout)
+
+    # ---- static views -------------------------------------------------------------------------
+    def png(self) -> bytes:
+        """The last frame drawn."""
+        return self._png
+
+    def text(self) -> str:
+        return (f"dbkit panel: {self.job.describe()}\n{summary(self.job.snapshot())}\n"
+                "(a picture of the last frame; run the notebook for a live panel)")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        data = dict(self.box._repr_mimebundle_(**kwargs) or {})
+        data["image/png"] = base64.b64encode(self._png).decode("ascii")
+        data["text/plain"] = self.text()
+        return data
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        self._display = display(self._repr_mimebundle_(), raw=True, display_id=True)
+
+    def __repr__(self) -> str:
+        return f"<dbkit Panel of {self.job!r}>"
+
+
+def _differs(shown: Any, value: Any) -> bool:
+    if isinstance(value, float) and isinstance(shown, (int, float)) and not isinstance(shown, bool):
+        return abs(shown - value) > 1e-9 * max(1.0, abs(value))
+    return shown != value
+
+
+def _refresh_loop(ref: weakref.ref, halt: threading.Event) -> None:
+    """The refresh thread: about twice a second, or at once when woken; holds the panel only weakly."""
+    while not halt.is_set():
+        panel = ref()
+        if panel is None:
+            return
+        try:
+            if not panel._tick():
+                return
+        except Exception as e:  # noqa: BLE001 - shown in the status line, never printed from a thread
+            panel.note, panel.note_error = f"the panel's refresh failed: {type(e).__name__}: {e}", True
+            return
+        wake = panel._wake
+        refresh = panel.refresh
+        del panel
+        wake.wait(refresh)
+        wake.clear()

@@ -1,0 +1,66 @@
+"""The panel's status line and text summary, in words, from a job's ``Snapshot``. Plain Python."""
+
+from __future__ import annotations
+
+import html
+
+from ..jobs import Snapshot
+from .series import change_label
+
+BOKEH_HINT = ("the Dask dashboard is not served: install bokeh>=3.1 where the scheduler runs "
+              "(pip install 'bokeh>=3.1'), then start the job again")
+
+
+def summary(s: Snapshot) -> str:
+    """One line: state, replicas, steps, examples per second, the last evaluation."""
+    parts = [s.state]
+    if s.algorithm != "sgd":
+        parts.append(f"{s.live_replicas} of {s.config.replicas} replicas live")
+    parts.append(f"step {s.step:,}" if s.algorithm != "sandblaster" else f"iteration {s.step}")
+    if s.sample is not None and s.state == "running":
+        parts.append(f"{s.sample.examples_per_second:,.0f} examples/s")
+    if s.evaluation is not None:
+        parts.append(f"test accuracy {s.evaluation.test_accuracy:.3f}, loss {s.evaluation.test_loss:.3f}")
+    return " · ".join(parts)
+
+
+def last_change(s: Snapshot) -> str:
+    """The latest change in words: what, and how long after it was asked it was applied."""
+    c = s.last_change
+    if c is None:
+        return ""
+    if c.superseded:
+        return f"{c.setting}={c.new!r} was overtaken by a later value"
+    if c.applied is None:
+        return ""
+    what = "paused" if c.setting == "paused" and c.new else "resumed" if c.setting == "paused" else change_label(
+        c.setting, c.old, c.new)
+    return f"{what}: applied {c.applied - c.asked:.2f} s after it was asked"
+
+
+def status_html(s: Snapshot, note: str = "", error: bool = False) -> str:
+    """The status line: the summary, then the panel's ``note`` (an error in red) or the last change,
+    the job's last error, and what is still being applied."""
+    lines = [f"<b>{html.escape(summary(s))}</b>"]
+    if note:
+        colour = "#b00020" if error else "#1b5e20"
+        lines.append(f"<span style='color:{colour}'>{html.escape(note)}</span>")
+    elif last_change(s):
+        lines.append(html.escape(last_change(s)))
+    if s.changing:
+        lines.append("applying " + html.escape(", ".join(f"{k}={v!r}" for k, v in s.changing.items())) + " …")
+    if s.last_error and s.state in ("failed", "diverged"):
+        lines.append(f"<span style='color:#b00020'>{html.escape(s.last_error)}</span>")
+    return "<br>".join(lines)
+
+
+def dashboard_html(s: Snapshot) -> str:
+    """A link to the Dask dashboard, or how to get one."""
+    if s.dashboard:
+        url = html.escape(s.dashboard, quote=True)
+        return f"<a href='{url}' target='_blank'>Dask dashboard</a> (task stream, workers, memory)"
+    if s.state == "created":
+        return "the Dask dashboard link appears when the job starts"
+    if s.algorithm == "sgd" and not s.config.sgd.on_cluster:
+        return "in memory: no Dask cluster, no dashboard"
+    return html.escape(BOKEH_HINT)

@@ -1,0 +1,171 @@
+"""The control panel in a real browser: JupyterLab 4 and Notebook 7 on 127.0.0.1, headless Chromium
+(Debian's, driven by Playwright). A small notebook starts a Downpour job and shows its panel; the
+test types 3 into the replicas slider's box and checks, in the page and in the kernel, that the
+running job took it, and that the plot changed while it ran (the recipe of ``WIDGETS.md``)."""
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOT = ROOT / "docs" / "img" / "panel.png"
+FRONT_ENDS = {"lab": ("jupyterlab", "LabApp", "/lab/tree/{name}"),
+              "notebook": ("notebook", "JupyterNotebookApp", "/notebooks/{name}")}
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (.ci/run installs it)")]
+
+CELLS = [
+    "import json, threading, time\nimport dbkit",
+    "job = dbkit.DownpourSGD('mlp', 'digits', replicas=2, shards=2, optimizer='adagrad', lr=0.05, seconds=600)\n"
+    "job.start()\npanel = job.panel()\npanel",
+    # the kernel's side of the test: what the running job says, written where the test reads it
+    "def report_for_the_test(path={state!r}, stop={stop!r}):\n"
+    "    import os\n"
+    "    while True:\n"
+    "        s = job.snapshot()\n"
+    "        with open(path + '.tmp', 'w') as f:\n"
+    "            json.dump({{'live': s.live_replicas, 'replicas': s.config.replicas, 'state': s.state,\n"
+    "                       'frames': panel.frames, 'stopped': job.stopped}}, f)\n"
+    "        os.replace(path + '.tmp', path)\n"
+    "        if job.stopped:\n"
+    "            return\n"
+    "        if os.path.exists(stop):\n"
+    "            job.stop()\n"
+    "        time.sleep(0.2)\n"
+    "threading.Thread(target=report_for_the_test, daemon=True).start()",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server(kind: str, root: Path, home: Path, port: int, token: str) -> subprocess.Popen:
+    module, app, _ = FRONT_ENDS[kind]
+    settings = home / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"), DBKIT_SMALL="1")
+    cmd = [sys.executable, "-m", module, "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+           "--ServerApp.allow_root=True", f"--{app}.expose_app_in_browser=True"]
+    proc = subprocess.Popen(cmd, env=env, stdout=open(home / "server.log", "w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2)
+            return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.terminate()
+    raise RuntimeError(f"{module} did not answer: {(home / 'server.log').read_text()[-2000:]}")
+
+
+def _until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _state(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@pytest.mark.parametrize("kind", ["lab", "notebook"])
+def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    root, home = tmp_path / "root", tmp_path / "home"
+    root.mkdir()
+    state, stop = root / "state.json", root / "stop"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c.format(state=str(state), stop=str(stop))) for c in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "panel.ipynb")
+    port, token = _free_port(), secrets.token_hex(16)
+    server = _server(kind, root, home, port, token)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1200})
+            try:
+                page.goto(f"{base}{FRONT_ENDS[kind][2].format(name='panel.ipynb')}?token={token}&reset")
+                _until(lambda: _kernel_idle(page), 90, "an idle kernel")
+                page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+                page.wait_for_selector(".dbkit-knob-replicas .widget-readout", timeout=90_000)
+                page.wait_for_selector("img.dbkit-plot", timeout=30_000)
+                _until(lambda: _state(state).get("live") == 2, 60, "two live replicas")
+                page.evaluate("""() => { window.__srcs = new Set(); window.__timer = setInterval(() => {
+                    const img = document.querySelector('img.dbkit-plot'); if (img) window.__srcs.add(img.src); },
+                    100); }""")
+                box = page.locator(".dbkit-knob-replicas .widget-readout").first
+                box.click()
+                page.keyboard.press("Control+A")
+                page.keyboard.type("3")
+                page.keyboard.press("Enter")
+                status = page.locator(".dbkit-status").first
+                _until(lambda: "3 of 3 replicas live" in status.inner_text(), 60, "the status line to say 3 replicas")
+                assert _until(lambda: _state(state).get("live") == 3, 30, "3 live replicas in the kernel")
+                assert _state(state)["replicas"] == 3 and _state(state)["state"] == "running"
+                _until(lambda: page.evaluate("() => window.__srcs.size") >= 3, 30, "the plot to change twice")
+                if kind == "lab":
+                    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+                    page.locator(".dbkit-panel").first.screenshot(path=str(SCREENSHOT))
+            except BaseException:
+                page.screenshot(path=str(tmp_path / f"failure-{kind}.png"))
+                raise
+            finally:
+                stop.touch()  # the kernel stops its job, then the server shuts the kernel down
+                _until(lambda: _state(state).get("stopped") or not _state(state), 60, "the job to stop")
+                browser.close()
+    finally:
+        _shutdown_kernels(base, token)
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _kernel_idle(page) -> bool:
+    if page.locator(".jp-Dialog button.jp-mod-accept").count():  # "Select Kernel" now and then
+        page.locator(".jp-Dialog button.jp-mod-accept").first.click()
+    return page.evaluate("""() => { try { return window.jupyterapp.shell.currentWidget.sessionContext.session
+        .kernel.status === 'idle'; } catch (e) { return false; } }""")
+
+
+def _shutdown_kernels(base: str, token: str) -> None:
+    """Ask the server to shut each kernel down (gracefully: its LocalCluster closes on the way out)."""
+    try:
+        kernels = json.load(urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=5))
+        for k in kernels:
+            req = urllib.request.Request(f"{base}/api/kernels/{k['id']}?token={token}", method="DELETE")
+            urllib.request.urlopen(req, timeout=30)
+    except OSError:
+        pass

@@ -1,0 +1,257 @@
+"""The control panel without a browser: its steering worker, its plots and status line, and a panel
+bound to real jobs (an in-memory sync SGD, then a small Downpour on a LocalCluster) driven by setting
+widget values and clicking buttons, as a browser's messages would."""
+
+import html
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import dbkit
+from dbkit import data
+from dbkit.algorithms import Evaluation, ReplicaFigures
+from dbkit.ps import Histogram
+from dbkit.telemetry import ByteCounts, Change, EventStream, Sample
+from dbkit.widgets import LiveFigure, Panel, RunSeries, Steering
+from dbkit.widgets.status import BOKEH_HINT, dashboard_html, status_html
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+def panel_threads():
+    return [t.name for t in threading.enumerate() if t.name.startswith("dbkit-panel")]
+
+
+def until(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# ---- the steering worker ---------------------------------------------------------------------
+def test_steering_applies_in_order_and_a_quick_second_move_replaces_the_first():
+    applied, actions, errors = [], [], []
+    s = Steering(lambda d: applied.append(dict(d)), actions.append, lambda r, e: errors.append((r, e)), quiet=0.2)
+    s.want("n_push", 2)
+    s.want("n_push", 5)  # before the worker reached the first: one change, the latest value
+    s.want("lr", 0.1)
+    assert s.pending() == {"n_push": 5, "lr": 0.1}
+    assert s.wait_idle(5)
+    assert applied == [{"n_push": 5, "lr": 0.1}]
+    s.want("n_push", 3)
+    s.act("pause")
+    s.want("n_push", 4)  # asked again after the pause: the 3 is never applied
+    s.want("n_fetch", 2)
+    assert s.wait_idle(5)
+    assert applied[1:] == [{"n_push": 4, "n_fetch": 2}] and actions == ["pause"]
+    assert not errors and not [t for t in threading.enumerate() if t.name == "dbkit-panel-steering"]
+
+
+def test_a_refused_request_is_reported_and_the_next_still_runs():
+    applied, errors = [], []
+
+    def apply(d):
+        if d.get("n_push") == 0:
+            raise ValueError("n_push must be a whole number in [1, 100000], got 0")
+        applied.append(d)
+
+    s = Steering(apply, lambda a: None, lambda r, e: errors.append((r.settings, str(e))), quiet=0.0)
+    s.want("n_push", 0)
+    s.wait_idle(5)
+    s.want("n_push", 4)
+    s.wait_idle(5)
+    assert errors == [({"n_push": 0}, "n_push must be a whole number in [1, 100000], got 0")]
+    assert applied == [{"n_push": 4}]
+    s.close()
+    s.want("n_push", 8)  # closed: nothing more runs
+    time.sleep(0.1)
+    assert applied == [{"n_push": 4}] and s.idle()
+
+
+# ---- series, plots, status -------------------------------------------------------------------
+def _stream(n=20, change_at=10):
+    ticks = iter(np.arange(0, 1000, 0.5))
+    events = EventStream(clock=lambda: next(ticks))
+    for i in range(n):
+        replicas = tuple(ReplicaFigures(r, examples=i * 100 * (r + 1), steps=i * 3) for r in range(2))
+        events.emit(Sample, step=i * 6, examples=i * 300, examples_per_second=600.0, batch_loss=2.0 / (i + 1),
+                    live_replicas=2, replicas=replicas, bytes=ByteCounts(i * 4000, i * 2000),
+                    staleness=Histogram((0, 1, 3), (5, 3, 1)), staleness_examples=Histogram((32, 96), (4, 5)),
+                    evaluation=Evaluation(1.0, 1.5 / (i + 1), 0.5 + i / 50) if i % 5 == 0 else None)
+        if i == change_at:
+            now = events.now()  # one request of two settings: applied together, as Job does
+            events.emit(Change, setting="n_push", old=1, new=4, asked=now - 0.1, applied=now)
+            events.emit(Change, setting="n_fetch", old=1, new=4, asked=now - 0.1, applied=now)
+    return events
+
+
+def test_a_run_series_reads_rates_bytes_evaluations_and_changes_off_the_stream():
+    events = _stream()
+    run = RunSeries("r", "downpour")
+    assert run.update(events) and not run.update(events)  # nothing new the second time
+    assert len(run.t) == 20 and len(run.eval_t) == 4
+    assert run.replica_rates[1][1][-1] == pytest.approx(200 / (run.t[-1] - run.t[-2]))
+    assert run.fetched[-1] == pytest.approx(4000 / (run.t[-1] - run.t[-2])) and run.fetched[0] == 0
+    [marker] = run.markers  # two settings changed together: one line
+    assert marker.label == "n_push 1→4, n_fetch 1→4" and marker.step == 60
+
+
+def test_the_live_figure_draws_pngs_and_redraws_the_whole_figure_only_when_it_must():
+    events, run = _stream(n=40), RunSeries("run 1", "downpour")
+    fig = LiveFigure("downpour")
+    frames = []
+    for i in range(1, 41):
+        run.update(_prefix(events, i))
+        frames.append(fig.draw(run, []))
+    assert all(f.startswith(PNG) for f in frames)
+    assert frames[5] != frames[6]  # new samples show
+    assert fig.full_draws < 15  # limits grow in round steps: most frames only blit the lines
+    past = run
+    second = RunSeries("run 2", "downpour")
+    second.update(_prefix(events, 3))
+    png = fig.draw(second, [past])
+    assert png.startswith(PNG) and len(fig.ax_loss.lines) > 2  # the first run, faded, under the second
+
+
+def _prefix(events, k):
+    """A stream holding the first ``k`` samples of ``events`` (and what came between)."""
+    out = EventStream()
+    for e in events:
+        if isinstance(e, Sample) and e.step >= 6 * k:
+            break
+        out._events.append(e)
+    return out
+
+
+def test_the_sandblaster_timeline_draws(digits):
+    from dbkit.algorithms import UnitRecord
+    from dbkit.telemetry import BatchDone
+
+    events = EventStream()
+    units = (UnitRecord(0, 0, 0.0, 0.5, False, True), UnitRecord(1, 1, 0.0, 0.2, False, True),
+             UnitRecord(1, 2, 0.2, 0.4, True, True), UnitRecord(0, 2, 0.1, None, False, False))
+    events.emit(BatchDone, batch=1, seconds=0.5, loss=1.0, units=units)
+    run = RunSeries("sb", "sandblaster")
+    run.update(events)
+    fig = LiveFigure("sandblaster")
+    assert fig.draw(run, []).startswith(PNG) and len(fig.detail.artists()) == 5  # (replica, kind) groups + a caption
+
+
+def test_status_and_dashboard_lines_say_what_happened_in_words(digits):
+    job = dbkit.SyncSGD("linear", digits, lr=0.05)
+    snap = job.snapshot()
+    assert "created" in status_html(snap) and "appears when the job starts" in dashboard_html(snap)
+    job.fit(steps=20, progress=False)
+    job.set(lr=0.1)
+    snap = job.snapshot()
+    text = status_html(snap)
+    assert "paused" in text and "lr 0.05→0.1: applied" in text
+    assert "refused" in status_html(snap, "refused lr=-1: lr must be", error=True)
+    assert dashboard_html(snap) == "in memory: no Dask cluster, no dashboard"
+    job.stop()
+    from dataclasses import replace
+
+    assert dashboard_html(replace(snap, algorithm="downpour")) == html.escape(BOKEH_HINT)
+    assert "href='http://127.0.0.1:8787/status'" in dashboard_html(replace(snap, dashboard="http://127.0.0.1:8787/status"))
+
+
+# ---- a panel on an in-memory sync SGD job (no Dask) ---------------------------------------------
+def test_a_panel_steers_an_in_memory_job_and_starts_a_new_run_after_stop(digits):
+    job = dbkit.SyncSGD("linear", digits, lr=0.05, seconds=60)
+    panel = job.panel()
+    assert job.panel() is panel and dbkit.widgets.panel(job) is panel
+    assert set(panel.controls) == {"lr", "optimizer"} and panel.png().startswith(PNG)
+    panel.buttons["start"].click()
+    panel.wait_idle()
+    until(lambda: job.snapshot().step > 50)
+    panel.controls["optimizer"].value = "adagrad"
+    panel.controls["lr"].value = 0.2
+    panel.wait_idle()
+    assert (job.config.optimizer, job.config.lr) == ("adagrad", pytest.approx(0.2))
+    panel.buttons["pause"].click()
+    panel.wait_idle()
+    assert job.state == "paused"
+    until(lambda: not panel.buttons["resume"].disabled and panel.buttons["pause"].disabled)
+    frames = panel.frames
+    panel.buttons["resume"].click()
+    until(lambda: panel.frames >= frames + 2)  # the plots refresh while it trains
+    bundle = panel._repr_mimebundle_()
+    assert bundle["image/png"] and "application/vnd.jupyter.widget-view+json" in bundle
+    assert "dbkit panel" in bundle["text/plain"]
+
+    panel.buttons["stop"].click()
+    panel.wait_idle()
+    assert job.stopped and panel_threads() == []  # job.stop() ends the panel's threads
+    panel.controls["optimizer"].value = "sgd"  # the run is over: kept for the next run
+    panel.wait_idle()
+    assert "next run" in panel.note and job.config.optimizer == "adagrad"
+    panel.buttons["start"].click()
+    panel.wait_idle()
+    second = panel.job
+    assert second is not job and second.state == "running" and second.config.optimizer == "sgd"
+    assert second.panel() is panel and len(panel.past) == 1
+    panel.close()
+    second.stop()
+    assert panel_threads() == [] and second.attached_panel is None
+
+
+# ---- a panel on a small Downpour job on a LocalCluster ----------------------------------------
+@pytest.mark.cluster
+def test_a_panel_steers_a_running_downpour_job(digits, local_cluster):
+    job = dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, optimizer="adagrad", lr=0.05, seconds=120,
+                            client=local_cluster.client)
+    panel = Panel(job)
+    assert set(panel.controls) >= {"replicas", "partitions", "shards", "n_fetch", "n_push", "lr", "optimizer",
+                                   "warm_start_steps"}
+    panel.buttons["start"].click()
+    panel.wait_idle()
+    until(lambda: job.state == "running" and job.snapshot().step > 20)
+    assert "Dask dashboard" in panel.dashboard.value
+
+    panel.controls["replicas"].value = 3
+    panel.wait_idle()
+    assert job.snapshot().live_replicas == 3
+    until(lambda: "replicas 2→3" in panel.status.value or "replicas=3 applied" in panel.status.value, 5)
+
+    seq = len(job.events)
+    panel.controls["n_push"].value = 2
+    panel.controls["n_push"].value = 5  # two quick moves: one change
+    panel.wait_idle()
+    pushes = [e for e in job.events.since(seq - 1) if isinstance(e, Change) and e.setting == "n_push"]
+    assert [(c.new, c.superseded) for c in pushes] == [(5, False)]
+    until(lambda: all(r.n_push == 5 for r in job.replicas() if r.live), 5)  # seen in the replicas' figures
+
+    panel.controls["partitions"].value = 2
+    panel.wait_idle()
+    assert job.layout.partitions == 2 and job.snapshot().live_replicas == 3
+    panel.controls["partitions"].value = 3  # needs 3 shards: refused, the slider goes back to 2
+    panel.wait_idle()
+    until(lambda: "refused" in panel.status.value, 5)
+    assert "shards must be at least partitions" in panel.status.value and panel.controls["partitions"].value == 2
+    assert job.layout.partitions == 2
+
+    panel.straggler.factor.value = 6.0  # slow replica 0 by 6
+    panel.wait_idle()
+    assert dict(job.config.slow_replicas) == {0: 6.0}
+    panel.buttons["lose a replica"].click()
+    panel.wait_idle()
+    assert job.snapshot().live_replicas == 2 and "lost" in panel.note
+
+    panel.buttons["pause"].click()
+    panel.wait_idle()
+    assert job.state == "paused"
+    frames = panel.frames
+    panel.buttons["resume"].click()
+    panel.wait_idle()
+    until(lambda: panel.frames >= frames + 2)
+    job.stop()  # closes the panel's threads; its last frame stays
+    assert panel_threads() == [] and panel.png().startswith(PNG)
+    panel.close()
