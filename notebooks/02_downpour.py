@@ -36,6 +36,18 @@ job.start()
 job
 
 # %% [markdown]
+# ## The control panel
+#
+# `job.panel()` binds sliders and buttons to this job and plots that refresh about twice a second, also while
+# another cell is busy: loss and test accuracy against seconds and against steps, examples per second (total
+# and per replica), the staleness of the last pushes, and bytes per second. Move `replicas`, `n_push` or the
+# learning rate while it trains and watch the curves answer; every change is marked with a dashed line. The
+# Dask dashboard link shows the workers and the task stream. Every `set()` below shows on the panel too.
+
+# %%
+job.panel()
+
+# %% [markdown]
 # `start()` returns at once and the replicas train in the background. `fit` trains for a number of steps (over
 # all replicas together) or seconds, then pauses them. A monitor thread samples the replicas' figures into the
 # job's `events` while they run; `history` is read off those samples.

@@ -59,3 +59,10 @@ def test_partition_speedup(tmp_path):
         assert [row["k"] for row in rows] == [1, 2]
         assert rows[0]["bytes_per_step"] == 0
         assert rows[1]["bytes_per_step"] == rows[1]["min_bytes_per_step"] > 0
+
+
+def test_panel_latency(tmp_path):
+    r = run("panel_latency", "--moves", "2", "--seconds", "0.5", "--rounds", "1", tmp_path=tmp_path)
+    assert len(r["applied_s"]) == len(r["shown_s"]) == 2 and all(a <= s for a, s in zip(r["applied_s"], r["shown_s"]))
+    assert r["frames"] > 0 and 0 < r["full_draws"] <= r["frames"]
+    assert r["examples_per_second_with_panel"][0] > 0 and r["examples_per_second_without"][0] > 0

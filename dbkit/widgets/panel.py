@@ -204,13 +204,7 @@ class Panel:
         False once the job has stopped (its last frame drawn)."""
         job = self.job
         snapshot = job.snapshot()
-        with self._draw_lock:
-            new = self.run.update(job.events)
-            if new or not self._png:
-                self._png = self.figure.draw(self.run, self.past)
-                self.image.value = self._png
-                self.frames += 1
-        text = status_html(snapshot, self.note, self.note_error)
+        text = status_html(snapshot, self.note, self.note_error)  # words first: they answer a move soonest
         if self.status.value != text:
             self.status.value = text
         link = dashboard_html(snapshot)
@@ -218,6 +212,12 @@ class Panel:
             self.dashboard.value = link
         self._sync_controls()
         self._enable(snapshot.state, snapshot.live_replicas)
+        with self._draw_lock:
+            new = self.run.update(job.events)
+            if new or not self._png:
+                self._png = self.figure.draw(self.run, self.past)
+                self.image.value = self._png
+                self.frames += 1
         return not job.stopped
 
     def _sync_controls(self, force: set[str] = frozenset()) -> None:  # type: ignore[assignment]
