@@ -59,11 +59,9 @@ def main(argv=None) -> int:
         with_panel, without = [], []
         for _ in range(args.rounds):
             with_panel.append(_rate(job, args.seconds))
-            panel._halt.set()  # the refresh thread ends; the job trains on
-            panel._wake.set()
-            panel._refresher.join(10)
+            panel.stop_refresh()  # the job trains on, nothing draws
             without.append(_rate(job, args.seconds))
-            panel._start_refresh()
+            panel.start_refresh()
         frame = []
         for _ in range(10):
             t0 = time.perf_counter()

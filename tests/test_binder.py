@@ -4,8 +4,11 @@ agree, they hold every runtime dependency, and the start script sets the dashboa
 import os
 import re
 import subprocess
-import tomllib
 from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
 

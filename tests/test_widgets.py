@@ -255,3 +255,50 @@ def test_a_panel_steers_a_running_downpour_job(digits, local_cluster):
     job.stop()  # closes the panel's threads; its last frame stays
     assert panel_threads() == [] and panel.png().startswith(PNG)
     panel.close()
+
+
+@pytest.mark.cluster
+def test_a_panel_steers_sandblaster_between_batches_and_draws_its_timeline(digits, local_cluster):
+    job = dbkit.SandblasterLBFGS("linear", digits, replicas=2, shards=2, work_unit_size=100, l2=1e-3,
+                                 iterations=400, client=local_cluster.client)
+    panel = job.panel()
+    assert set(panel.controls) == {"replicas", "work_unit_size", "backup", "balance"}
+    assert set(panel.buttons) == {"start", "stop"}
+    panel.buttons["start"].click()
+    panel.wait_idle()
+    until(lambda: panel.run.batch is not None)  # a BatchDone reached the plots
+    panel.controls["backup"].value = False
+    panel.controls["work_unit_size"].value = 200
+    panel.straggler.factor.value = 4.0
+    panel.wait_idle()
+    c = job.config
+    assert (c.sandblaster.backup, c.sandblaster.work_unit_size, dict(c.slow_replicas)) == (False, 200, {0: 4.0})
+    until(lambda: panel.run.batch is not None and all(not u.backup for u in panel.run.batch.units)
+          and panel.run.batch.batch > 2)
+    frames = panel.frames
+    until(lambda: panel.frames > frames)
+    panel.buttons["stop"].click()
+    panel.wait_idle()
+    assert job.stopped and panel_threads() == []
+    panel.close()
+
+
+def test_an_executed_notebook_keeps_the_panels_last_frame_as_a_picture(tmp_path):
+    """What GitHub and nbconvert show: the panel's output carries a PNG and a text summary, and
+    ``job.stop()`` in a later cell updates that output to the last frame."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in (
+        "import dbkit\njob = dbkit.SyncSGD('linear', 'digits', lr=0.05)\njob.panel()",
+        "job.fit(steps=300, progress=False)\njob.stop()")]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    [out] = nb.cells[0].outputs
+    assert out.output_type == "display_data" and "display_id" in out.get("transient", {}) or out.metadata is not None
+    data = out["data"]
+    assert {"image/png", "text/plain", "application/vnd.jupyter.widget-view+json"} <= set(data)
+    assert "dbkit panel" in data["text/plain"] and "stopped" in data["text/plain"]  # updated at stop()
+    import base64
+
+    assert base64.b64decode(data["image/png"]).startswith(PNG)

@@ -16,16 +16,19 @@ import base64
 import contextlib
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from ..jobs import Job
 from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, make_control
 from .live_figure import LiveFigure
+from .refresh import differs, refresh_loop
 from .series import RunSeries
 from .status import dashboard_html, status_html, summary
 from .steering import Request, Steering
+
+if TYPE_CHECKING:
+    from ..jobs import Job
 
 REFRESH_SECONDS = 0.5
 KEEP_PAST = 3  # finished runs kept, faded, on the plots
@@ -49,7 +52,7 @@ class Panel:
         self.frames = 0
         self._local = threading.local()  # ``internal``: the panel itself is setting a widget
         self._draw_lock = threading.Lock()
-        self._halt, self._wake = threading.Event(), threading.Event()
+        self._halt, self.wake = threading.Event(), threading.Event()
         self._refresher: threading.Thread | None = None
         self._closed = False
         self._png = b""
@@ -87,8 +90,8 @@ class Panel:
             self.status, self.dashboard, self.image])
         self.box.add_class("dbkit-panel")
         job.attached_panel = self
-        self._tick()
-        self._start_refresh()
+        self.tick()
+        self.start_refresh()
 
     # ---- what a widget's handler does: record and return --------------------------------------
     def _on_value(self, setting: str) -> Any:
@@ -123,7 +126,7 @@ class Panel:
         now = {k: v for k, v in settings.items() if k not in later}
         if later:
             self.next_run.update(later)
-            self._say(", ".join(f"{k}={v!r}" for k, v in later.items()) + ": for the next run (press Start)")
+            self.say(", ".join(f"{k}={v!r}" for k, v in later.items()) + ": for the next run (press Start)")
         if not now:
             return
         try:
@@ -137,37 +140,37 @@ class Panel:
                 except ValueError as e:
                     self._refused(Request(settings={k: v}), e)
             return
-        self._say(", ".join(f"{k}={v!r}" for k, v in now.items()) + " applied")
+        self.say(", ".join(f"{k}={v!r}" for k, v in now.items()) + " applied")
 
     def _run_action(self, action: str) -> None:
         job = self.job
         if action == "start":
             if job.state == "created":
-                self._say("starting …")
+                self.say("starting …")
                 job.start()
-                self._say("started")
+                self.say("started")
             elif job.ended or job.stopped:
                 self._start_next_run()
             else:
-                self._say("already running: Stop it first to start a new run")
+                self.say("already running: Stop it first to start a new run")
         elif action == "pause":
             job.pause()
-            self._say("paused")
+            self.say("paused")
         elif action == "resume":
             job.resume()
-            self._say("resumed")
+            self.say("resumed")
         elif action == "stop":
             job.stop()
-            self._say("stopped: Start runs again with the settings shown")
+            self.say("stopped: Start runs again with the settings shown")
         elif action == "lose a replica":
             index = job.lose_replica()  # type: ignore[attr-defined]
-            self._say(f"replica {index} lost (its task killed): the others train on")
+            self.say(f"replica {index} lost (its task killed): the others train on")
 
     def _start_next_run(self) -> None:
         old = self.job
         if not old.stopped:
             old.stop()
-        self._say("starting a new run …")
+        self.say("starting a new run …")
         new = old.new_run(**self.next_run)
         self.next_run = {}
         with self._draw_lock:
@@ -176,30 +179,39 @@ class Panel:
         old.attached_panel = None
         self.job = new
         new.attached_panel = self
-        self._start_refresh()
+        self.start_refresh()
         new.start()
-        self._say("a new run started; the last one stays on the plots, faded")
+        self.say("a new run started; the last one stays on the plots, faded")
 
     def _refused(self, request: Request, error: BaseException) -> None:
         """A request raised: say why in the status line and put its controls back as the job has them."""
         what = request.action or ", ".join(f"{k}={v!r}" for k, v in request.settings.items())
-        self._say(f"refused {what}: {error}", error=True)
+        self.say(f"refused {what}: {error}", error=True)
         self._sync_controls(force=set(request.settings))
 
-    def _say(self, note: str, error: bool = False) -> None:
+    def say(self, note: str, error: bool = False) -> None:
         self.note, self.note_error = note, error
-        self._wake.set()  # the status line shows it now, not at the next refresh
+        self.wake.set()  # the status line shows it now, not at the next refresh
 
     # ---- the refresh thread -------------------------------------------------------------------
-    def _start_refresh(self) -> None:
+    def stop_refresh(self) -> None:
+        """End the refresh thread (after its frame in progress); ``start_refresh()`` starts it again."""
+        self._halt.set()
+        self.wake.set()
+        refresher = self._refresher
+        if refresher is not None and refresher is not threading.current_thread():
+            refresher.join(10)
+
+    def start_refresh(self) -> None:
+        """Refresh the status line and plots about twice a second from a thread of the panel's own."""
         if self._closed or (self._refresher is not None and self._refresher.is_alive()):
             return
         self._halt.clear()
-        self._refresher = threading.Thread(target=_refresh_loop, args=(weakref.ref(self), self._halt),
+        self._refresher = threading.Thread(target=refresh_loop, args=(weakref.ref(self), self._halt),
                                            name="dbkit-panel-refresh", daemon=True)
         self._refresher.start()
 
-    def _tick(self) -> bool:
+    def tick(self) -> bool:
         """Read the job, update the status line and controls, draw a frame if anything new came;
         False once the job has stopped (its last frame drawn)."""
         job = self.job
@@ -229,7 +241,7 @@ class Panel:
                 if setting in busy and setting not in force:
                     continue
                 value = self.next_run.get(setting, job.config.get(setting))
-                if _differs(control.value, value):
+                if differs(control.value, value):
                     control.value = value
             if self.straggler is not None and ("slow_replicas" not in busy or "slow_replicas" in force):
                 slow = dict(self.next_run.get("slow_replicas", job.config.slow_replicas))
@@ -249,12 +261,8 @@ class Panel:
         """``job.stop()`` calls this: the refresh thread ends after drawing the last frame."""
         if job is not self.job:
             return
-        self._halt.set()
-        self._wake.set()
-        refresher = self._refresher
-        if refresher is not None and refresher is not threading.current_thread():
-            refresher.join(10)
-        self._tick()
+        self.stop_refresh()
+        self.tick()
         if self._display is not None:
             with contextlib.suppress(Exception):
                 self._display.update(self._repr_mimebundle_(), raw=True)  # the static view: the last frame
@@ -263,10 +271,7 @@ class Panel:
         """Stop the panel's threads and close its widgets (the job goes on)."""
         self._closed = True
         self.steering.close()
-        self._halt.set()
-        self._wake.set()
-        if self._refresher is not None and self._refresher is not threading.current_thread():
-            self._refresher.join(10)
+        self.stop_refresh()
         if self.job.attached_panel is self:
             self.job.attached_panel = None
         widgets = [self.box, self.status, self.dashboard, self.image, *self.controls.values(), *self.buttons.values()]
@@ -305,28 +310,3 @@ class Panel:
 
     def __repr__(self) -> str:
         return f"<dbkit Panel of {self.job!r}>"
-
-
-def _differs(shown: Any, value: Any) -> bool:
-    if isinstance(value, float) and isinstance(shown, (int, float)) and not isinstance(shown, bool):
-        return abs(shown - value) > 1e-9 * max(1.0, abs(value))
-    return shown != value
-
-
-def _refresh_loop(ref: weakref.ref, halt: threading.Event) -> None:
-    """The refresh thread: about twice a second, or at once when woken; holds the panel only weakly."""
-    while not halt.is_set():
-        panel = ref()
-        if panel is None:
-            return
-        try:
-            if not panel._tick():
-                return
-        except Exception as e:  # noqa: BLE001 - shown in the status line, never printed from a thread
-            panel.note, panel.note_error = f"the panel's refresh failed: {type(e).__name__}: {e}", True
-            return
-        wake = panel._wake
-        refresh = panel.refresh
-        del panel
-        wake.wait(refresh)
-        wake.clear()

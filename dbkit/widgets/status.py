@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
-from ..jobs import Snapshot
 from .series import change_label
+
+if TYPE_CHECKING:
+    from ..jobs import Snapshot
 
 BOKEH_HINT = ("the Dask dashboard is not served: install bokeh>=3.1 where the scheduler runs "
               "(pip install 'bokeh>=3.1'), then start the job again")
