@@ -102,7 +102,7 @@ class LiveFigure:
             self._run, self._past = run, tuple(map(id, past))
         self._set_data(run)
         full = self._background is None
-        full |= self._grow_limits(run, past)
+        full |= self._grow_limits(run, past if full else [])  # limits only grow: the past counts once
         full |= self._add_markers(run)
         full |= self.detail.update(run)
         if full:
@@ -141,7 +141,7 @@ class LiveFigure:
         lines["between"].set_data(run.t, [b / 1e6 for b in run.between])
 
     def _grow_limits(self, run: RunSeries, past: list[RunSeries]) -> bool:
-        """Widen any axis the data has outgrown (to a round number); True if one changed."""
+        """Widen any axis the data of ``run`` (and ``past``) has outgrown, to a round number; True if one changed."""
         runs = [run, *past]
         t_max = max((max(r.t, default=0.0) for r in runs), default=0.0)
         step_max = max((max(r.step, default=0) for r in runs), default=0)

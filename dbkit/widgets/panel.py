@@ -28,7 +28,7 @@ from .status import dashboard_html, status_html, summary
 from .steering import Request, Steering
 
 if TYPE_CHECKING:
-    from ..jobs import Job
+    from ..jobs import Job, Snapshot
 
 REFRESH_SECONDS = 0.5
 KEEP_PAST = 3  # finished runs kept, faded, on the plots
@@ -187,7 +187,7 @@ class Panel:
         """A request raised: say why in the status line and put its controls back as the job has them."""
         what = request.action or ", ".join(f"{k}={v!r}" for k, v in request.settings.items())
         self.say(f"refused {what}: {error}", error=True)
-        self._sync_controls(force=set(request.settings))
+        self._sync_controls(self.job.snapshot(), force=set(request.settings))
 
     def say(self, note: str, error: bool = False) -> None:
         self.note, self.note_error = note, error
@@ -222,7 +222,7 @@ class Panel:
         link = dashboard_html(snapshot)
         if self.dashboard.value != link:
             self.dashboard.value = link
-        self._sync_controls()
+        self._sync_controls(snapshot)
         self._enable(snapshot.state, snapshot.live_replicas)
         with self._draw_lock:
             new = self.run.update(job.events)
@@ -232,10 +232,10 @@ class Panel:
                 self.frames += 1
         return not job.stopped
 
-    def _sync_controls(self, force: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def _sync_controls(self, snapshot: Snapshot, force: frozenset[str] | set[str] = frozenset()) -> None:
         """Show each setting as the job has it, unless the learner's value is still being applied."""
         job = self.job
-        busy = set(self.steering.pending()) | set(job.snapshot().changing)
+        busy = set(self.steering.pending()) | set(snapshot.changing)
         with self._internal():
             for setting, control in self.controls.items():
                 if setting in busy and setting not in force:

@@ -48,8 +48,8 @@ def status_html(s: Snapshot, note: str = "", error: bool = False) -> str:
     if note:
         colour = "#b00020" if error else "#1b5e20"
         lines.append(f"<span style='color:{colour}'>{html.escape(note)}</span>")
-    elif last_change(s):
-        lines.append(html.escape(last_change(s)))
+    elif change := last_change(s):
+        lines.append(html.escape(change))
     if s.changing:
         lines.append("applying " + html.escape(", ".join(f"{k}={v!r}" for k, v in s.changing.items())) + " …")
     if s.last_error and s.state in ("failed", "diverged"):

@@ -189,11 +189,7 @@ class Fleet:
         """Kill replica ``index``'s task as its machine's death would: it ends as ``lost`` at once, its
         accumulated gradient never pushed (the others train on)."""
         with self.launching:
-            self.steer([index], crash=True, wait=0)
-            deadline = time.monotonic() + timeout
-            while self.book.figures()[index].live and time.monotonic() < deadline:
-                self.poll()
-                time.sleep(0.005)
+            self.steer([index], crash=True, wait=timeout)  # returns once it has acted: then it is lost
             if self.book.figures()[index].live:
                 self.book.mark_lost(index, "its task was killed (lose_replica)")
 
@@ -271,6 +267,10 @@ class Fleet:
     def live(self) -> list[int]:
         """Replicas running or paused."""
         return self.book.live()
+
+    def known(self) -> set[int]:
+        """Replicas started (in any state) or waiting for the warm start."""
+        return set(self.book.figures()) | set(self.book.pending_warm)
 
     def live_count(self) -> int:
         """Replicas running, paused or waiting for the warm start."""

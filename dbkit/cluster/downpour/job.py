@@ -254,8 +254,7 @@ class DownpourSGD(Job):
 
     def _check(self, config: RunConfig) -> None:
         check_layout(self.network, config)
-        known = (set(self._fleet.figures()) | set(self._fleet.book.pending_warm) if self._fleet is not None
-                 else set(range(config.replicas)))
+        known = self._fleet.known() if self._fleet is not None else set(range(config.replicas))
         bad = sorted(i for i, _ in config.slow_replicas if i not in known)
         if bad:
             raise ValueError(f"slow_replicas names replica {bad[0]}, which this job does not have "

@@ -88,7 +88,7 @@ class SandblasterLBFGS(Job):
         config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
-        self._pinned = (replica_workers, shard_workers)  # as asked, for new_run
+        self._workers: list[str] = []  # where replicas go: those asked, or every worker
         self._gate = Gate()
         self._res = _Resources(self._gate)
         self._batch: DaskBatch | None = None
@@ -123,7 +123,7 @@ class SandblasterLBFGS(Job):
 
     def _new_like(self, config: RunConfig) -> SandblasterLBFGS:
         return SandblasterLBFGS(self.network, self.data, client=self._client, config=config,
-                                replica_workers=self._pinned[0], shard_workers=self._pinned[1])
+                                replica_workers=self._replica_workers, shard_workers=self._shard_workers)
 
     def describe(self) -> str:
         c, s = self.config, self.config.sandblaster
@@ -141,7 +141,7 @@ class SandblasterLBFGS(Job):
                                               threads_per_worker=per_worker)
         workers = cluster.workers() or cluster.wait_for_workers(1)
         self.dashboard = cluster.dashboard_link()
-        self._replica_workers = self._replica_workers or workers
+        self._workers = self._replica_workers or workers
         self._res.server = start_shards(cluster, self.network.init_params(c.seed), c.shards, "sgd", 1.0,
                                     workers=self._shard_workers or workers)
         slots = [self._place_replica(i) for i in range(c.replicas)]
@@ -160,8 +160,8 @@ class SandblasterLBFGS(Job):
         return str(self._res.cluster.registry.proxy(f"sandblaster-replica-{index}").key)
 
     def _place_replica(self, index: int) -> Slot:
-        cluster, workers = self._res.cluster, self._replica_workers
-        assert cluster is not None and workers is not None
+        cluster, workers = self._res.cluster, self._workers
+        assert cluster is not None and workers
         worker = workers[index % len(workers)]
         slow = dict(self.config.slow_replicas).get(index, 1.0)
         cluster.place_actor(f"sandblaster-replica-{index}", SandblasterReplica, index, slow, worker=worker)
