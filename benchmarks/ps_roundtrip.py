@@ -12,9 +12,6 @@ The target row is 1M float32 parameters over 2 shards.
 from __future__ import annotations
 
 import argparse
-import time
-
-import numpy as np
 
 from common import write_json
 
@@ -23,31 +20,12 @@ SHARDS = (1, 2, 4)
 TARGET_MS = 10.0
 
 
-def _median_ms(fn, repeats: int) -> float:
-    fn()  # warm up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times) * 1e3)
-
-
 def measure(cluster, size: int, shards: int, repeats: int) -> dict:
-    from dbkit.cluster import start_shards
+    from dbkit.cluster import time_roundtrip
 
-    prefix = f"b{size}x{shards}-"
-    ps = start_shards(cluster, np.zeros(size, np.float32), shards, "sgd", 1e-6, prefix=prefix)
-    grad = np.ones(size, np.float32)
-    try:
-        fetch = _median_ms(ps.fetch, repeats)
-        push = _median_ms(lambda: ps.push(grad), repeats)
-        step = _median_ms(lambda: (ps.fetch(), ps.push(grad)), repeats)
-    finally:
-        for i in range(shards):
-            cluster.registry.release(f"{prefix}{i}")
-    return {"parameters": size, "shards": shards, "megabytes": size * 4 / 1e6,
-            "fetch_ms": fetch, "push_ms": push, "fetch_plus_push_ms": step}
+    r = time_roundtrip(cluster, size, shards, repeats)
+    return {"parameters": size, "shards": shards, "megabytes": r.megabytes,
+            "fetch_ms": r.fetch_ms, "push_ms": r.push_ms, "fetch_plus_push_ms": r.fetch_plus_push_ms}
 
 
 def main(argv=None) -> int:

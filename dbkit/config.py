@@ -92,6 +92,7 @@ class RunConfig:
     seconds: float | None = None
     seed: int = 0
     eval_every: int = 100
+    target_accuracy: float | None = None
     replicas: int = 1
     shards: int = 1
     workers: int = 2

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 ALGORITHMS = ("sgd", "downpour", "sandblaster")
-MODELS = ("linear", "mlp", "speech", "image-local")
+MODELS = ("linear", "mlp", "speech", "image-local", "signal-local")
 OPTIMIZERS = ("sgd", "adagrad")
 
 
@@ -109,7 +109,8 @@ def _normalise(s: Setting, value: Any) -> tuple[bool, Any]:
 _TABLE = [
     # what and on what
     Setting("algorithm", "choice", choices=ALGORITHMS, help="sgd, downpour or sandblaster"),
-    Setting("dataset", "text", help="digits, synthetic, speech, or a path to a .npz file or an MNIST IDX folder"),
+    Setting("dataset", "text",
+            help="digits, signals, synthetic, speech, or a path to a .npz file or an MNIST IDX folder"),
     Setting("model", "choice", choices=MODELS, help="network preset"),
     Setting("hidden", "widths", optional=True, help="hidden layer widths for mlp and speech"),
     Setting("l2", "float", 0.0, 10.0, help="L2 weight: loss + (l2/2)*||W||^2"),
@@ -122,6 +123,8 @@ _TABLE = [
     Setting("seconds", "float", 0.0, 7 * 24 * 3600.0, lo_open=True, optional=True, help="training time"),
     Setting("seed", "int", 0, 2**32 - 1, help="seed for initialisation, data order and splits"),
     Setting("eval_every", "int", 1, None, help="steps between evaluations"),
+    Setting("target_accuracy", "float", 0.0, 1.0, lo_open=True, optional=True,
+            help="test accuracy whose time to reach the report gives (the paper's Fig. 4 and 5)"),
     # machines
     Setting("replicas", "int", 1, 256, help="model replicas, each training on its own data shard"),
     Setting("shards", "int", 1, 256, help="parameter server shards, each owning a slice of the parameters"),

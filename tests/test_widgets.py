@@ -13,7 +13,7 @@ import dbkit
 from dbkit import data
 from dbkit.algorithms import Evaluation, ReplicaFigures
 from dbkit.ps import Histogram
-from dbkit.telemetry import ByteCounts, Change, EventStream, Sample
+from dbkit.telemetry import ByteCounts, Change, Divergence, EventStream, Sample
 from dbkit.widgets import LiveFigure, Panel, RunSeries, Steering
 from dbkit.widgets.status import BOKEH_HINT, dashboard_html, status_html
 
@@ -119,6 +119,32 @@ def test_the_live_figure_draws_pngs_and_redraws_the_whole_figure_only_when_it_mu
     second.update(_prefix(events, 3))
     png = fig.draw(second, [past])
     assert png.startswith(PNG) and len(fig.ax_loss.lines) > 2  # the first run, faded, under the second
+
+
+def test_a_diverging_run_runs_off_the_loss_plot_instead_of_breaking_it():
+    events = _stream(n=10)
+    for loss in (1e30, 1e300, float("inf")):  # what six SGD replicas at a large rate produce
+        events.emit(Sample, step=100, examples=1000, examples_per_second=600.0, batch_loss=loss, live_replicas=2,
+                    replicas=(), bytes=ByteCounts(0, 0), staleness=Histogram(), staleness_examples=Histogram(),
+                    evaluation=Evaluation(loss, loss, 0.1))
+        events.emit(Divergence, step=100, message="non-finite")
+    run, fig = RunSeries("run", "downpour"), LiveFigure("downpour")
+    run.update(events)
+    assert fig.draw(run, []).startswith(PNG)
+    low, high = fig.ax_loss.get_ylim()
+    assert 0 < low and high <= 1e5 and run.markers[-1].label.endswith("diverged")
+
+
+def test_the_target_accuracy_is_a_line_and_its_first_reach_a_marker():
+    events = _stream(n=20)  # evaluations at samples 0, 5, 10, 15: accuracy 0.5, 0.6, 0.7, 0.8
+    run = RunSeries("run", "downpour", target=0.65)
+    run.update(events)
+    reached = [m for m in run.markers if "65%" in m.label]
+    assert len(reached) == 1 and run.reached == run.eval_t[2] and reached[0].t == run.eval_t[2]
+    fig = LiveFigure("downpour")
+    fig.draw(run, [])
+    assert any(list(line.get_ydata()) == [0.65, 0.65] for line in fig.ax_acc.lines)
+    assert not RunSeries("run", "downpour").markers
 
 
 def _prefix(events, k):

@@ -25,12 +25,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     d = DEFAULTS
     g = p.add_argument_group("data and model")
     g.add_argument("--dataset", default=d.dataset, metavar="NAME_OR_PATH",
-                   help="digits (bundled, default), synthetic, speech (11x40 frames), "
+                   help="digits (bundled, default), signals (MNIST-1D-style 1-D signals), synthetic, "
+                        "speech (11x40 frames), "
                         "or a local .npz with X_train y_train X_test y_test, or a folder of MNIST IDX files")
     g.add_argument("--model", default=d.model, choices=MODELS,
                    help="network preset: linear = softmax regression; mlp = ReLU layers of --hidden; "
                         "speech = the paper's speech net scaled down (4 sigmoid layers); "
-                        "image-local = locally connected image net (default: %(default)s)")
+                        "image-local = locally connected image net; signal-local = locally connected 1-D net "
+                        "for signals (default: %(default)s)")
     g.add_argument("--hidden", type=_hidden, default=None, metavar="W1,W2",
                    help="hidden layer widths for mlp and speech, e.g. 256,256")
     g.add_argument("--l2", type=float, default=d.l2, help="L2 weight: loss + (l2/2)*||W||^2 (default: %(default)s)")
@@ -46,6 +48,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     t.add_argument("--seconds", type=float, default=None, help="train for this long instead of a number of steps")
     t.add_argument("--eval-every", type=int, default=d.eval_every,
                    help="steps between evaluations (default: %(default)s)")
+    t.add_argument("--target-accuracy", type=float, default=None, metavar="A",
+                   help="report the time to reach this test accuracy (the paper's Fig. 4 and 5); the report "
+                        "always gives the times to 30%%, 40%%, ... 99%%")
     t.add_argument("--seed", type=int, default=d.seed, help="seed for initialisation, data order and splits")
     s = p.add_argument_group("DistBelief (paper Sec. 4)")
     s.add_argument("--replicas", type=int, default=d.replicas,
@@ -103,7 +108,8 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
     steps = args.steps if (args.steps is not None or args.seconds is not None) else DEFAULTS.steps
     flat = dict(algorithm=algorithm, dataset=args.dataset, model=args.model, hidden=args.hidden, l2=args.l2,
                 batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer, steps=steps, seconds=args.seconds,
-                seed=args.seed, eval_every=args.eval_every, replicas=args.replicas, shards=args.shards,
+                seed=args.seed, eval_every=args.eval_every, target_accuracy=args.target_accuracy,
+                replicas=args.replicas, shards=args.shards,
                 partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
                 warm_start_steps=args.warm_start_steps, workers=args.workers, scheduler=args.scheduler)
     if algorithm == "sandblaster":

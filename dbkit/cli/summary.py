@@ -11,6 +11,15 @@ def print_summary(report: dict, log: Callable[[str], None] = print) -> None:
         f"examples/s, {report['wall_seconds']:.1f}s wall")
     log(f"final: test accuracy {f['test_accuracy']:.4f}, test loss {f['test_loss']:.4f}, "
         f"full-batch training loss {f['full_batch_loss']:.4f}")
+    target = report["config"].get("target_accuracy")
+    reached = [t for t in report.get("time_to_accuracy", []) if t["seconds"] is not None]
+    if target is not None:
+        hit = next((t for t in report["time_to_accuracy"] if t["target"] == target), None)
+        log(f"time to {target:.0%} test accuracy: " + (f"{hit['seconds']:.1f}s (step {hit['step']})"
+                                                       if hit and hit["seconds"] is not None else "not reached"))
+    elif reached:
+        best = reached[-1]
+        log(f"time to {best['target']:.0%} test accuracy: {best['seconds']:.1f}s (step {best['step']})")
     divergence = [e for e in report.get("events", []) if e["type"] == "Divergence"]
     if divergence:
         log(f"diverged: {divergence[-1]['message']}")

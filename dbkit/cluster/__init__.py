@@ -12,7 +12,8 @@ from typing import Any
 _LAZY = {
     "Cluster": ".session", "ClusterError": ".session", "ActorRegistry": ".registry", "start_shards": ".shards",
     "SyncSGD": ".sgd", "DownpourSGD": ".downpour", "SandblasterLBFGS": ".sandblaster",
-    "ActorPartitionedNetwork": ".partitioned_network",
+    "ActorPartitionedNetwork": ".partitioned_network", "PartitionStep": ".timing", "RoundTrip": ".timing",
+    "time_partitioned_step": ".timing", "time_roundtrip": ".timing",
 }
 
 __all__ = sorted(_LAZY)

@@ -8,9 +8,10 @@ from pathlib import Path
 from .batches import MiniBatches, shard_indices, standardize
 from .dataset import DataError, Dataset
 from .files import load_idx, load_npz, read_idx
+from .signals import SignalsConfig, make_signals, signals
 from .sources import SyntheticConfig, digits, speech, synthetic
 
-BUILTIN = ("digits", "synthetic", "speech")
+BUILTIN = ("digits", "signals", "synthetic", "speech")
 
 
 def small() -> bool:
@@ -19,7 +20,7 @@ def small() -> bool:
 
 
 def load(name_or_path: str = "digits", seed: int = 0, standardized: bool = True) -> Dataset:
-    """Load a dataset by name (``digits``, ``synthetic``, ``speech``) or local path.
+    """Load a dataset by name (``digits``, ``signals``, ``synthetic``, ``speech``) or local path.
 
     A path is either an ``.npz`` file with ``X_train y_train X_test y_test`` or
     a folder of MNIST-format IDX files. Features are standardised with
@@ -27,6 +28,8 @@ def load(name_or_path: str = "digits", seed: int = 0, standardized: bool = True)
     """
     if name_or_path == "digits":
         ds = digits(seed)
+    elif name_or_path == "signals":
+        ds = signals(seed, small=small())
     elif name_or_path == "synthetic":
         n = (2_000, 500) if small() else (10_000, 2_000)
         ds = synthetic(SyntheticConfig(n_train=n[0], n_test=n[1], seed=seed))
@@ -46,6 +49,7 @@ def load(name_or_path: str = "digits", seed: int = 0, standardized: bool = True)
 
 
 __all__ = [
-    "BUILTIN", "Dataset", "DataError", "MiniBatches", "SyntheticConfig", "digits", "load", "load_idx",
-    "load_npz", "read_idx", "shard_indices", "small", "speech", "standardize", "synthetic",
+    "BUILTIN", "Dataset", "DataError", "MiniBatches", "SignalsConfig", "SyntheticConfig", "digits", "load",
+    "load_idx", "load_npz", "make_signals", "read_idx", "shard_indices", "signals", "small", "speech",
+    "standardize", "synthetic",
 ]

@@ -4,6 +4,8 @@
 matplotlib when they draw.
 """
 
+from .accuracy import LADDER, TimeToAccuracy, time_to_accuracy, times_to_accuracy
+from .compare import Chart, compare_runs, diverged_at, plot_lines, plot_timelines
 from .events import (
                      BatchDone,
                      ByteCounts,
@@ -21,7 +23,12 @@ from .partition_plot import plot_partitions
 from .plot import plot_history
 from .report import REQUIRED, RunRecord, build_report, validate_report, write_report
 from .sampler import Sampler
+from .summary import RunSummary, SummaryTable, summarize
 
-__all__ = ["BatchDone", "ByteCounts", "Change", "Divergence", "ErrorEvent", "Event", "EventStream", "REQUIRED",
-           "Relayout", "ReplicaEvent", "RunRecord", "Sample", "Sampler", "StateChange", "build_report",
-           "plot_history", "plot_partitions", "validate_report", "write_report"]
+__all__ = [
+    "BatchDone", "ByteCounts", "Change", "Chart", "Divergence", "ErrorEvent", "Event", "EventStream", "LADDER",
+    "REQUIRED", "Relayout", "ReplicaEvent", "RunRecord", "Sample", "Sampler", "StateChange", "TimeToAccuracy",
+    "build_report", "compare_runs", "diverged_at", "plot_history", "plot_lines", "plot_partitions", "plot_timelines",
+    "time_to_accuracy", "times_to_accuracy", "RunSummary", "SummaryTable", "summarize", "validate_report",
+    "write_report",
+]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..algorithms import Evaluation, ReplicaFigures
 from ..ps import ShardFigures
+from .accuracy import times_to_accuracy
 from .events import ByteCounts
 
 REQUIRED = {
@@ -59,7 +60,9 @@ class RunRecord:
 def build_report(record: RunRecord) -> dict:
     """The JSON report of DESIGN.md from a job's ``RunRecord``.
 
-    ``examples_per_second`` counts training examples over the time spent
+    ``time_to_accuracy`` lists when the run first reached each accuracy of
+    ``accuracy.LADDER`` and the configured ``target_accuracy`` (``seconds``
+    null: never). ``examples_per_second`` counts training examples over the time spent
     training (paused time and evaluation at the end excluded); ``wall_seconds``
     is the whole run.
     """
@@ -78,6 +81,8 @@ def build_report(record: RunRecord) -> dict:
         "examples_per_second": float(examples / train) if train > 0 else 0.0,
         "final": {k: float(v) for k, v in record.final.to_dict().items()},
         "history": record.history,
+        "time_to_accuracy": [t.to_dict() for t in times_to_accuracy(record.history,
+                                                                     record.config.get("target_accuracy"))],
         "replicas": [r.to_dict() for r in record.replicas],
         "shards": [s.to_dict() for s in record.shards],
         "bytes": {k: int(v) for k, v in dataclasses.asdict(record.bytes).items()},

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..telemetry.timeline import LEGEND, timeline_artists, timeline_extent
 from .series import RunSeries
-from .timeline import LEGEND, timeline_artists, timeline_extent
 
 
 def nice_above(x: float) -> float:

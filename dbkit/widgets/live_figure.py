@@ -26,6 +26,7 @@ from .detail import Detail, nice_above
 from .series import RunSeries
 
 FADED = dict(alpha=0.3, linewidth=1.0)
+LOSS_RANGE = (1e-4, 1e4)  # a diverging run's losses run off the top of the plot instead of stretching it
 
 
 def _positive(xs: list, ys: list) -> tuple[list, list]:
@@ -99,6 +100,8 @@ class LiveFigure:
         """The PNG of ``run`` over the faded ``past`` runs."""
         if run is not self._run or tuple(map(id, past)) != self._past:
             self._setup(past)
+            if run.target is not None:
+                self.ax_acc.axhline(run.target, color="C2", lw=0.8, ls=":")
             self._run, self._past = run, tuple(map(id, past))
         self._set_data(run)
         full = self._background is None
@@ -160,7 +163,8 @@ class LiveFigure:
                 if have is not None and have[0] <= lo and hi <= have[1]:
                     continue
                 lo_, hi_ = (min(lo, have[0]), max(hi, have[1])) if have else (lo, hi)
-                new = (10 ** math.floor(math.log10(lo_)), 10 ** math.ceil(math.log10(hi_) + 1e-9))
+                lo_, hi_ = max(lo_, LOSS_RANGE[0]), min(max(hi_, lo_), LOSS_RANGE[1])
+                new = (10.0 ** math.floor(math.log10(lo_)), 10.0 ** math.ceil(math.log10(hi_) + 1e-9))
             else:
                 if have is not None and hi <= have[1]:
                     continue

@@ -58,7 +58,7 @@ class Panel:
         self._png = b""
         self._display: Any = None
         self.figure = LiveFigure(self.algorithm)
-        self.run = RunSeries(job.describe(), self.algorithm)
+        self.run = RunSeries(job.describe(), self.algorithm, job.config.target_accuracy)
         self.past: list[RunSeries] = []
         self.steering = Steering(self._apply_settings, self._run_action, self._refused)
 
@@ -175,7 +175,7 @@ class Panel:
         self.next_run = {}
         with self._draw_lock:
             self.past = (self.past + [self.run])[-KEEP_PAST:]
-            self.run = RunSeries(new.describe(), self.algorithm)
+            self.run = RunSeries(new.describe(), self.algorithm, new.config.target_accuracy)
         old.attached_panel = None
         self.job = new
         new.attached_panel = self

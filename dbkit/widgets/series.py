@@ -45,6 +45,7 @@ class RunSeries:
 
     label: str
     algorithm: str
+    target: float | None = None  # the run's target_accuracy: marked when first reached
     seq: int = -1
     # every sample
     t: list[float] = field(default_factory=list)
@@ -66,6 +67,7 @@ class RunSeries:
     batch: BatchDone | None = None
     markers: list[Marker] = field(default_factory=list)
     state: str = "created"
+    reached: float | None = None  # seconds at which the target accuracy was first reached
     _last: Sample | None = None
 
     def update(self, events: EventStream) -> bool:
@@ -126,4 +128,7 @@ class RunSeries:
             self.eval_step.append(s.step)
             self.test_loss.append(s.evaluation.test_loss)
             self.test_accuracy.append(s.evaluation.test_accuracy)
+            if self.target is not None and s.evaluation.test_accuracy >= self.target and not self.reached:
+                self.reached = s.t
+                self._mark(s.t, f"{self.target:.0%} at {s.t:.1f} s")
         self._last = s

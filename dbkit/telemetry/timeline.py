@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..telemetry import BatchDone
+from .events import BatchDone
 
 WON, BACKUP_WON, BEATEN = "C0", "C1", "lightgray"
 LEGEND = "blue: counted · orange: a backup that won · gray: a copy beaten by another"
