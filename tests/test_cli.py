@@ -28,6 +28,18 @@ def test_run_sgd_on_digits_reaches_95_percent_and_reports_everything(tmp_path):
     assert "test accuracy" in out.stdout
 
 
+def test_the_time_to_a_target_accuracy_is_printed_and_reported(tmp_path):
+    out = dbkit("run", "sgd", "--dataset", "signals", "--steps", "600", "--eval-every", "100",
+                "--target-accuracy", "0.3", "--report", str(tmp_path / "r.json"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    hit = next(t for t in report["time_to_accuracy"] if t["target"] == 0.3)
+    assert report["config"]["target_accuracy"] == 0.3 and hit["step"] in {h["step"] for h in report["history"]}
+    assert f"time to 30% test accuracy: {hit['seconds']:.1f}s (step {hit['step']})" in out.stdout
+    bad = dbkit("run", "sgd", "--target-accuracy", "1.5")
+    assert bad.returncode == 2 and "target_accuracy" in bad.stderr
+
+
 def test_run_sgd_on_cluster_shards(tmp_path):
     out = dbkit("run", "sgd", "--on-cluster", "--shards", "2", "--steps", "60", "--eval-every", "30",
                 "--report", str(tmp_path / "r.json"), "--quiet")

@@ -1,5 +1,6 @@
 """Parameter shards as real Dask actors on a LocalCluster with processes; cleanup."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from dbkit.cluster import Cluster, ClusterError, start_shards
 from dbkit.ps import ParameterShard
 
-from .conftest import live_children
+from .conftest import leftovers, live_children
 
 pytestmark = pytest.mark.cluster
 
@@ -138,3 +139,21 @@ def test_local_workers_get_the_malloc_settings(local_cluster):
 
     env = local_cluster.client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
     assert all(v == WORKER_MALLOC for v in env.values())
+
+
+def test_timing_a_roundtrip_and_a_partitioned_step_cleans_up_after_itself(local_cluster):
+    from dbkit import nn
+    from dbkit.cluster import time_partitioned_step, time_roundtrip
+
+    r = time_roundtrip(local_cluster, 1000, 2, repeats=3)
+    assert (r.parameters, r.shards, r.megabytes) == (1000, 2, 0.004)
+    assert 0 < r.fetch_ms and 0 < r.push_ms and 0 < r.fetch_plus_push_ms
+    with pytest.raises(ValueError, match="shards <= parameters"):
+        time_roundtrip(local_cluster, 2, 3)
+    step = time_partitioned_step(local_cluster, nn.build("signal-local", 40, 10, filters=4), 2, steps=2)
+    assert step.k == 2 and step.step_ms > 0 and step.k1_ms > 0
+    assert step.bytes_per_step == step.min_bytes_per_step > 0  # what crossed = what the connectivity needs
+    with pytest.raises(ValueError, match="k must be in"):
+        time_partitioned_step(local_cluster, nn.build("linear", 4, 2), 3)
+    gc.collect()  # dask's actor proxies sit in reference cycles: they let their actors go at the next collection
+    assert leftovers(local_cluster, "timing") == {}

@@ -150,3 +150,24 @@ def test_minibatches_cover_each_epoch_once():
     assert np.array_equal(next(again)[1], seen[:5])
     with pytest.raises(ValueError, match="batch_size"):
         data.MiniBatches(X, y, batch_size=0)
+
+
+def test_signals_are_seeded_shaped_and_not_linearly_separable():
+    from sklearn.linear_model import LogisticRegression
+
+    a, b = data.signals(seed=3, small=True), data.signals(seed=3, small=True)
+    assert np.array_equal(a.X_train, b.X_train) and np.array_equal(a.y_test, b.y_test)
+    assert not np.array_equal(a.X_train, data.signals(seed=4, small=True).X_train)
+    assert a.X_train.shape == (4000, 40) and a.X_test.shape == (1000, 40) and a.n_classes == 10
+    assert np.all(np.bincount(a.y_train, minlength=10) > 300)  # every class, roughly balanced
+    assert np.isfinite(a.X_train).all()
+    ds = data.load("signals")  # standardised, small under DBKIT_SMALL
+    linear = LogisticRegression(max_iter=300).fit(ds.X_train, ds.y_train).score(ds.X_test, ds.y_test)
+    assert 0.2 < linear < 0.5  # shifted, sheared templates: a linear model cannot sort them (MNIST-1D's point)
+
+
+@pytest.mark.parametrize("bad, message", [(dict(n_train=0), "n_train"), (dict(length=4), "length"),
+                                           (dict(padding=(10, 5)), "padding")])
+def test_signals_config_refuses_bad_values(bad, message):
+    with pytest.raises(ValueError, match=message):
+        data.SignalsConfig(**bad)

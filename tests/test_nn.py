@@ -106,3 +106,12 @@ def test_loss_matches_a_direct_formula():
 def test_bad_model_settings_raise_clear_errors(bad):
     with pytest.raises(ValueError):
         bad()
+
+
+def test_signal_local_preset_is_locally_connected_and_its_gradient_checks():
+    net = nn.build("signal-local", 40, 10, l2=1e-3, filters=4)
+    kinds = [layer.kind for layer in net.layers if hasattr(layer, "kind")]
+    assert kinds.count("local1d") == 2 and net.layers[-1].out_size == 10
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((6, 40)).astype(np.float32), rng.integers(0, 10, 6)
+    assert check_network(net, X, y) < 1e-3  # central differences

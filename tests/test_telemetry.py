@@ -1,7 +1,9 @@
 """The JSON report of DESIGN.md, its writer, the event stream and the sampler's windows."""
 
 import json
+import tempfile
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,11 +18,13 @@ from dbkit.telemetry import (
     Sample,
     Sampler,
     StateChange,
+    TimeToAccuracy,
     build_report,
     validate_report,
     write_report,
 )
 
+PNG = b"\x89PNG\r\n\x1a\n"
 FINAL = Evaluation(train_loss=0.1, test_loss=0.2, test_accuracy=0.9, full_batch_loss=0.1)
 
 
@@ -120,3 +124,69 @@ def test_partition_picture_marks_only_what_crosses(tmp_path):
     assert _sent_units(ownership(net, 2), 2).size == 4 * 4 * 8  # the dense layer reads everything
     fig = plot_partitions(net, 2, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000 and len(fig.axes) == 3
+
+
+# ---- time to accuracy, comparisons, summaries --------------------------------------------------------
+HISTORY = [{"t": 0.0, "step": 0, "test_accuracy": 0.1}, {"t": 1.5, "step": 100, "test_accuracy": 0.55},
+           {"t": 3.0, "step": 200, "test_accuracy": 0.5}, {"t": 4.5, "step": 300, "test_accuracy": 0.72}]
+
+
+def test_time_to_accuracy_is_the_first_evaluation_at_or_above_the_target():
+    from dbkit.telemetry import LADDER, time_to_accuracy, times_to_accuracy
+
+    assert time_to_accuracy(HISTORY, 0.55) == TimeToAccuracy(0.55, 1.5, 100)
+    assert time_to_accuracy(HISTORY, 0.7).step == 300  # the dip at step 200 does not count as reaching 0.55 late
+    assert not time_to_accuracy(HISTORY, 0.9).reached
+    ladder = times_to_accuracy(HISTORY, target=0.65)
+    assert [t.target for t in ladder] == sorted({*LADDER, 0.65})
+    assert [t.step for t in ladder if t.target <= 0.7] == [100, 100, 100, 300, 300, 300]
+    with pytest.raises(ValueError, match="target accuracy"):
+        time_to_accuracy(HISTORY, 1.5)
+
+
+def test_the_report_gives_time_to_the_ladder_and_to_the_configured_target():
+    r = build_report(_record(history=HISTORY, config={"target_accuracy": 0.65}))
+    by_target = {t["target"]: t for t in r["time_to_accuracy"]}
+    assert by_target[0.65] == {"target": 0.65, "seconds": 4.5, "step": 300}
+    assert by_target[0.99]["seconds"] is None
+    assert json.loads(json.dumps(r["time_to_accuracy"])) == r["time_to_accuracy"]
+
+
+def _report(history, events=(), state="stopped", staleness=None):
+    shards = [{"updates": 30, "staleness": {"mean": 1.0}, "staleness_examples": {"mean": 32.0}},
+              {"updates": 10, "staleness": {"mean": 5.0}, "staleness_examples": {"mean": 160.0}}]
+    return {"state": state, "steps": 300, "examples_per_second": 1000.0, "config": {"target_accuracy": 0.5},
+            "final": {"test_accuracy": history[-1]["test_accuracy"], "full_batch_loss": 0.9}, "history": history,
+            "shards": shards, "bytes": {"fetched": 2e6, "pushed": 1e6, "between_partitions": 0},
+            "events": list(events)}
+
+
+def test_summaries_weight_staleness_by_updates_and_read_divergence():
+    from dbkit.telemetry import SummaryTable, summarize
+
+    s = summarize(_report(HISTORY))
+    assert s.staleness == pytest.approx((30 * 1 + 10 * 5) / 40) and s.staleness_examples == pytest.approx(64.0)
+    assert s.seconds_to_target == 1.5 and s.megabytes == 3.0 and s.diverged_at is None
+    diverged = _report(HISTORY[:2], events=[{"type": "Divergence", "t": 1.2}], state="diverged")
+    table = SummaryTable({"fine": _report(HISTORY), "blown up": diverged}, target=0.6)
+    assert table["blown up"].diverged_at == 1.2 and table["fine"].seconds_to_target == 4.5
+    assert "diverged" in str(table) and "<table>" in table._repr_html_() and "4.5 s to 60%" in str(table)
+
+
+def test_comparison_charts_draw_runs_divergence_lost_replicas_and_timelines():
+    from dbkit.algorithms import UnitRecord
+    from dbkit.telemetry import BatchDone, compare_runs, plot_lines, plot_timelines
+
+    lost = [{"type": "ReplicaEvent", "t": 2.0, "replica": 1, "what": "lost"}]
+    runs = {"a": _report(HISTORY, events=lost), "b": _report(HISTORY[:2], [{"type": "Divergence", "t": 1.2}])}
+    chart = compare_runs(runs, target=0.6, title="two runs")
+    assert chart.png()[:8] == PNG and repr(chart) == "<Chart 'two runs'>"
+    left, bars = chart.figure.axes
+    assert [p.get_width() for p in bars.patches] == [4.5, 0.0]  # b never reached 60%: it diverged
+    assert any("lost" in t.get_text() for t in left.texts) and any("diverged" in t.get_text() for t in left.texts)
+    assert compare_runs(runs, x="step")._repr_png_()[:8] == PNG
+    with pytest.raises(ValueError, match="3 values for 2"):
+        plot_lines([1, 2], {"y": [1, 2, 3]}, "x", "y")
+    units = (UnitRecord(0, 0, 0.0, 0.5, False, True), UnitRecord(1, 1, 0.0, 0.2, False, True))
+    batch = BatchDone(seq=0, t=1.0, batch=1, seconds=0.5, loss=1.0, units=units)
+    assert plot_timelines({"one": batch, "two": batch}).save(Path(tempfile.mkdtemp()) / "t.png").exists()

@@ -20,8 +20,11 @@ from .timeline import LEGEND, timeline_artists, timeline_extent
 class Chart:
     """A figure a notebook shows (``_repr_png_``) and a script saves (``save``)."""
 
-    def __init__(self, figure: Any) -> None:
-        self.figure = figure
+    def __init__(self, figure: Any, title: str = "") -> None:
+        self.figure, self.title = figure, title
+
+    def __repr__(self) -> str:
+        return f"<Chart {self.title!r}>" if self.title else "<Chart>"
 
     def png(self, dpi: int = 80) -> bytes:
         buffer = io.BytesIO()
@@ -57,7 +60,8 @@ def diverged_at(report: Mapping) -> float | None:
 def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: str = "t",
                  title: str = "") -> Chart:
     """Test accuracy of several runs against seconds (``x="t"``) or steps (``x="step"``), and, with
-    ``target``, each run's time to reach it (the paper's Fig. 4 and 5).
+    ``target``, each run's time to reach it (the paper's Fig. 4 and 5). Divergence (dashed) and lost
+    replicas (dotted) are marked.
 
     Parameters
     ----------
@@ -74,10 +78,15 @@ def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: st
         history = report["history"]
         ax.plot([r[x] for r in history], [r["test_accuracy"] for r in history], marker=".", color=f"C{i}",
                 label=label)
-        t = diverged_at(report)
-        if t is not None:
-            ax.axvline(t if x == "t" else history[-1][x], color=f"C{i}", ls="--", lw=1)
-            ax.annotate("diverged", (t if x == "t" else history[-1][x], 0.5), color=f"C{i}", rotation=90,
+        for e in report.get("events", []):
+            if e.get("type") == "ReplicaEvent" and e.get("what") == "lost" and x == "t":
+                ax.axvline(e["t"], color=f"C{i}", ls=":", lw=1)
+                ax.annotate(f"replica {e['replica']} lost", (e["t"], 0.05), color=f"C{i}", rotation=90, fontsize=8,
+                            va="bottom", ha="right")
+        end = diverged_at(report)
+        if end is not None:
+            ax.axvline(end if x == "t" else history[-1][x], color=f"C{i}", ls="--", lw=1)
+            ax.annotate("diverged", (end if x == "t" else history[-1][x], 0.5), color=f"C{i}", rotation=90,
                         fontsize=8, va="center", ha="right")
     ax.set(xlabel="seconds" if x == "t" else "steps", ylabel="test accuracy", ylim=(0, 1))
     ax.legend(fontsize=8, loc="lower right")
@@ -86,7 +95,7 @@ def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: st
         labels = list(runs)
         times = [time_to_accuracy(runs[k]["history"], target) for k in labels]
         bar = axes[1]
-        reached = [t.seconds if t.reached else 0.0 for t in times]
+        reached = [float(t.seconds) if t.seconds is not None else 0.0 for t in times]
         bar.barh(range(len(labels)), reached, color=[f"C{i}" for i in range(len(labels))])
         for i, t in enumerate(times):
             text = f" {t.seconds:.1f} s" if t.reached else (" diverged" if diverged_at(runs[labels[i]]) is not None
@@ -98,7 +107,7 @@ def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: st
         bar.set_xlim(0, max(reached + [1.0]) * 1.35)
     if title:
         fig.suptitle(title)
-    return Chart(fig)
+    return Chart(fig, title)
 
 
 def plot_lines(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str,
@@ -115,7 +124,7 @@ def plot_lines(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel
     ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    return Chart(fig)
+    return Chart(fig, title)
 
 
 def plot_timelines(batches: Mapping[str, BatchDone], title: str = "") -> Chart:
@@ -133,4 +142,4 @@ def plot_timelines(batches: Mapping[str, BatchDone], title: str = "") -> Chart:
         ax.set_yticks(replicas, [f"replica {r}" for r in replicas], fontsize=8)
         ax.title.set_fontsize(9)
     fig.suptitle((title + "\n" if title else "") + LEGEND, fontsize=9)
-    return Chart(fig)
+    return Chart(fig, title)

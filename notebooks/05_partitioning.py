@@ -1,0 +1,153 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+# %% [markdown]
+# # 5. Model partitioning: when does splitting one model over machines pay?
+#
+# **The question** (DistBelief Sec. 3, Fig. 3). A model too big or too slow for one machine can be split: each
+# of K **partitions** holds some units and their parameters, computes their part of the forward and backward
+# pass, and sends only the activations (and gradients) that cross a partition boundary. The paper's speedup rose
+# with K, then flattened or fell, and models with **local connectivity** gained the most. Why?
+
+# %%
+import json
+from pathlib import Path
+
+from IPython.display import display
+
+import dbkit
+from dbkit import data, nn
+from dbkit.cluster import time_partitioned_step
+from dbkit.partition import describe
+from dbkit.telemetry import Chart, SummaryTable, plot_lines, plot_partitions
+
+small = data.small()
+cluster = dbkit.Cluster(n_workers=2)
+
+# %% [markdown]
+# ## What crosses a boundary
+#
+# Two networks of about the same size for 400-point signals: a **locally connected** one (each unit sees five
+# neighbouring inputs, with weights of its own) and a **fully connected** one. Split in two, each partition
+# owns half of every layer's units (colours); dots mark the units whose outputs the other partition needs.
+
+# %%
+local = nn.build("signal-local", 400, 10, filters=16)
+dense = nn.build("mlp", 400, 10, hidden=(512, 256))
+print(f"locally connected: {local.size:,} parameters; fully connected: {dense.size:,}")
+display(Chart(plot_partitions(local, 2)))
+Chart(plot_partitions(dense, 2))
+
+# %% [markdown]
+# A locally connected partition needs only a few units at its edge from its neighbour; a fully connected one
+# needs *every* unit of the other half. `describe` counts, per layer, the activations per example that cross
+# between the two partitions:
+
+# %%
+crossing = {name: describe(net, 2) for name, net in (("locally connected", local), ("fully connected", dense))}
+for name, rows in crossing.items():
+    print(name)
+    for row in rows:
+        if sum(row["params_per_partition"]):
+            print(f"  {row['kind']:<50} {row['cross_floats_per_example']:>5} floats cross per example")
+
+# %% [markdown]
+# The second locally connected layer reads 6,336 units and needs only 48 from the other side (its receptive
+# fields overlap the boundary by a few positions, times 16 filters). Each dense layer needs the whole other half
+# of its input. Both networks end in a dense softmax layer, and in the locally connected one that layer, which
+# reads all 3,136 units, carries most of the traffic: the paper's image models shrank their layers toward the
+# top for the same reason. Now measure a training step (forward and backward, batch 32) of each, in one
+# partition and in two, on this machine's two worker processes.
+
+# %%
+steps = 5 if small else 20
+measured = {name: [time_partitioned_step(cluster, net, k, steps=steps) for k in (1, 2)]
+            for name, net in (("locally connected", local), ("fully connected", dense))}
+for name, (one, two) in measured.items():
+    print(f"{name:>18}: K=1 {one.step_ms:6.1f} ms, K=2 {two.step_ms:6.1f} ms, speedup {two.speedup:4.2f}x, "
+          f"{two.bytes_per_step / 1e3:8.1f} kB between partitions per step "
+          f"(the connectivity needs {two.min_bytes_per_step / 1e3:.1f} kB)")
+
+# %% [markdown]
+# At this size splitting does not pay for either network: a step is a few milliseconds of arithmetic, and each
+# message between partitions costs one or two. That is the left end of the paper's Fig. 3: a model must give
+# every machine enough arithmetic to hide its messages.
+#
+# ## The same question at a larger size: shipped benchmark data
+#
+# `benchmarks/partition_speedup.py` times a 5.8M-parameter locally connected image model and a 9.4M-parameter
+# fully connected one for K = 1, 2 and 4 on this kind of two-core machine (its table and method are in
+# `docs/benchmarks.md`). Its numbers ship with the kit:
+
+# %%
+shipped = json.loads(Path("../docs/data/partition_speedup.json").read_text())
+ks = [row["k"] for row in shipped["local"]["rows"]]
+plot_lines(ks, {f"{name} ({shipped[key]['parameters'] / 1e6:.1f}M parameters)": [r["speedup"] for r in
+                                                                                  shipped[key]["rows"]]
+                for key, name in (("local", "locally connected"), ("dense", "fully connected"))},
+           xlabel="partitions K (machines per model replica)", ylabel="speedup over K = 1",
+           ax_title="speedup of one training step against K (the paper's Fig. 3 in spirit)")
+
+# %% [markdown]
+# **Reading it.** The locally connected model gains from K = 2: its arithmetic splits in half and only a thin
+# boundary crosses. At K = 4 on a two-core machine the partitions share cores and the boundaries double, so the
+# gain shrinks. The fully connected model gains nothing even at K = 2: every partition must receive every
+# activation of the other, and the messages cost what the split saved. The paper saw the same shape with more
+# machines: 2.2x at 8 machines for its 42M-parameter speech model (fully connected), more than 12x at 81 machines
+# for its 1.7B-parameter locally connected image model. Speedup rises while each machine's arithmetic outweighs
+# its messages, then flattens or falls.
+#
+# ## Partitioned Downpour, live
+#
+# Partitioning and Downpour combine: each partition of a replica exchanges parameters only with the shards that
+# hold its own parameters. Below, one replica of `signal-local` split in two trains on `signals`; on the panel,
+# move `partitions` between 1 and 2 and watch the purple "between partitions" line on the MB/s plot.
+
+# %%
+job = dbkit.DownpourSGD("signal-local", "signals", client=cluster.client, replicas=1, partitions=2, shards=2,
+                        optimizer="adagrad", lr=0.03, eval_every=200)
+display(job.panel())
+job.fit(seconds=8 if small else 30, progress=False)
+job.stop()
+partitioned = job.report()
+SummaryTable({"1 replica in 2 partitions": partitioned})
+
+# %% [markdown]
+# ## Exercise
+#
+# Make the locally connected layers' receptive field wider: `nn.build("signal-local", 400, 10, filters=16)` uses
+# kernel 5. Build a `nn.Network` of two `nn.LocallyConnected1D` layers with kernel 25 instead and measure its
+# bytes between partitions at K = 2. What happens to the boundary, and to the speedup?
+#
+# <details><summary>Solution</summary>
+#
+# `c1 = nn.LocallyConnected1D(400, 1, kernel=25, filters=16)`,
+# `c2 = nn.LocallyConnected1D(c1.out_shape[0], 16, kernel=25, filters=16, stride=2)`,
+# `net = nn.Network([c1, nn.ReLU(c1.out_size), c2, nn.ReLU(c2.out_size), nn.Dense(c2.out_size, 10)])`, then
+# `time_partitioned_step(cluster, net, 2)`. The boundary grows with the kernel (each edge unit reads 24 neighbours
+# instead of 4), so more bytes cross per step; with more arithmetic per unit too, the speedup holds up until the
+# boundary approaches the whole layer, which is the fully connected case.
+# </details>
+
+# %%
+cluster.close()
+(l1, l2), (d1, d2) = measured["locally connected"], measured["fully connected"]
+assert l2.bytes_per_step == l2.min_bytes_per_step and d2.bytes_per_step == d2.min_bytes_per_step
+local_layer, dense_layer = crossing["locally connected"][2], crossing["fully connected"][2]
+assert local_layer["cross_floats_per_example"] < 0.01 * 6336, "a locally connected layer needs only its boundary"
+assert dense_layer["cross_floats_per_example"] == 512, "a dense layer needs every input of the other half"
+b = partitioned["bytes"]
+assert b["between_partitions"] == b["between_partitions_min"] > 0, "partitioned Downpour sends only the boundary"
+assert partitioned["history"][-1]["test_accuracy"] > partitioned["history"][0]["test_accuracy"] + 0.2
+print("lesson held: locality keeps the traffic between partitions small, and partitioned replicas train")
