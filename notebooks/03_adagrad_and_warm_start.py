@@ -51,7 +51,8 @@ display(job.panel())
 job.fit(seconds=seconds, progress=False)
 job.stop()
 runs["SGD, 6 replicas"] = job.report()
-print(job.events.last(Divergence).message)
+print(job.state, [e.message for e in job.events.of(Divergence)])
+print("replicas:", [r.state for r in job.replicas()])
 
 # %% [markdown]
 # ## Adagrad: the same six replicas, the same rate
@@ -65,7 +66,9 @@ compare_runs(runs, title="learning rate 1.0: plain SGD against Adagrad")
 # %% [markdown]
 # **Reading it.** One replica with SGD trains well at this rate. Six replicas with SGD diverge within a second:
 # each push was computed on parameters that five other replicas have since moved, and at a large rate those
-# stale steps overshoot and feed on each other. Adagrad divides each parameter's step by the root of the sum of
+# stale steps overshoot and feed on each other. (The shards refuse non-finite pushes, so now and then a replica
+# or two keep computing finite gradients on the wrecked parameters and the run ends at chance accuracy instead of
+# as *diverged*: the same failure.) Adagrad divides each parameter's step by the root of the sum of
 # its squared gradients so far, so parameters that keep receiving large gradients take ever smaller steps: the
 # same six replicas stay finite. The paper (Sec. 4.1) reports the same: Adagrad "greatly increases the number
 # of model replicas that can productively work simultaneously".
@@ -105,7 +108,8 @@ table
 # %%
 cluster.close()
 assert table["SGD, 1 replica"].state == "stopped" and table["SGD, 1 replica"].test_accuracy > 0.5
-assert table["SGD, 6 replicas"].state == "diverged", "six SGD replicas at rate 1.0 should diverge"
+wrecked = table["SGD, 6 replicas"]
+assert wrecked.state == "diverged" or wrecked.test_accuracy < 0.2, f"six SGD replicas should diverge:\n{table}"
 assert table["Adagrad, 6 replicas"].state == "stopped" and table["Adagrad, 6 replicas"].test_accuracy > 0.3
 assert table["Adagrad, warm start (1,500 steps)"].test_accuracy > table["Adagrad, cold start"].test_accuracy
 print("lesson held: six SGD replicas diverge where Adagrad does not, and a warm start helps Adagrad")

@@ -169,3 +169,50 @@ def _shutdown_kernels(base: str, token: str) -> None:
             urllib.request.urlopen(req, timeout=30)
     except OSError:
         pass
+
+
+def test_the_tour_shows_a_live_curve_in_jupyterlab(tmp_path, capsys):
+    """The first lesson as a learner meets it: "Run all" from a fresh kernel, the panel appears and its status
+    line reports an evaluation while the job runs, and the lesson's own check passes. The seconds from "Run
+    all" to the first evaluation on screen are printed (measured, not asserted)."""
+    from playwright.sync_api import sync_playwright
+
+    root, home = tmp_path / "root", tmp_path / "home"
+    (root / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / "00_tour.ipynb", root / "notebooks" / "00_tour.ipynb")
+    port, token = _free_port(), secrets.token_hex(16)
+    server = _server("lab", root, home, port, token)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1200})
+            try:
+                page.goto(f"{base}/lab/tree/notebooks/00_tour.ipynb?token={token}&reset")
+                _until(lambda: _kernel_idle(page), 90, "an idle kernel")
+                started = time.monotonic()
+                page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+                status = page.locator(".dbkit-status").first
+                _until(lambda: status.count() and "test accuracy" in status.inner_text(), 120,
+                       "the panel to show an evaluation")
+                first_curve = time.monotonic() - started
+                page.wait_for_selector("img.dbkit-plot", timeout=30_000)
+                _until(lambda: "lesson held" in page.locator(".jp-OutputArea").last.inner_text(), 180,
+                       "the tour's closing check")
+                with capsys.disabled():
+                    print(f"\ntour: first evaluation on the panel {first_curve:.1f} s after Run all")
+            except BaseException:
+                page.screenshot(path=str(tmp_path / "failure-tour.png"))
+                raise
+            finally:
+                browser.close()
+    finally:
+        _shutdown_kernels(base, token)
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(home, ignore_errors=True)

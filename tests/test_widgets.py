@@ -15,7 +15,7 @@ from dbkit.algorithms import Evaluation, ReplicaFigures
 from dbkit.ps import Histogram
 from dbkit.telemetry import ByteCounts, Change, Divergence, EventStream, Sample
 from dbkit.widgets import LiveFigure, Panel, RunSeries, Steering
-from dbkit.widgets.status import BOKEH_HINT, dashboard_html, status_html
+from dbkit.widgets.status import BOKEH_HINT, dashboard_html, status_html, summary
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -187,6 +187,9 @@ def test_status_and_dashboard_lines_say_what_happened_in_words(digits):
 
     assert dashboard_html(replace(snap, algorithm="downpour")) == html.escape(BOKEH_HINT)
     assert "href='http://127.0.0.1:8787/status'" in dashboard_html(replace(snap, dashboard="http://127.0.0.1:8787/status"))
+    aimed = replace(snap, config=snap.config.replace(target_accuracy=0.6))
+    assert "target 60%" in status_html(aimed) and "60% reached at 2.5 s" in status_html(aimed, reached=2.5)
+    assert "%" not in summary(snap)
 
 
 # ---- a panel on an in-memory sync SGD job (no Dask) ---------------------------------------------

@@ -216,7 +216,8 @@ class Panel:
         False once the job has stopped (its last frame drawn)."""
         job = self.job
         snapshot = job.snapshot()
-        text = status_html(snapshot, self.note, self.note_error)  # words first: they answer a move soonest
+        # words first: they answer a move soonest
+        text = status_html(snapshot, self.note, self.note_error, self.run.reached)
         if self.status.value != text:
             self.status.value = text
         link = dashboard_html(snapshot)

@@ -14,8 +14,9 @@ BOKEH_HINT = ("the Dask dashboard is not served: install bokeh>=3.1 where the sc
               "(pip install 'bokeh>=3.1'), then start the job again")
 
 
-def summary(s: Snapshot) -> str:
-    """One line: state, replicas, steps, examples per second, the last evaluation."""
+def summary(s: Snapshot, reached: float | None = None) -> str:
+    """One line: state, replicas, steps, examples per second, the last evaluation, and the time the
+    target accuracy was ``reached`` (seconds; ``None``: not yet) when the run has a target."""
     parts = [s.state]
     if s.algorithm != "sgd":
         parts.append(f"{s.live_replicas} of {s.config.replicas} replicas live")
@@ -24,6 +25,9 @@ def summary(s: Snapshot) -> str:
         parts.append(f"{s.sample.examples_per_second:,.0f} examples/s")
     if s.evaluation is not None:
         parts.append(f"test accuracy {s.evaluation.test_accuracy:.3f}, loss {s.evaluation.test_loss:.3f}")
+    target = s.config.target_accuracy
+    if target is not None:
+        parts.append(f"{target:.0%} reached at {reached:.1f} s" if reached is not None else f"target {target:.0%}")
     return " · ".join(parts)
 
 
@@ -41,10 +45,10 @@ def last_change(s: Snapshot) -> str:
     return f"{what}: applied {c.applied - c.asked:.2f} s after it was asked"
 
 
-def status_html(s: Snapshot, note: str = "", error: bool = False) -> str:
+def status_html(s: Snapshot, note: str = "", error: bool = False, reached: float | None = None) -> str:
     """The status line: the summary, then the panel's ``note`` (an error in red) or the last change,
     the job's last error, and what is still being applied."""
-    lines = [f"<b>{html.escape(summary(s))}</b>"]
+    lines = [f"<b>{html.escape(summary(s, reached))}</b>"]
     if note:
         colour = "#b00020" if error else "#1b5e20"
         lines.append(f"<span style='color:{colour}'>{html.escape(note)}</span>")

@@ -1,0 +1,44 @@
+"""The README and the reference: the two commands (one of them is .ci/run, verbatim), links that stay inside
+the repository (Binder's launch link aside), and Python snippets that run as scripts."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "docs" / "reference.md", ROOT / "docs" / "benchmarks.md"]
+BINDER = "https://mybinder.org/v2/gh/"
+STARTS_A_CLUSTER = ("DownpourSGD(", "SandblasterLBFGS(", "Cluster(", "on_cluster=True", "dbkit.run(")
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
+
+
+def test_the_readme_has_the_two_commands_and_ci_runs_the_second_verbatim():
+    commands = _blocks((ROOT / "README.md").read_text(), "bash")[:2]
+    assert commands[0].strip() == "python3 -m pip install -e . && python3 -m dbkit demo"
+    assert commands[1].strip() in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_links_stay_in_the_repository_and_point_at_files_that_exist(doc):
+    for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if target.startswith("#"):
+            continue
+        if "://" in target:
+            assert doc.name == "README.md" and target.startswith(BINDER), f"{doc.name} links outside: {target}"
+            assert target.endswith("urlpath=lab/tree/notebooks/00_tour.ipynb")
+            continue
+        assert (doc.parent / target).exists(), f"{doc.name}: {target} does not exist"
+
+
+@pytest.mark.parametrize("doc", DOCS[:2], ids=lambda p: p.name)
+def test_python_snippets_that_start_a_cluster_run_as_scripts(doc):
+    for code in _blocks(doc.read_text(), "python"):
+        tree = ast.parse(code)  # every snippet is valid Python
+        if any(k in code for k in STARTS_A_CLUSTER):
+            guarded = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
+            assert guarded, f"a snippet starting a cluster needs if __name__ == '__main__':\n{code}"
