@@ -17,7 +17,7 @@ from common import write_json
 
 SIZES = (10, 1_000, 100_000, 1_000_000, 4_000_000)
 SHARDS = (1, 2, 4)
-TARGET_MS = 10.0
+TARGET_MS = 7.0  # issue #12; loopback moves 4 MB one way in ~2.3 ms here, so ~4.6 ms is the floor
 
 
 def measure(cluster, size: int, shards: int, repeats: int) -> dict:

@@ -35,6 +35,7 @@ class DownpourConfig:
     partitions: int = 1
     n_fetch: int = 1
     n_push: int = 1
+    overlap: bool = True
     warm_start_steps: int = 0
     max_nonfinite: int = 20
 

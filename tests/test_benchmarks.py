@@ -48,8 +48,10 @@ def test_downpour_throughput(tmp_path):
     r = run("downpour_throughput", "--seconds", "0.5", "--cases", "digits", "--replicas", "1,2", "--n", "1",
             tmp_path=tmp_path)
     rows = r["digits"]["downpour"]
-    assert [row["replicas"] for row in rows] == [1, 2]
+    assert [(row["replicas"], row["overlap"]) for row in rows] == [(1, True), (1, False), (2, True), (2, False)]
     assert all(row["examples_per_second"] > 0 for row in rows) and r["digits"]["baseline"]["parameters"] > 0
+    ceiling = r["digits"]["baseline"]["ceiling"]
+    assert ceiling["one"] > 0 and ceiling["two"] > 0 and ceiling["ratio"] == ceiling["two"] / ceiling["one"]
 
 
 def test_partition_speedup(tmp_path):

@@ -63,6 +63,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a replica fetches fresh parameters every n_fetch steps (default: %(default)s)")
     s.add_argument("--n-push", type=int, default=d.downpour.n_push,
                    help="a replica pushes its accumulated gradient every n_push steps (default: %(default)s)")
+    s.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="replicas wait for every fetch and push instead of computing on meanwhile (the paper's "
+                        "client overlaps them; compare the two). Partitioned replicas always wait, for now")
     s.add_argument("--slow-replica", type=_slow, action="append", default=[], metavar="I:FACTOR",
                    help="make replica I FACTOR times slower (repeatable): a straggler, to watch Downpour go on "
                         "without waiting and Sandblaster's load balancing and backups")
@@ -111,7 +114,8 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
                 seed=args.seed, eval_every=args.eval_every, target_accuracy=args.target_accuracy,
                 replicas=args.replicas, shards=args.shards,
                 partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
-                warm_start_steps=args.warm_start_steps, workers=args.workers, scheduler=args.scheduler)
+                warm_start_steps=args.warm_start_steps, overlap=args.overlap, workers=args.workers,
+                scheduler=args.scheduler)
     if algorithm == "sandblaster":
         flat.update(memory=args.memory, iterations=args.iterations, work_unit_size=args.work_unit_size,
                     backup=args.backup, balance=args.balance)

@@ -1,8 +1,10 @@
 """The sharded parameter server (DistBelief Sec. 4.1), numpy only."""
 
-from .client import ShardedParameters, resolve
+from .client import ShardedParameters
+from .client_calls import resolve
 from .histogram import Histogram, staleness_summary
 from .layout import ShardLayout, balanced_layout
+from .pending import Pending
 from .records import PushAnswer, ShardFigures
 from .rules import OPTIMIZERS, UpdateRule, check_lr
 from .shard import ParameterShard
@@ -16,6 +18,6 @@ def local_shards(initial, n_shards: int, optimizer: str = "sgd", lr: float = 0.1
 
 
 __all__ = [
-    "Histogram", "OPTIMIZERS", "ParameterShard", "PushAnswer", "ShardFigures", "ShardLayout", "ShardedParameters",
-    "UpdateRule", "balanced_layout", "check_lr", "local_shards", "resolve", "staleness_summary",
+    "Histogram", "OPTIMIZERS", "ParameterShard", "Pending", "PushAnswer", "ShardFigures", "ShardLayout",
+    "ShardedParameters", "UpdateRule", "balanced_layout", "check_lr", "local_shards", "resolve", "staleness_summary",
 ]

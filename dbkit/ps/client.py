@@ -9,24 +9,14 @@ by duck typing (anything with ``.result()``).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Sequence
 
 import numpy as np
 
+from .client_calls import aresolve, resolve
 from .layout import ShardLayout
+from .pending import Pending
 from .records import PushAnswer, ShardFigures
-
-
-def resolve(value):
-    """The value of a plain result or of a future-like object with ``.result()``."""
-    result = getattr(value, "result", None)
-    return result() if callable(result) else value
-
-
-async def aresolve(value):
-    """``resolve`` for code on an event loop: awaits what can be awaited (an actor call)."""
-    return await value if inspect.isawaitable(value) else resolve(value)
 
 
 class ShardedParameters:
@@ -60,7 +50,24 @@ class ShardedParameters:
 
     def fetch(self) -> np.ndarray:
         """Fetch every shard; returns the full float32 vector and remembers the versions."""
-        return self._assemble([resolve(p) for p in [s.fetch() for s in self.shards]])
+        return self.start_fetch().result()
+
+    def start_fetch(self) -> Pending[np.ndarray]:
+        """Ask every shard for its parameters and return at once; ``result()`` assembles them (and takes
+        their versions as this client's) when they arrive."""
+        return Pending([s.fetch() for s in self.shards], self._assemble)
+
+    def start_push(self, grad: np.ndarray, examples: int = 0, first_versions: Sequence[int] | None = None,
+                   versions: Sequence[int] | None = None) -> Pending[list[PushAnswer]]:
+        """``push`` without waiting: the shards' answers come with ``result()``. ``grad`` must not
+        change until they have come (a shard on this worker may read it in place)."""
+        return Pending(self._send("push", grad, versions, examples, first_versions), self._answered)
+
+    def start_push_fetch(self, grad: np.ndarray, examples: int = 0, first_versions: Sequence[int] | None = None,
+                         versions: Sequence[int] | None = None) -> Pending[tuple[list[PushAnswer], np.ndarray]]:
+        """``push_fetch`` without waiting; ``result()`` gives ``(answers, parameters)``."""
+        return Pending(self._send("push_fetch", grad, versions, examples, first_versions),
+                       self._answered_and_fetched)
 
     def push(self, grad: np.ndarray, versions: Sequence[int] | None = None, examples: int = 0,
              first_versions: Sequence[int] | None = None) -> list[PushAnswer]:
@@ -71,17 +78,13 @@ class ShardedParameters:
         versions fetched before its oldest gradient (default ``versions``):
         with them each shard measures the push's age in examples.
         """
-        answers = [resolve(p) for p in self._send("push", grad, versions, examples, first_versions)]
-        self._count_pushed(answers)
-        return answers
+        return self._answered([resolve(p) for p in self._send("push", grad, versions, examples, first_versions)])
 
     def push_fetch(self, grad: np.ndarray, versions: Sequence[int] | None = None, examples: int = 0,
                    first_versions: Sequence[int] | None = None) -> tuple[list[PushAnswer], np.ndarray]:
         """``push`` then ``fetch``, one message per shard; returns ``(answers, parameters)``."""
-        results = [resolve(p) for p in self._send("push_fetch", grad, versions, examples, first_versions)]
-        answers = [r[0] for r in results]
-        self._count_pushed(answers)
-        return answers, self._assemble([r[1:] for r in results])
+        return self._answered_and_fetched(
+            [resolve(p) for p in self._send("push_fetch", grad, versions, examples, first_versions)])
 
     async def afetch(self) -> np.ndarray:
         pending = [s.fetch() for s in self.shards]
@@ -90,17 +93,12 @@ class ShardedParameters:
     async def apush(self, grad: np.ndarray, examples: int = 0,
                     first_versions: Sequence[int] | None = None) -> list[PushAnswer]:
         pending = self._send("push", grad, None, examples, first_versions)
-        answers = [await aresolve(p) for p in pending]
-        self._count_pushed(answers)
-        return answers
+        return self._answered([await aresolve(p) for p in pending])
 
     async def apush_fetch(self, grad: np.ndarray, examples: int = 0,
                           first_versions: Sequence[int] | None = None) -> tuple[list[PushAnswer], np.ndarray]:
         pending = self._send("push_fetch", grad, None, examples, first_versions)
-        results = [await aresolve(p) for p in pending]
-        answers = [r[0] for r in results]
-        self._count_pushed(answers)
-        return answers, self._assemble([r[1:] for r in results])
+        return self._answered_and_fetched([await aresolve(p) for p in pending])
 
     def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None, examples: int,
               first_versions: Sequence[int] | None) -> list:
@@ -112,6 +110,13 @@ class ShardedParameters:
         named = {} if self.name is None else {"pusher": self.name}
         return [getattr(s, method)(grad[a:b], int(v), examples=int(examples), first_version=int(f), **named)
                 for s, (a, b), v, f in zip(self.shards, self.layout.ranges, versions, firsts)]
+
+    def _answered(self, answers: list[PushAnswer]) -> list[PushAnswer]:
+        self._count_pushed(answers)
+        return answers
+
+    def _answered_and_fetched(self, results: list) -> tuple[list[PushAnswer], np.ndarray]:
+        return self._answered([r[0] for r in results]), self._assemble([r[1:] for r in results])
 
     def _count_pushed(self, answers: list[PushAnswer]) -> None:
         self.bytes_pushed += sum(4 * (b - a) for (a, b), r in zip(self.layout.ranges, answers) if r.accepted)

@@ -73,7 +73,7 @@ class Fleet:
                 future = self.cluster.submit_on(
                     worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
                     self.data.y_train[rows], p.handles(), c.batch_size, c.seed + index, c.downpour.max_nonfinite,
-                    key=key)
+                    overlap=c.downpour.overlap, key=key)
             self.book.add(index, worker, future)
         return worker
 

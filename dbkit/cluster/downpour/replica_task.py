@@ -49,7 +49,8 @@ class ReplicaControl:
 
 def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None, y: np.ndarray | None,
                 shards: ShardHandles | None, batch_size: int, seed: int, max_nonfinite: int,
-                partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0) -> ReplicaFigures:
+                partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0,
+                overlap: bool = True) -> ReplicaFigures:
     """The body of one replica task: run its loop until told to stop; returns its final figures.
 
     A whole replica trains on ``X, y`` with ``shards``; a partitioned one drives
@@ -74,7 +75,7 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     else:
         assert X is not None and y is not None and shards is not None
         replica = DownpourReplica(index, network, X, y, connect(shards, name=f"replica{index}"), batch_size,
-                                  s.n_fetch, s.n_push, s.lr, seed=seed, max_nonfinite=max_nonfinite)
+                                  s.n_fetch, s.n_push, s.lr, seed=seed, max_nonfinite=max_nonfinite, overlap=overlap)
 
     def publish(figures: ReplicaFigures) -> None:
         ctl.figures[index] = figures

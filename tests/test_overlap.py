@@ -1,0 +1,114 @@
+"""Downpour's client as the paper writes it: fetches and pushes start and the replica computes on.
+Checked against the blocking replica (instant communication: bit for bit) and against shards that
+answer late (nothing lost or applied twice, staleness grows by at most what was under way)."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from dbkit import data, nn
+from dbkit.algorithms import DownpourReplica
+from dbkit.ps import ShardedParameters, balanced_layout, local_shards
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+@pytest.mark.parametrize("n_fetch, n_push", [(1, 1), (3, 2), (2, 5), (4, 4)])
+def test_with_instant_communication_the_overlapped_replica_is_the_blocking_one(digits, n_fetch, n_push):
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=1e-4)
+    runs = []
+    for overlap in (False, True):
+        server = local_shards(net.init_params(0), 2, "adagrad", 0.05)
+        replica = DownpourReplica(0, net, digits.X_train, digits.y_train, server, 16, n_fetch=n_fetch, n_push=n_push,
+                                  lr=0.05, overlap=overlap)
+        for _ in range(37):
+            replica.step()
+        replica.flush()
+        f = replica.figures()
+        runs.append((server.fetch().tobytes(), replica.params.tobytes(), f.pushes, f.fetches, f.staleness, f.age))
+    assert runs[0] == runs[1]
+
+
+class LateShard:
+    """A shard that answers ``delay`` seconds after each call, in the order called (as an actor's one
+    thread does): its calls return futures with ``done()`` and ``result()``."""
+
+    def __init__(self, shard, delay: float) -> None:
+        self.shard, self.delay = shard, delay
+        self.pool = ThreadPoolExecutor(1)
+        self.calls = []
+
+    def __getattr__(self, name):
+        method = getattr(self.shard, name)
+
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            args = tuple(np.array(a) if isinstance(a, np.ndarray) else a for a in args)  # as sent on the wire
+
+            def later():
+                time.sleep(self.delay)
+                return method(*args, **kwargs)
+            return self.pool.submit(later)
+        return call
+
+
+def test_with_late_shards_no_gradient_is_lost_or_applied_twice_and_staleness_stays_bounded(digits):
+    net = nn.build("linear", 64, 10)
+    inner = local_shards(net.init_params(0), 2, "sgd", 0.01)
+    late = [LateShard(s, 0.004) for s in inner.shards]
+    server = ShardedParameters(late, balanced_layout(net.size, 2))
+    replica = DownpourReplica(0, net, digits.X_train, digits.y_train, server, 16, n_fetch=1, n_push=1, lr=0.01)
+    for _ in range(60):
+        replica.step()
+    replica.flush()
+    f = replica.figures()
+    assert f.steps == 60 and f.pushes == 60  # one push per step, every answer counted
+    for s in inner.shards:
+        figures = s.figures()
+        assert figures.version == f.pushes and figures.rejected == 0  # each push applied exactly once
+        assert figures.examples == 60 * 16  # every example's gradient landed
+        assert max(figures.staleness.values) <= 1  # at most the one push under way when it fetched
+    # it computed on while its push and fetch were under way: its pushes were one version behind (a
+    # blocking replica's never are: see below), and flush waited for everything
+    assert f.staleness.values == (0, 1) and f.staleness.counts[1] > 50
+    assert not replica.under_way
+    blocking = DownpourReplica(0, net, digits.X_train, digits.y_train, server, 16, lr=0.01, overlap=False)
+    for _ in range(10):
+        blocking.step()
+    assert blocking.figures().staleness.values == (0,)
+
+
+def test_the_gradient_under_way_is_never_changed_while_a_shard_may_read_it(digits):
+    net = nn.build("linear", 64, 10)
+    inner = local_shards(net.init_params(0), 1, "sgd", 0.01)
+    seen, lock = [], threading.Lock()
+
+    class Reading(LateShard):  # keeps a reference, not a copy: a shard on the same worker reads in place
+        def __getattr__(self, name):
+            method = getattr(self.shard, name)
+
+            def call(*args, **kwargs):
+                sent = args[0].copy() if name in ("push", "push_fetch") else None
+
+                def later():
+                    time.sleep(self.delay)
+                    if sent is not None:
+                        with lock:
+                            seen.append((sent, args[0].copy()))  # as sent, and as the shard reads it
+                    return method(*args, **kwargs)
+                return self.pool.submit(later)
+            return call
+
+    server = ShardedParameters([Reading(inner.shards[0], 0.003)], balanced_layout(net.size, 1))
+    replica = DownpourReplica(0, net, digits.X_train, digits.y_train, server, 16, n_push=2, lr=0.01)
+    for _ in range(30):
+        replica.step()
+    replica.flush()
+    assert len(seen) == replica.figures().pushes == 15
+    assert all(np.array_equal(sent, read) for sent, read in seen) and all(np.abs(s).sum() > 0 for s, _ in seen)
