@@ -139,8 +139,8 @@ _TABLE = [
     Setting("n_push", "int", 1, 100_000, section="downpour",
             help="a replica pushes its accumulated gradient every n_push steps"),
     Setting("overlap", "bool", section="downpour",
-            help="fetch and push in the background while computing (the paper's client; whole replicas: a "
-                 "partitioned replica's partitions still wait for theirs); off: wait for each"),
+            help="fetch and push in the background while computing (the paper's client; each partition of a "
+                 "partitioned replica with its own shards); off: wait for each"),
     Setting("warm_start_steps", "int", 0, None, section="downpour",
             help="one replica trains alone this many steps before the others join"),
     Setting("max_nonfinite", "int", 1, 100_000, section="downpour",

@@ -70,7 +70,8 @@ def test_schedule_follows_n_fetch_and_n_push():
 
 # ---- on the cluster --------------------------------------------------------------------------
 def test_one_replica_of_two_partitions_follows_sync_sgd(digits, image_net, local_cluster):
-    cfg = RunConfig.make(algorithm="downpour", steps=40, lr=0.05, optimizer="sgd", replicas=1, shards=2, partitions=2)
+    cfg = RunConfig.make(algorithm="downpour", steps=40, lr=0.05, optimizer="sgd", replicas=1, shards=2, partitions=2,
+                         overlap=False)  # exact: each step waits for its fetch, as sync SGD does
     base = SGDTrainer(image_net, digits, lr=0.05)
     for _ in range(40):
         base.step()

@@ -7,12 +7,10 @@ gradient to the parameter shards (each shard receives only its slice; they
 apply SGD or Adagrad). Replicas never talk to each other.
 
 As the paper's client does, a replica with ``overlap`` (the default) only
-*starts* a fetch or a push and computes on meanwhile: a fetch's parameters
-replace its own when they arrive, a push's answers are counted when they come.
-At most one fetch and one push are under way; the gradient being pushed stays
-untouched until its answers are in (a shard on the same worker may read it
-in place). When communication is instant (in-process shards) the result is
-bit for bit that of the blocking replica (``overlap=False``).
+*starts* a fetch or a push and computes on meanwhile (its ``Exchange``): a
+fetch's parameters replace its own when they arrive, a push's answers are
+counted when they come. When communication is instant (in-process shards)
+the result is bit for bit that of the blocking replica (``overlap=False``).
 
 This class is plain numpy: given in-process shards it runs in a test; on Dask,
 ``dbkit.cluster`` runs the same object inside a long-running task.
@@ -24,7 +22,8 @@ import numpy as np
 
 from ..data import MiniBatches
 from ..nn import Network
-from ..ps import Pending, PushAnswer
+from ..ps import PushAnswer
+from .exchange import Exchange
 from .figures import ReplicaCounters, ReplicaFigures
 from .schedule import Schedule
 
@@ -60,19 +59,17 @@ class DownpourReplica:
         self.schedule = Schedule(n_fetch, n_push, lr)
         self.batches = MiniBatches(X, y, batch_size, seed=seed)
         self.params: np.ndarray | None = None
-        self.accrued = np.zeros(network.size, dtype=np.float32)
         self.counters = ReplicaCounters(max_nonfinite)
-        self._accrued_examples = 0
-        self._first_versions: list[int] | None = None  # versions its oldest accrued gradient was computed at
-        self.overlap = overlap
-        self._sending = np.zeros_like(self.accrued)  # the gradient of the push under way (or a spare)
-        self._fetching: Pending | None = None  # a fetch (or push_fetch) under way
-        self._pushing: Pending | None = None  # a push (or push_fetch) under way
+        self.exchange = Exchange(server, network.size, overlap, self._took_params, self._answered)
+
+    @property
+    def overlap(self) -> bool:
+        return self.exchange.overlap
 
     @property
     def under_way(self) -> bool:
         """A fetch or a push has been started and its answers are not yet taken."""
-        return self._fetching is not None or self._pushing is not None
+        return self.exchange.under_way
 
     @property
     def diverged(self) -> bool:
@@ -89,14 +86,14 @@ class DownpourReplica:
     def step(self) -> float:
         """One Downpour step; returns the mini-batch loss (NaN if its gradient was dropped)."""
         actions = self.schedule.next_step()
-        self._collect()
+        ex = self.exchange
+        ex.collect()
         if actions.fetch:
-            if self.params is None or not self.overlap or not self.schedule.have_params:
-                self._settle_fetch()  # a first or fresh start waits: there is nothing to compute on
-                self.params = self.server.fetch()
-            elif self._fetching is None:
-                self._fetching = self.server.start_fetch()
-                self._collect()
+            if self.params is None or not ex.overlap or not self.schedule.have_params:
+                ex.fetch_now()  # a first or fresh start waits: there is nothing to compute on
+            else:
+                ex.start_fetch()
+                ex.collect()
             self.counters.fetches += 1
         assert self.params is not None
         X, y = next(self.batches)
@@ -108,81 +105,30 @@ class DownpourReplica:
             self.counters.dropped()  # drop this gradient and start again from the server's parameters
             self.schedule.dropped()
             return float("nan")
-        if self._accrued_examples == 0:
-            self._first_versions = list(self.server.versions)
-        self.accrued += grad
-        self._accrued_examples += len(y)
+        ex.accrue(grad, len(y))
         self.counters.stepped(float(loss), len(y))
         if actions.local:  # local step between fetches (pointless if we fetch next anyway)
             np.multiply(grad, np.float32(self.lr), out=grad)
             self.params -= grad
-        if actions.push:
-            self._push(and_fetch=actions.push_fetch)
+        if actions.push and ex.push(and_fetch=actions.push_fetch):
+            self.counters.fetches += 1
         self.schedule.done(actions)
         return float(loss)
 
-    def _push(self, and_fetch: bool = False) -> None:
-        examples, firsts = self._accrued_examples, self._first_versions
-        if not self.overlap:
-            if and_fetch:
-                answers, self.params = self.server.push_fetch(self.accrued, examples=examples, first_versions=firsts)
-                self.counters.fetches += 1
-            else:
-                answers = self.server.push(self.accrued, examples=examples, first_versions=firsts)
-            self._answered(answers)
-            self.accrued[:] = 0.0
-        else:
-            versions = list(self.server.versions)  # of the parameters this gradient was computed on
-            self._settle_push()  # one push under way at most: its buffer becomes the spare
-            self.accrued, self._sending = self._sending, self.accrued
-            self.accrued[:] = 0.0
-            if and_fetch and self._fetching is None:
-                self._pushing = self._fetching = self.server.start_push_fetch(self._sending, examples, firsts,
-                                                                              versions=versions)
-                self.counters.fetches += 1
-            else:
-                self._pushing = self.server.start_push(self._sending, examples, firsts, versions=versions)
-            self._collect()
-        self._accrued_examples = 0
+    def _took_params(self, params: np.ndarray) -> None:
+        self.params = params
 
     def _answered(self, answers: list[PushAnswer]) -> None:
         self.counters.answered(answers)
         if any(not a.accepted and (a.reason or "").startswith("non-finite") for a in answers):
             self.counters.dropped()  # the sum overflowed: as good as a non-finite gradient
 
-    def _collect(self) -> None:
-        """Take what has arrived, without waiting: a push's answers, a fetch's parameters."""
-        if self._pushing is not None and self._pushing.ready():
-            self._settle_push()
-        if self._fetching is not None and self._fetching.ready():
-            self._settle_fetch()
-
-    def _settle_push(self) -> None:
-        """Wait for the push under way (if any) and count its answers."""
-        pending, self._pushing = self._pushing, None
-        if pending is not None:
-            result = pending.result()
-            self._answered(result[0] if pending is self._fetching else result)
-            if pending is self._fetching:
-                self._settle_fetch()
-
-    def _settle_fetch(self) -> None:
-        """Wait for the fetch under way (if any) and take its parameters."""
-        pending, self._fetching = self._fetching, None
-        if pending is not None:
-            result = pending.result()
-            if pending is self._pushing:  # a push_fetch: its answers count too
-                self._pushing = None
-                self._answered(result[0])
-            self.params = result[1] if isinstance(result, tuple) else result
-
     def flush(self) -> None:
         """Push any accumulated gradient now and wait for everything under way (before pausing or stopping)."""
-        if self._accrued_examples:
-            self._push()
+        if self.exchange.examples:
+            self.exchange.push(and_fetch=False)
             self.schedule.flushed()
-        self._settle_push()
-        self._settle_fetch()
+        self.exchange.flush()
 
     def figures(self) -> ReplicaFigures:
         return self.counters.figures(

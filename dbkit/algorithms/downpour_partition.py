@@ -21,7 +21,8 @@ import numpy as np
 
 from ..data import MiniBatches
 from ..partition import PartitionWorker
-from ..ps import Histogram, PushAnswer, ShardedParameters
+from ..ps import Histogram, ShardedParameters
+from .exchange import Exchange
 from .figures import PartitionFigures, ReplicaCounters
 from .schedule import StepActions
 
@@ -44,9 +45,10 @@ class DownpourPartition(PartitionWorker):
     batches: MiniBatches
 
     async def attach(self, server: ShardedParameters, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
-                     batch_size: int, seed: int, worker: str = "local") -> int:
+                     batch_size: int, seed: int, worker: str = "local", overlap: bool = True) -> int:
         """Give this partition its shards (``server``, whose layout covers its own block) and its data:
-        ``X`` holds the columns its first layer reads, ``y`` the labels."""
+        ``X`` holds the columns its first layer reads, ``y`` the labels. With ``overlap`` it fetches and
+        pushes in the background, as a whole replica does (``Exchange``)."""
         if server.layout.size != self.mine.size:
             raise ValueError(f"partition {self.index} owns {self.mine.size} parameters, its shards hold "
                              f"{server.layout.size}")
@@ -57,17 +59,25 @@ class DownpourPartition(PartitionWorker):
         self.server, self.worker = server, worker
         self.shard_ids = tuple(int(s) for s in shard_ids)
         self.batches = MiniBatches(X, np.asarray(y), batch_size, seed=seed)
-        self.accrued = np.zeros(self.mine.size, dtype=np.float32)
         self.counters = ReplicaCounters()
-        self._accrued_examples = 0
-        self._first_versions: list[int] | None = None
+        self.exchange = Exchange(server, int(self.mine.size), overlap, self._took_params, self.counters.answered)
+        self._fresh = True  # the next fetch is waited for: a first step, or after a dropped gradient
         return int(self.mine.size)
+
+    def _took_params(self, params: np.ndarray) -> None:
+        self.params[:] = params  # in place: the layer parts hold views of it
 
     async def downpour_step(self, step: int, actions: StepActions, lr: float) -> PartitionStep:
         """One step of this partition, doing what ``actions`` says."""
-        c = self.counters
+        c, ex = self.counters, self.exchange
+        await ex.acollect()
         if actions.fetch:
-            self.params[:] = await self.server.afetch()
+            if self._fresh or not ex.overlap:
+                await ex.afetch_now()
+            else:
+                ex.start_fetch()
+                await ex.acollect()
+            self._fresh = False
             c.fetches += 1
         X, y = next(self.batches)
         out = await self.run_step(step, X, y)
@@ -77,33 +87,22 @@ class DownpourPartition(PartitionWorker):
             finite = bool(np.isfinite(np.dot(grad, grad)) and (out["loss"] is None or np.isfinite(out["loss"])))
         if not finite:  # as a whole replica would: drop it, fetch afresh next step
             c.dropped()
+            self._fresh = True
         else:
-            if self._accrued_examples == 0:
-                self._first_versions = list(self.server.versions)
-            self.accrued += grad
-            self._accrued_examples += len(y)
+            ex.accrue(grad, len(y))
             if actions.local:
-                self.params -= np.float32(lr) * grad
-            if actions.push:
-                await self._push(actions.push_fetch)
+                np.multiply(grad, np.float32(lr), out=grad)
+                self.params -= grad
+            if actions.push and await ex.apush(actions.push_fetch):
+                c.fetches += 1
         return PartitionStep(finite, out["loss"], out["penalty"], len(y), self.figures())
 
-    async def _push(self, and_fetch: bool) -> None:
-        examples, firsts = self._accrued_examples, self._first_versions
-        answers: list[PushAnswer]
-        if and_fetch:
-            answers, self.params[:] = await self.server.apush_fetch(self.accrued, examples, firsts)
-            self.counters.fetches += 1
-        else:
-            answers = await self.server.apush(self.accrued, examples, firsts)
-        self.counters.answered(answers)
-        self.accrued[:] = 0.0
-        self._accrued_examples = 0
-
     async def flush(self) -> PartitionFigures:
-        """Push what this partition accumulated since its last push (before pausing or stopping)."""
-        if self._accrued_examples:
-            await self._push(False)
+        """Push what this partition accumulated since its last push and wait for everything under way
+        (before pausing or stopping)."""
+        if self.exchange.examples:
+            await self.exchange.apush(False)
+        await self.exchange.aflush()
         return self.figures()
 
     def figures(self) -> PartitionFigures:

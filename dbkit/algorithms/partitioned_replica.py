@@ -73,9 +73,10 @@ class PartitionedDownpourReplica:
         return loss
 
     def flush(self) -> None:
-        if self.schedule.since_push:
-            self.part_figures = self.gather([p.flush() for p in self.parts])
-            self.schedule.flushed()
+        """Every partition pushes what it accumulated and waits for what it has under way (a push started
+        in the background may not have been answered yet, even right after a push step)."""
+        self.part_figures = self.gather([p.flush() for p in self.parts])
+        self.schedule.flushed()
 
     def figures(self) -> ReplicaFigures:
         parts, c = self.part_figures, self.counters

@@ -65,7 +65,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="a replica pushes its accumulated gradient every n_push steps (default: %(default)s)")
     s.add_argument("--no-overlap", dest="overlap", action="store_false",
                    help="replicas wait for every fetch and push instead of computing on meanwhile (the paper's "
-                        "client overlaps them; compare the two). Partitioned replicas always wait, for now")
+                        "client overlaps them; compare the two)")
     s.add_argument("--slow-replica", type=_slow, action="append", default=[], metavar="I:FACTOR",
                    help="make replica I FACTOR times slower (repeatable): a straggler, to watch Downpour go on "
                         "without waiting and Sandblaster's load balancing and backups")

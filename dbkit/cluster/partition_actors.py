@@ -28,12 +28,13 @@ class PartitionActor(DownpourPartition):
         return await self.connect([Actor(PartitionActor, w, k) for k, w in partners])
 
     async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
-                            batch_size: int, seed: int, name: str) -> int:
+                            batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
         """Give this partition its shards (``shards.layout`` over its own block) and its data."""
         from distributed import get_worker
 
         server = connect(shards, name=name)
-        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=get_worker().address)
+        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=get_worker().address,
+                                 overlap=overlap)
 
 
 def fail_fast(loop: Any) -> Callable[[list], list]:

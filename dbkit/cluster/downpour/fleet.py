@@ -65,7 +65,7 @@ class Fleet:
             key = f"dbkit-replica-{index}-{self.tag}"
             rows = self.rows[index % len(self.rows)]
             if partitioned:  # the partitions hold the data and talk to the shards
-                parts = p.place_partitions(index, self.data, rows, c.batch_size, c.seed + index)
+                parts = p.place_partitions(index, self.data, rows, c.batch_size, c.seed + index, c.downpour.overlap)
                 future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
                                                 c.batch_size, c.seed + index, c.downpour.max_nonfinite,
                                                 partitions=parts, floats_per_example=p.floats_per_example, key=key)

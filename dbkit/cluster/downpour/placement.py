@@ -154,10 +154,11 @@ class Placement:
         first += first // len(workers) if len(workers) % k == 0 else 0
         return [workers[(first + j) % len(workers)] for j in range(k)]
 
-    def place_partitions(self, index: int, data: Dataset, rows: np.ndarray, batch_size: int, seed: int
-                         ) -> list[tuple[str, str]]:
+    def place_partitions(self, index: int, data: Dataset, rows: np.ndarray, batch_size: int, seed: int,
+                         overlap: bool = True) -> list[tuple[str, str]]:
         """Start replica ``index``'s partitions, give each its shards and its columns of the
-        replica's data ``rows``; returns their ``(key, worker)`` in partition order."""
+        replica's data ``rows`` (``overlap``: they fetch and push in the background); returns their
+        ``(key, worker)`` in partition order."""
         a, own, net = self.alignment, self.ownership, self.network
         assert self.server is not None
         where = self.partition_workers(index)
@@ -174,7 +175,8 @@ class Placement:
             ids = list(a.shards_of[j])
             cols = inputs_used(net.layers[0], own.units(0, j))
             shards = handles_of(self.server, ids, a.partition_layout(j))
-            calls.append(p.attach_shards(shards, ids, X[:, cols], y, batch_size, seed, f"replica{index}/partition{j}"))
+            calls.append(p.attach_shards(shards, ids, X[:, cols], y, batch_size, seed, f"replica{index}/partition{j}",
+                                         overlap=overlap))
         for r in calls:
             resolve(r)
         return handles

@@ -1,0 +1,155 @@
+"""What a Downpour replica (or one partition of one) has under way with its parameter shards.
+
+The paper's DownpourSGDClient "starts asynchronously fetching parameters" and
+"pushing gradients" and computes on meanwhile (DistBelief Sec. 4.1 and its
+appendix). An ``Exchange`` holds the accumulated gradient and what is under
+way: at most one fetch and one push (a ``push_fetch`` is both). The gradient
+of a push stays untouched until its answers are in (a shard on the same
+worker may read it in place), so two buffers take turns. Arrived parameters
+go to ``on_params``, push answers to ``on_answers``. With ``overlap=False``
+every call is waited for at once: the blocking loop.
+
+The same object serves a whole replica (on a thread: ``collect``, ``push``,
+``flush``) and a partition (an async actor: ``acollect``, ``apush``,
+``aflush``); only the waiting differs.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..ps import Pending, PushAnswer
+
+
+class Exchange:
+    """The accrued gradient and the calls under way between one replica (or partition) and its shards."""
+
+    def __init__(self, server, size: int, overlap: bool, on_params: Callable[[np.ndarray], None],
+                 on_answers: Callable[[list[PushAnswer]], None]) -> None:
+        self.server, self.overlap = server, overlap
+        # weakly: the owner holds its exchange, and a cycle would keep a dropped partition actor (and its
+        # arithmetic thread) alive until the next garbage collection
+        self._on_params, self._on_answers = _weak(on_params), _weak(on_answers)
+        self.accrued = np.zeros(size, dtype=np.float32)
+        self._sending = np.zeros(size, dtype=np.float32)  # the gradient of the push under way (or a spare)
+        self.examples = 0
+        self.first_versions: list[int] | None = None  # versions its oldest accrued gradient was computed at
+        self.fetching: Pending | None = None
+        self.pushing: Pending | None = None
+
+    @property
+    def under_way(self) -> bool:
+        return self.fetching is not None or self.pushing is not None
+
+    def accrue(self, grad: np.ndarray, examples: int) -> None:
+        if self.examples == 0:
+            self.first_versions = list(self.server.versions)
+        self.accrued += grad
+        self.examples += examples
+
+    # ---- starting (never waits) ------------------------------------------------------------------
+    def start_fetch(self) -> bool:
+        """Start a fetch unless one is under way; True if one was started."""
+        if self.fetching is not None:
+            return False
+        self.fetching = self.server.start_fetch()
+        return True
+
+    def start_push(self, and_fetch: bool, versions: list[int]) -> bool:
+        """Start pushing the accrued gradient, computed on parameters of ``versions`` (the push under way
+        must be settled first); True if a fetch went with it."""
+        assert self.pushing is None, "settle the push under way first"
+        self.accrued, self._sending = self._sending, self.accrued
+        self.accrued[:] = 0.0
+        examples, firsts, self.examples = self.examples, self.first_versions, 0
+        if and_fetch and self.fetching is None:
+            self.pushing = self.fetching = self.server.start_push_fetch(self._sending, examples, firsts,
+                                                                        versions=versions)
+            return True
+        self.pushing = self.server.start_push(self._sending, examples, firsts, versions=versions)
+        return False
+
+    def arrived(self) -> list[Pending]:
+        """What is under way and has arrived (one entry for a push_fetch)."""
+        return [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None and p.ready()]
+
+    def take(self, pending: Pending, result) -> None:
+        """Hand on what ``pending`` brought: answers, parameters or both."""
+        if pending is self.pushing:
+            self.pushing = None
+            _call(self._on_answers, result[0] if pending is self.fetching else result)
+        if pending is self.fetching:
+            self.fetching = None
+            _call(self._on_params, result[1] if isinstance(result, tuple) else result)
+
+    # ---- on a thread ---------------------------------------------------------------------------
+    def fetch_now(self) -> None:
+        """Fetch and wait for it (a first fetch, a fresh start, or the blocking loop)."""
+        if self.fetching is not None:  # the fetch under way first: it may be a push_fetch with answers
+            self.take(self.fetching, self.fetching.result())
+        self.start_fetch()
+        assert self.fetching is not None
+        self.take(self.fetching, self.fetching.result())
+
+    def collect(self) -> None:
+        for p in self.arrived():
+            self.take(p, p.result())
+
+    def push(self, and_fetch: bool) -> bool:
+        """Push the accrued gradient (waiting only for the push before it, or for this one without overlap)."""
+        versions = list(self.server.versions)  # before a push_fetch under way brings newer parameters
+        if self.pushing is not None:
+            self.take(self.pushing, self.pushing.result())
+        fetched = self.start_push(and_fetch, versions)
+        if not self.overlap:
+            self.flush()
+        else:
+            self.collect()
+        return fetched
+
+    def flush(self) -> None:
+        """Wait for everything under way."""
+        for p in [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None]:
+            self.take(p, p.result())
+
+    # ---- on an event loop (a partition actor) --------------------------------------------------------
+    async def afetch_now(self) -> None:
+        if self.fetching is not None:
+            self.take(self.fetching, await self.fetching.aresult())
+        self.start_fetch()
+        assert self.fetching is not None
+        self.take(self.fetching, await self.fetching.aresult())
+
+    async def acollect(self) -> None:
+        for p in self.arrived():
+            self.take(p, await p.aresult())
+
+    async def apush(self, and_fetch: bool) -> bool:
+        versions = list(self.server.versions)
+        if self.pushing is not None:
+            self.take(self.pushing, await self.pushing.aresult())
+        fetched = self.start_push(and_fetch, versions)
+        if not self.overlap:
+            await self.aflush()
+        else:
+            await self.acollect()
+        return fetched
+
+    async def aflush(self) -> None:
+        for p in [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None]:
+            self.take(p, await p.aresult())
+
+
+def _weak(fn: Callable) -> Callable[[], Callable | None]:
+    """A reference to ``fn`` that does not keep a bound method's object alive."""
+    return weakref.WeakMethod(fn) if hasattr(fn, "__self__") else (lambda: fn)
+
+
+def _call(ref: Callable[[], Callable | None], value: Any) -> None:
+    fn = ref()
+    if fn is not None:
+        fn(value)
