@@ -52,43 +52,25 @@ def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
     """ms per step (medians) on a LocalCluster with ``k`` workers: the whole network in a task on one
     worker, the network in 1 partition (on one worker) and in ``k`` partitions (one per worker).
 
-    The three are interleaved step after step, so a slow spell of the machine hits them alike
-    and their ratios are measured in one run.
+    The three are interleaved step after step (``time_partitioned_step`` with the whole network as its
+    baseline), so a slow spell of the machine hits them alike and their ratios are measured in one run.
     """
-    from dbkit.cluster import ActorPartitionedNetwork, Cluster
+    from dbkit.cluster import Cluster, time_partitioned_step
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
-    y = rng.integers(0, 10, batch)
-    params = net.init_params(0)
+    y = rng.integers(0, net.n_classes, batch)
     with Cluster(n_workers=k) as cluster:
-        workers, client = cluster.workers(), cluster.client
-        whole_args = client.scatter([net, params, X, y], workers=[workers[0]], broadcast=False)
-        replicas = {}
-        for kk in sorted({1, k}):
-            replicas[kk] = ActorPartitionedNetwork(cluster, net, kk, workers=workers[:kk], name=f"k{kk}-partition")
-            replicas[kk].set_params(params)
-            replicas[kk].load_batch(X, y)  # partitions hold their data, as in training
+        first, client = cluster.workers()[0], cluster.client
+        args = client.scatter([net, net.init_params(0), X, y], workers=[first], broadcast=False)
 
         def whole() -> float:
-            return client.submit(_whole_step, *whole_args, workers=[workers[0]], pure=False).result()
+            return client.submit(_whole_step, *args, workers=[first], pure=False).result()
 
         whole()  # warm-up
-        warm = {kk: rep.run(None, None, return_grad=False) for kk, rep in replicas.items()}  # warm-up
-        sent0 = sum(r["bytes_sent"] for r in warm[k])
-        times: dict = {"whole": [], **{kk: [] for kk in replicas}}
-        for _ in range(steps):
-            times["whole"].append(whole())
-            for kk, rep in replicas.items():
-                t = time.perf_counter()
-                results = rep.run(None, None, return_grad=False)
-                times[kk].append(time.perf_counter() - t)
-                if kk == k:
-                    sent = sum(r["bytes_sent"] for r in results)  # cumulative per partition
-        row = {"k": k, "step_ms": 1e3 * float(np.median(times[k])), "k1_ms": 1e3 * float(np.median(times[1])),
-               "whole_ms": 1e3 * float(np.median(times["whole"])),
-               "bytes_per_step": (sent - sent0) / steps if k > 1 else 0,
-               "min_bytes_per_step": replicas[k].minimum_bytes(batch)}
+        s = time_partitioned_step(cluster, net, k, steps, batch, baseline=whole)
+    row = {"k": k, "step_ms": s.step_ms, "k1_ms": s.k1_ms, "whole_ms": s.baseline_ms,
+           "bytes_per_step": s.bytes_per_step, "min_bytes_per_step": s.min_bytes_per_step}
     row["speedup"] = row["k1_ms"] / row["step_ms"]
     row["speedup_vs_whole"] = row["whole_ms"] / row["step_ms"]
     return row

@@ -18,6 +18,8 @@ import nbformat
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT = ROOT / "docs" / "img" / "panel.png"
 FRONT_ENDS = {"lab": ("jupyterlab", "LabApp", "/lab/tree/{name}"),
@@ -109,9 +111,7 @@ def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
     base = f"http://127.0.0.1:{port}"
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"])
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1200})
             try:
                 page.goto(f"{base}{FRONT_ENDS[kind][2].format(name='panel.ipynb')}?token={token}&reset")
@@ -144,13 +144,7 @@ def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
                 _until(lambda: _state(state).get("stopped") or not _state(state), 60, "the job to stop")
                 browser.close()
     finally:
-        _shutdown_kernels(base, token)
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        shutil.rmtree(home, ignore_errors=True)
+        _stop_server(server, base, token, home)
 
 
 def _kernel_idle(page) -> bool:
@@ -158,6 +152,17 @@ def _kernel_idle(page) -> bool:
         page.locator(".jp-Dialog button.jp-mod-accept").first.click()
     return page.evaluate("""() => { try { return window.jupyterapp.shell.currentWidget.sessionContext.session
         .kernel.status === 'idle'; } catch (e) { return false; } }""")
+
+
+def _stop_server(server: subprocess.Popen, base: str, token: str, home: Path) -> None:
+    """Shut the kernels down (gracefully), then the server; remove its settings and runtime folders."""
+    _shutdown_kernels(base, token)
+    server.terminate()
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def _shutdown_kernels(base: str, token: str) -> None:
@@ -185,9 +190,7 @@ def test_the_tour_shows_a_live_curve_in_jupyterlab(tmp_path, capsys):
     base = f"http://127.0.0.1:{port}"
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"])
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1200})
             try:
                 page.goto(f"{base}/lab/tree/notebooks/00_tour.ipynb?token={token}&reset")
@@ -209,10 +212,4 @@ def test_the_tour_shows_a_live_curve_in_jupyterlab(tmp_path, capsys):
             finally:
                 browser.close()
     finally:
-        _shutdown_kernels(base, token)
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        shutil.rmtree(home, ignore_errors=True)
+        _stop_server(server, base, token, home)

@@ -63,10 +63,6 @@ class DownpourReplica:
         self.exchange = Exchange(server, network.size, overlap, self._took_params, self._answered)
 
     @property
-    def overlap(self) -> bool:
-        return self.exchange.overlap
-
-    @property
     def under_way(self) -> bool:
         """A fetch or a push has been started and its answers are not yet taken."""
         return self.exchange.under_way
@@ -89,7 +85,7 @@ class DownpourReplica:
         ex = self.exchange
         ex.collect()
         if actions.fetch:
-            if self.params is None or not ex.overlap or not self.schedule.have_params:
+            if not ex.overlap or not self.schedule.have_params:
                 ex.fetch_now()  # a first or fresh start waits: there is nothing to compute on
             else:
                 ex.start_fetch()

@@ -73,9 +73,13 @@ class Exchange:
         self.pushing = self.server.start_push(self._sending, examples, firsts, versions=versions)
         return False
 
+    def pending(self) -> list[Pending]:
+        """What is under way, push first (one entry for a push_fetch)."""
+        return [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None]
+
     def arrived(self) -> list[Pending]:
-        """What is under way and has arrived (one entry for a push_fetch)."""
-        return [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None and p.ready()]
+        """What is under way and has arrived."""
+        return [p for p in self.pending() if p.ready()]
 
     def take(self, pending: Pending, result) -> None:
         """Hand on what ``pending`` brought: answers, parameters or both."""
@@ -113,7 +117,7 @@ class Exchange:
 
     def flush(self) -> None:
         """Wait for everything under way."""
-        for p in [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None]:
+        for p in self.pending():
             self.take(p, p.result())
 
     # ---- on an event loop (a partition actor) --------------------------------------------------------
@@ -140,7 +144,7 @@ class Exchange:
         return fetched
 
     async def aflush(self) -> None:
-        for p in [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None]:
+        for p in self.pending():
             self.take(p, await p.aresult())
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import NO_CAP, ReplicaFigures, SGDTrainer, TrainingDiverged
+from ..algorithms import ReplicaFigures, SGDTrainer, TrainingDiverged
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Gate, Job, JobThread, resolve_job
@@ -122,13 +122,10 @@ class SyncSGD(Job):
         return self._res
 
     def _cap(self, steps: int | None) -> int | None:
-        target = None if steps is None else self._progress() + steps
-        self._gate.set_cap(NO_CAP if target is None else target)
-        return target
+        return self._gate.cap_after(self._progress(), steps)
 
     def _hold(self, paused: bool) -> None:
-        thread = self._res.thread
-        self._gate.hold(paused, alive=lambda: thread is not None and thread.is_alive())
+        self._gate.hold(paused, self._res.thread)
 
     def _progress(self) -> int:
         return self._trainer.steps if self._trainer is not None else 0

@@ -78,26 +78,30 @@ def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int 
 class PartitionStep:
     """Median milliseconds of one forward and backward pass of a batch, in ``k`` partitions and in 1
     (measured interleaved, in one run), with the bytes sent between partitions per step and the
-    minimum the connectivity needs."""
+    minimum the connectivity needs; ``baseline_ms``, the median of a baseline timed alongside."""
 
     k: int
     step_ms: float
     k1_ms: float
     bytes_per_step: float
     min_bytes_per_step: int
+    baseline_ms: float | None = None
 
     @property
     def speedup(self) -> float:
         return self.k1_ms / self.step_ms
 
 
-def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int = 10,
-                          batch: int = 32) -> PartitionStep:
+def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int = 10, batch: int = 32,
+                          baseline: Callable[[], float] | None = None) -> PartitionStep:
     """Time one step of ``network`` split into ``k`` partitions on ``cluster``'s first ``k`` workers,
     against the same network in one partition, interleaved step after step.
 
     Parameters and the batch stay on the partitions, as in Downpour where each
-    partition pushes its own gradients.
+    partition pushes its own gradients. ``baseline``, if given, is called once
+    per step too, before the partitions, and returns its own seconds (for
+    example the whole network's step inside a task), so all ratios come from
+    one run under the same conditions.
     """
     from .partitioned_network import ActorPartitionedNetwork
 
@@ -120,7 +124,10 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
         first = {kk: rep.run(None, None, return_grad=False) for kk, rep in replicas.items()}  # warm up
         sent0 = sent = sum(r["bytes_sent"] for r in first[k])
         times: dict[int, list[float]] = {kk: [] for kk in replicas}
+        base: list[float] = []
         for _ in range(steps):
+            if baseline is not None:
+                base.append(baseline())
             for kk, rep in replicas.items():
                 t = time.perf_counter()
                 results = rep.run(None, None, return_grad=False)
@@ -128,7 +135,8 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
                 if kk == k:
                     sent = sum(r["bytes_sent"] for r in results)  # cumulative per partition
         return PartitionStep(k, 1e3 * float(np.median(times[k])), 1e3 * float(np.median(times[1])),
-                             (sent - sent0) / steps if k > 1 else 0.0, replicas[k].minimum_bytes(batch))
+                             (sent - sent0) / steps if k > 1 else 0.0, replicas[k].minimum_bytes(batch),
+                             1e3 * float(np.median(base)) if base else None)
     finally:
         for rep in replicas.values():
             rep.release()

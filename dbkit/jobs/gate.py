@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from ..algorithms import NO_CAP
 
@@ -41,18 +40,21 @@ class Gate:
             if not self.stopping:
                 self._cond.wait(seconds)
 
-    def set_cap(self, cap: int) -> None:
+    def cap_after(self, progress: int, steps: int | None) -> int | None:
+        """Let the loop go ``steps`` past ``progress`` (``None``: no cap); returns the step it stops at."""
+        target = None if steps is None else progress + steps
         with self._cond:
-            self.cap = cap
+            self.cap = NO_CAP if target is None else target
             self._cond.notify_all()
+        return target
 
-    def hold(self, paused: bool, alive: Callable[[], bool], timeout: float = 60.0) -> None:
-        """Pause (and wait until the loop is parked, or no longer ``alive``) or let it go on."""
+    def hold(self, paused: bool, thread: threading.Thread | None, timeout: float = 60.0) -> None:
+        """Pause (and wait until the loop is parked, or its ``thread`` has ended) or let it go on."""
         with self._cond:
             self.paused = paused
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
-        while paused and alive() and time.monotonic() < deadline:
+        while paused and thread is not None and thread.is_alive() and time.monotonic() < deadline:
             with self._cond:
                 if self.parked:
                     return

@@ -53,7 +53,7 @@ def summarize(report: Mapping, target: float | None = None) -> RunSummary:
         state=report["state"], steps=int(report["steps"]), examples_per_second=float(report["examples_per_second"]),
         test_accuracy=float(report["final"]["test_accuracy"]),
         full_batch_loss=float(report["final"]["full_batch_loss"] or float("nan")),
-        staleness=mean("staleness"), staleness_examples=mean("staleness_examples") if updates else 0.0,
+        staleness=mean("staleness"), staleness_examples=mean("staleness_examples"),
         megabytes=(b["fetched"] + b["pushed"] + b["between_partitions"]) / 1e6, diverged_at=diverged_at(report),
         target=target, seconds_to_target=reached)
 

@@ -128,7 +128,7 @@ class RunSeries:
             self.eval_step.append(s.step)
             self.test_loss.append(s.evaluation.test_loss)
             self.test_accuracy.append(s.evaluation.test_accuracy)
-            if self.target is not None and s.evaluation.test_accuracy >= self.target and not self.reached:
+            if self.target is not None and self.reached is None and s.evaluation.test_accuracy >= self.target:
                 self.reached = s.t
                 self._mark(s.t, f"{self.target:.0%} at {s.t:.1f} s")
         self._last = s

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ...algorithms import NO_CAP, Iteration, LBFGSCoordinator, ReplicaFigures, SandblasterReplica, Slot, UnitDispatcher
+from ...algorithms import Iteration, LBFGSCoordinator, ReplicaFigures, SandblasterReplica, Slot, UnitDispatcher
 from ...config import RunConfig
 from ...data import Dataset
 from ...jobs import FinalState, Gate, Job, JobThread, resolve_job
@@ -213,13 +213,10 @@ class SandblasterLBFGS(Job):
         return self._res
 
     def _cap(self, steps: int | None) -> int | None:
-        target = None if steps is None else self._progress() + steps
-        self._gate.set_cap(NO_CAP if target is None else target)
-        return target
+        return self._gate.cap_after(self._progress(), steps)
 
     def _hold(self, paused: bool) -> None:
-        thread = self._res.thread
-        self._gate.hold(paused, alive=lambda: thread is not None and thread.is_alive())
+        self._gate.hold(paused, self._res.thread)
 
     def _progress(self) -> int:
         return max(0, len(self._coordinator.rows) - 1) if self._coordinator is not None else 0
