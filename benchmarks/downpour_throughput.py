@@ -14,6 +14,15 @@ the replicas' own example counts.
 The ceiling, measured in the same run: two single-threaded processes computing
 the same gradients at once, with no communication at all, against one alone.
 Two replicas cannot beat it; the target is a fraction of it.
+
+The bound, also measured in the same run: what a Downpour with no framework
+could reach with 2 shards on the 2 processes, if each exchange cost a core only
+the raw loopback socket's CPU (``raw_wire.py``), the shards' arithmetic and the
+replica's per-step extras, perfectly overlapped (``floor`` and ``bound``).
+
+The shards apply plain SGD by default, as the baseline does (like for like);
+``--optimizer sgd,adagrad`` measures Adagrad too, which does more arithmetic
+per push.
 """
 
 from __future__ import annotations
@@ -28,8 +37,8 @@ from dbkit.algorithms import SGDTrainer
 
 from common import write_json
 
-CASES = {"speech": dict(dataset="speech", model="speech", lr=0.05, batch_size=32),
-         "digits": dict(dataset="digits", model="mlp", lr=0.05, batch_size=32)}
+CASES = {"speech": dict(dataset="speech", model="speech", lr=0.05, adagrad_lr=0.01, batch_size=32),
+         "digits": dict(dataset="digits", model="mlp", lr=0.05, adagrad_lr=0.01, batch_size=32)}
 
 
 def _sgd_rate(case: dict, seconds: float, start=None) -> tuple[float, int]:
@@ -49,9 +58,14 @@ def _sgd_rate(case: dict, seconds: float, start=None) -> tuple[float, int]:
         return (trainer.counters.examples - n0) / (time.perf_counter() - t0), net.size
 
 
-def baseline(case: dict, seconds: float) -> dict:
+def baseline(case: dict, seconds: float, before: dict | None = None) -> dict:
+    """The sync SGD baseline; given the one measured ``before`` the Downpour rows, the mean of both (this
+    machine's speed drifts by 10-20% over minutes, so one window at the start can flatter or wrong every ratio)."""
     eps, parameters = _sgd_rate(case, seconds)
-    return {"examples_per_second": eps, "step_ms": 1e3 * case["batch_size"] / eps, "parameters": parameters}
+    windows = ([before["examples_per_second"]] if before else []) + [eps]
+    mean = sum(windows) / len(windows)
+    return {"examples_per_second": mean, "step_ms": 1e3 * case["batch_size"] / mean, "parameters": parameters,
+            "windows": windows}
 
 
 def _gradients_for(case: dict, seconds: float, start, out) -> None:
@@ -78,12 +92,63 @@ def ceiling(case: dict, seconds: float) -> dict:
     return {"one": rates[1], "two": rates[2], "ratio": rates[2] / rates[1]}
 
 
+def _ms(fn, repeats: int = 30) -> float:
+    fn()
+    t = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return 1e3 * (time.perf_counter() - t) / repeats
+
+
+def floor(parameters: int, optimizer: str) -> dict:
+    """What Downpour's exchange costs a core with no framework: CPU milliseconds of a raw-socket round trip of
+    half the model each way (caller and server), of one shard's ``push_fetch`` arithmetic on half the model,
+    and of a replica's per-step work besides the gradient (the finiteness check and the accrue-and-step pass)."""
+    import numpy as np
+
+    from dbkit.algorithms.exchange import Exchange
+    from dbkit.ps import ParameterShard, local_shards
+    from raw_wire import raw_round_trip
+
+    half = parameters // 2
+    trip = raw_round_trip(4 * half, trips=100)
+    rng = np.random.default_rng(0)
+    g = (rng.standard_normal(half) * 1e-4).astype(np.float32)
+    shard = ParameterShard(0, 0, half, np.zeros(half, np.float32), optimizer, 0.01)
+    grad = (rng.standard_normal(parameters) * 1e-4).astype(np.float32)
+    params = np.zeros(parameters, np.float32)
+    ex = Exchange(local_shards(np.zeros(8, np.float32), 1), parameters, True, lambda p: None, lambda a: None)
+    with threadpool_limits(1):
+        arithmetic = _ms(lambda: shard.push_fetch(g, shard.version))
+        extras = _ms(lambda: (np.dot(grad, grad), ex.accrue(grad, 32, (params, 1.0))))
+    return {"wire_caller_ms": trip.caller_cpu_ms, "wire_server_ms": trip.server_cpu_ms,
+            "shard_arithmetic_ms": arithmetic, "replica_extras_ms": extras}
+
+
+def bound(base_step_ms: float, ceiling_ratio: float, f: dict, replicas: int, n: int) -> float:
+    """Speedup over the baseline a framework-free Downpour could reach with 2 shards on 2 processes: every
+    process computes, and spends on each exchange the raw wire's CPU and the shards' arithmetic.
+
+    With 2 replicas each process runs one replica, calls the other process's shard and serves the other
+    replica's call; with 1 replica the other process only serves (on its own core).
+    """
+    if replicas == 2:
+        step = base_step_ms * 2 / ceiling_ratio
+        per_exchange = f["wire_caller_ms"] + f["wire_server_ms"] + 2 * f["shard_arithmetic_ms"]
+        return ceiling_ratio * step / (step + f["replica_extras_ms"] + per_exchange / n)
+    if replicas == 1:
+        per_exchange = f["wire_caller_ms"] + f["shard_arithmetic_ms"]
+        return base_step_ms / (base_step_ms + f["replica_extras_ms"] + per_exchange / n)
+    raise ValueError("the bound is worked out for 1 and 2 replicas")
+
+
 def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: int = 2,
-             overlap: bool = True) -> dict:
+             overlap: bool = True, optimizer: str = "sgd") -> dict:
     from dbkit import DownpourSGD
 
     with DownpourSGD(case["model"], case["dataset"], replicas=replicas, shards=shards, n_fetch=n, n_push=n,
-                     optimizer="adagrad", lr=case["lr"], batch_size=case["batch_size"], client=client,
+                     optimizer=optimizer, lr=case["lr"] if optimizer == "sgd" else case["adagrad_lr"],
+                     batch_size=case["batch_size"], client=client,
                      eval_every=10**9, overlap=overlap) as job:
         job.fit(seconds=min(2.0, seconds), progress=False)  # warm-up: replicas started, first fetches done
         figures = job.replicas()
@@ -97,7 +162,8 @@ def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: 
         steps = {f.replica: f.steps - s0.get(f.replica, 0) for f in figures}
     eps = examples / dt
     per_replica_step_ms = 1e3 * dt / (sum(steps.values()) / len(steps))
-    return {"replicas": replicas, "n_fetch": n, "n_push": n, "overlap": overlap, "examples_per_second": eps,
+    return {"replicas": replicas, "n_fetch": n, "n_push": n, "overlap": overlap, "optimizer": optimizer,
+            "examples_per_second": eps,
             "replica_step_ms": per_replica_step_ms}
 
 
@@ -111,6 +177,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=None, help="override the cases' batch size (32)")
     p.add_argument("--overlap", choices=("both", "on", "off"), default="both",
                    help="replicas that overlap fetch and push with computing, blocking ones, or both")
+    p.add_argument("--optimizer", default="sgd", help="the shards' rule, comma-separated: sgd (what the baseline "
+                   "applies, so like for like), adagrad (what Downpour runs use; more arithmetic per push)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="skip the 2-process ceiling")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
@@ -123,34 +191,51 @@ def main(argv=None) -> int:
             base = baseline(case, args.seconds)
             if args.ceiling:
                 base["ceiling"] = ceiling(case, args.seconds)
+                base["floor"] = {o: floor(base["parameters"], o) for o in args.optimizer.split(",")}
             modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.overlap]
-            rows = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap)
+            rows = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer)
                     for r in map(int, args.replicas.split(",")) for n in map(int, args.n.split(","))
-                    for overlap in modes]
+                    for overlap in modes for optimizer in args.optimizer.split(",")]
+            base = dict(base, **baseline(case, args.seconds, before=base))
             for row in rows:
                 row["speedup"] = row["examples_per_second"] / base["examples_per_second"]
+                if "floor" in base and row["replicas"] in (1, 2) and args.shards == 2:
+                    row["bound"] = bound(base["step_ms"], base["ceiling"]["ratio"], base["floor"][row["optimizer"]],
+                                         row["replicas"], row["n_push"])
             results[name] = {"baseline": base, "downpour": rows}
             print(f"\n{name}: {base['parameters']:,} parameters, batch {case['batch_size']}, {args.shards} shards; "
                   f"sync SGD baseline "
-                  f"{base['examples_per_second']:.0f} examples/s ({base['step_ms']:.2f} ms/step)")
+                  f"{base['examples_per_second']:.0f} examples/s ({base['step_ms']:.2f} ms/step; before and after "
+                  f"the Downpour rows: {' and '.join(f'{w:.0f}' for w in base['windows'])})")
             if "ceiling" in base:
                 print(f"ceiling: 2 bare processes computing at once give {base['ceiling']['ratio']:.2f}x one alone")
-            print(f"{'replicas':>8} {'n_fetch=n_push':>14} {'overlap':>7} {'examples/s':>11} {'x baseline':>10} "
-                  f"{'ms/step/replica':>16}")
+                for o, f in base["floor"].items():
+                    print(f"floor ({o}): raw socket round trip of half the model {f['wire_caller_ms']:.2f} ms CPU "
+                          f"caller, {f['wire_server_ms']:.2f} ms server; a shard's push_fetch "
+                          f"{f['shard_arithmetic_ms']:.2f} ms; a replica's extras {f['replica_extras_ms']:.2f} ms/step")
+            print(f"{'replicas':>8} {'n_fetch=n_push':>14} {'overlap':>7} {'shards':>7} {'examples/s':>11} "
+                  f"{'x baseline':>10} {'ms/step/replica':>16} {'bound':>6} {'of bound':>8}")
             for r in rows:
-                print(f"{r['replicas']:>8} {r['n_fetch']:>14} {'on' if r['overlap'] else 'off':>7} "
-                      f"{r['examples_per_second']:>11.0f} {r['speedup']:>10.2f} {r['replica_step_ms']:>16.2f}")
+                print(f"{r['replicas']:>8} {r['n_fetch']:>14} {'on' if r['overlap'] else 'off':>7} {r['optimizer']:>7} "
+                      f"{r['examples_per_second']:>11.0f} {r['speedup']:>10.2f} {r['replica_step_ms']:>16.2f}"
+                      + (f" {r['bound']:>6.2f} {r['speedup'] / r['bound']:>8.0%}" if "bound" in r else ""))
+    first_rule = args.optimizer.split(",")[0]
+
     def row(name, replicas, n, overlap=True):
         return next((r for r in results.get(name, {}).get("downpour", [])
-                     if (r["replicas"], r["n_push"], r["overlap"]) == (replicas, n, overlap)), None)
+                     if (r["replicas"], r["n_push"], r["overlap"]) == (replicas, n, overlap)
+                     and r["optimizer"] == first_rule), None)
 
     two, one = row("speech", 2, 4), row("speech", 1, 1)
     if two and "ceiling" in results["speech"]["baseline"]:
         ratio = results["speech"]["baseline"]["ceiling"]["ratio"]
         print(f"\ntarget (speech, 2 replicas, n = 4, at least 85% of the ceiling {ratio:.2f}x): {two['speedup']:.2f}x "
-              f"= {two['speedup'] / ratio:.0%} of it")
+              f"= {two['speedup'] / ratio:.0%} of it"
+              + (f"; the framework-free bound is {two['bound']:.2f}x, {two['speedup'] / two['bound']:.0%} of it reached"
+                 if "bound" in two else ""))
     if one:
-        print(f"target (speech, 1 replica, n = 1, at least 0.8x the baseline): {one['speedup']:.2f}x")
+        print(f"target (speech, 1 replica, n = 1, at least 0.8x the baseline): {one['speedup']:.2f}x"
+              + (f"; the framework-free bound is {one['bound']:.2f}x" if "bound" in one else ""))
     digits = row("digits", 1, 1)
     if digits:
         overhead = digits["replica_step_ms"] - results["digits"]["baseline"]["step_ms"]

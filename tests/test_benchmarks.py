@@ -52,6 +52,19 @@ def test_downpour_throughput(tmp_path):
     assert all(row["examples_per_second"] > 0 for row in rows) and r["digits"]["baseline"]["parameters"] > 0
     ceiling = r["digits"]["baseline"]["ceiling"]
     assert ceiling["one"] > 0 and ceiling["two"] > 0 and ceiling["ratio"] == ceiling["two"] / ceiling["one"]
+    assert len(r["digits"]["baseline"]["windows"]) == 2  # before and after the Downpour rows
+    floor = r["digits"]["baseline"]["floor"]["sgd"]
+    assert all(v > 0 for v in floor.values())
+    # a framework-free Downpour still does the exchange's work: below compute alone, and below the ceiling
+    assert all(0 < row["bound"] < 1 for row in rows if row["replicas"] == 1)
+    assert all(0 < row["bound"] < ceiling["ratio"] for row in rows if row["replicas"] == 2)
+
+
+def test_raw_wire(tmp_path):
+    r = run("raw_wire", "--sizes", "40,400000", "--trips", "20", tmp_path=tmp_path)
+    small, large = r["rows"]
+    assert (small["nbytes"], large["nbytes"]) == (40, 400000)
+    assert all(row["wall_ms"] > 0 and row["caller_cpu_ms"] >= 0 and row["server_cpu_ms"] >= 0 for row in r["rows"])
 
 
 def test_partition_speedup(tmp_path):

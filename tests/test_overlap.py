@@ -11,6 +11,7 @@ import pytest
 
 from dbkit import data, nn
 from dbkit.algorithms import DownpourReplica
+from dbkit.algorithms.exchange import CHUNK, Exchange
 from dbkit.ps import ShardedParameters, balanced_layout, local_shards
 
 
@@ -140,3 +141,18 @@ def test_on_a_cluster_one_replica_computes_on_while_its_push_is_under_way(digits
     assert seen[True][0] <= 1
     if partitions == 1:
         assert seen[True][0] == 1 and seen[True][1] > 0.3  # at most the one push under way, and often
+
+
+@pytest.mark.parametrize("size", [10, CHUNK, 2 * CHUNK + 7])
+def test_accrue_with_a_local_step_is_the_two_textbook_updates(size):
+    """The chunked accrue-and-step pass against plain numpy: accrued += g and params -= lr * g, bit for bit."""
+    rng = np.random.default_rng(size)
+    grad, params = rng.standard_normal(size).astype(np.float32), rng.standard_normal(size).astype(np.float32)
+    server = local_shards(np.zeros(size, np.float32), 1)
+    ex = Exchange(server, size, overlap=True, on_params=lambda p: None, on_answers=lambda a: None)
+    ex.accrue(rng.standard_normal(size).astype(np.float32), 32)
+    accrued_before, lr = ex.accrued.copy(), 0.037
+    want_accrued, want_params = accrued_before + grad, params - np.float32(lr) * grad
+    ex.accrue(grad.copy(), 32, (params, lr))
+    assert ex.accrued.tobytes() == want_accrued.tobytes() and params.tobytes() == want_params.tobytes()
+    assert ex.examples == 64

@@ -101,11 +101,9 @@ class DownpourReplica:
             self.counters.dropped()  # drop this gradient and start again from the server's parameters
             self.schedule.dropped()
             return float("nan")
-        ex.accrue(grad, len(y))
+        # the local step between fetches is pointless if we fetch next anyway
+        ex.accrue(grad, len(y), (self.params, self.lr) if actions.local else None)
         self.counters.stepped(float(loss), len(y))
-        if actions.local:  # local step between fetches (pointless if we fetch next anyway)
-            np.multiply(grad, np.float32(self.lr), out=grad)
-            self.params -= grad
         if actions.push and ex.push(and_fetch=actions.push_fetch):
             self.counters.fetches += 1
         self.schedule.done(actions)

@@ -89,10 +89,7 @@ class DownpourPartition(PartitionWorker):
             c.dropped()
             self._fresh = True
         else:
-            ex.accrue(grad, len(y))
-            if actions.local:
-                np.multiply(grad, np.float32(lr), out=grad)
-                self.params -= grad
+            ex.accrue(grad, len(y), (self.params, lr) if actions.local else None)
             if actions.push and await ex.apush(actions.push_fetch):
                 c.fetches += 1
         return PartitionStep(finite, out["loss"], out["penalty"], len(y), self.figures())

@@ -24,6 +24,8 @@ import numpy as np
 
 from ..ps import Pending, PushAnswer
 
+CHUNK = 65536  # float32 per chunk of the accrue-and-step pass: 256 KB, a few of which stay in a core's cache
+
 
 class Exchange:
     """The accrued gradient and the calls under way between one replica (or partition) and its shards."""
@@ -45,11 +47,26 @@ class Exchange:
     def under_way(self) -> bool:
         return self.fetching is not None or self.pushing is not None
 
-    def accrue(self, grad: np.ndarray, examples: int) -> None:
+    def accrue(self, grad: np.ndarray, examples: int, local_step: tuple[np.ndarray, float] | None = None) -> None:
+        """Add ``grad`` (of ``examples`` examples) to the accrued gradient; with ``local_step = (params, lr)``
+        also take the replica's local step ``params -= lr * grad`` (``grad`` is scaled in place).
+
+        Both read ``grad`` chunk by chunk, so the vector comes from memory once and not twice; every
+        element's arithmetic is that of ``accrued += grad; grad *= lr; params -= grad``.
+        """
         if self.examples == 0:
             self.first_versions = list(self.server.versions)
-        self.accrued += grad
         self.examples += examples
+        if local_step is None:
+            self.accrued += grad
+            return
+        params, lr = local_step
+        scale = np.float32(lr)
+        for a in range(0, grad.size, CHUNK):
+            g = grad[a : a + CHUNK]
+            self.accrued[a : a + CHUNK] += g
+            g *= scale
+            params[a : a + CHUNK] -= g
 
     # ---- starting (never waits) ------------------------------------------------------------------
     def start_fetch(self) -> bool:
