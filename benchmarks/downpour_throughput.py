@@ -103,11 +103,13 @@ def _ms(fn, repeats: int = 30) -> float:
 def floor(parameters: int, optimizer: str) -> dict:
     """What Downpour's exchange costs a core with no framework: CPU milliseconds of a raw-socket round trip of
     half the model each way (caller and server), of one shard's ``push_fetch`` arithmetic on half the model,
-    and of a replica's per-step work besides the gradient (the finiteness check and the accrue-and-step pass)."""
+    and of a replica's per-step vector work beyond the baseline's (its accrue-and-step pass less a plain SGD
+    update, which the baseline does too)."""
     import numpy as np
 
     from dbkit.algorithms.exchange import Exchange
     from dbkit.ps import ParameterShard, local_shards
+    from dbkit.ps.rules import UpdateRule
     from raw_wire import raw_round_trip
 
     half = parameters // 2
@@ -118,9 +120,12 @@ def floor(parameters: int, optimizer: str) -> dict:
     grad = (rng.standard_normal(parameters) * 1e-4).astype(np.float32)
     params = np.zeros(parameters, np.float32)
     ex = Exchange(local_shards(np.zeros(8, np.float32), 1), parameters, True, lambda p: None, lambda a: None)
+    rule, scratch = UpdateRule("sgd", 1.0), (np.empty_like(params), np.empty_like(params))
     with threadpool_limits(1):
         arithmetic = _ms(lambda: shard.push_fetch(g, shard.version))
-        extras = _ms(lambda: (np.dot(grad, grad), ex.accrue(grad, 32, (params, 1.0))))
+        # what a replica does per step that the baseline's own update does not: accrue beside the local step
+        extras = max(0.0, _ms(lambda: ex.accrue(grad, 32, (params, 1.0))) - _ms(lambda: rule.apply(params, grad, None,
+                                                                                                   scratch)))
     return {"wire_caller_ms": trip.caller_cpu_ms, "wire_server_ms": trip.server_cpu_ms,
             "shard_arithmetic_ms": arithmetic, "replica_extras_ms": extras}
 
