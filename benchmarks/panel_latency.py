@@ -62,6 +62,7 @@ def main(argv=None) -> int:
             panel.stop_refresh()  # the job trains on, nothing draws
             without.append(_rate(job, args.seconds))
             panel.start_refresh()
+        panel.stop_refresh()  # matplotlib and FreeType are not thread-safe: only this thread draws from here on
         frame = []
         for _ in range(10):
             t0 = time.perf_counter()
