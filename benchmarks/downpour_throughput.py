@@ -148,10 +148,11 @@ def bound(base_step_ms: float, ceiling_ratio: float, f: dict, replicas: int, n: 
 
 
 def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: int = 2,
-             overlap: bool = True, optimizer: str = "sgd") -> dict:
+             overlap: bool = True, optimizer: str = "sgd", partitions: int = 1) -> dict:
     from dbkit import DownpourSGD
 
     with DownpourSGD(case["model"], case["dataset"], replicas=replicas, shards=shards, n_fetch=n, n_push=n,
+                     partitions=partitions,
                      optimizer=optimizer, lr=case["lr"] if optimizer == "sgd" else case["adagrad_lr"],
                      batch_size=case["batch_size"], client=client,
                      eval_every=10**9, overlap=overlap) as job:
@@ -167,7 +168,8 @@ def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: 
         steps = {f.replica: f.steps - s0.get(f.replica, 0) for f in figures}
     eps = examples / dt
     per_replica_step_ms = 1e3 * dt / (sum(steps.values()) / len(steps))
-    return {"replicas": replicas, "n_fetch": n, "n_push": n, "overlap": overlap, "optimizer": optimizer,
+    return {"replicas": replicas, "partitions": partitions, "n_fetch": n, "n_push": n, "overlap": overlap,
+            "optimizer": optimizer,
             "examples_per_second": eps,
             "replica_step_ms": per_replica_step_ms}
 
@@ -182,6 +184,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=None, help="override the cases' batch size (32)")
     p.add_argument("--overlap", choices=("both", "on", "off"), default="both",
                    help="replicas that overlap fetch and push with computing, blocking ones, or both")
+    p.add_argument("--partitions", type=int, default=1,
+                   help="split each replica into this many partitions on different workers (default: %(default)s)")
     p.add_argument("--optimizer", default="sgd", help="the shards' rule, comma-separated: sgd (what the baseline "
                    "applies, so like for like), adagrad (what Downpour runs use; more arithmetic per push)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="skip the 2-process ceiling")
@@ -198,17 +202,18 @@ def main(argv=None) -> int:
                 base["ceiling"] = ceiling(case, args.seconds)
                 base["floor"] = {o: floor(base["parameters"], o) for o in args.optimizer.split(",")}
             modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.overlap]
-            rows = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer)
+            rows = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer, args.partitions)
                     for r in map(int, args.replicas.split(",")) for n in map(int, args.n.split(","))
                     for overlap in modes for optimizer in args.optimizer.split(",")]
             base = dict(base, **baseline(case, args.seconds, before=base))
             for row in rows:
                 row["speedup"] = row["examples_per_second"] / base["examples_per_second"]
-                if "floor" in base and row["replicas"] in (1, 2) and args.shards == 2:
+                if "floor" in base and row["replicas"] in (1, 2) and args.shards == 2 and args.partitions == 1:
                     row["bound"] = bound(base["step_ms"], base["ceiling"]["ratio"], base["floor"][row["optimizer"]],
                                          row["replicas"], row["n_push"])
             results[name] = {"baseline": base, "downpour": rows}
-            print(f"\n{name}: {base['parameters']:,} parameters, batch {case['batch_size']}, {args.shards} shards; "
+            print(f"\n{name}: {base['parameters']:,} parameters, batch {case['batch_size']}, {args.shards} shards, "
+                  f"{args.partitions} partition{'s' if args.partitions > 1 else ''} per replica; "
                   f"sync SGD baseline "
                   f"{base['examples_per_second']:.0f} examples/s ({base['step_ms']:.2f} ms/step; before and after "
                   f"the Downpour rows: {' and '.join(f'{w:.0f}' for w in base['windows'])})")
@@ -232,6 +237,8 @@ def main(argv=None) -> int:
                      and r["optimizer"] == first_rule), None)
 
     two, one = row("speech", 2, 4), row("speech", 1, 1)
+    if args.partitions > 1:  # #12's targets are for whole replicas
+        two = one = None
     if two and "ceiling" in results["speech"]["baseline"]:
         ratio = results["speech"]["baseline"]["ceiling"]["ratio"]
         print(f"\ntarget (speech, 2 replicas, n = 4, at least 85% of the ceiling {ratio:.2f}x): {two['speedup']:.2f}x "
@@ -241,7 +248,7 @@ def main(argv=None) -> int:
     if one:
         print(f"target (speech, 1 replica, n = 1, at least 0.8x the baseline): {one['speedup']:.2f}x"
               + (f"; the framework-free bound is {one['bound']:.2f}x" if "bound" in one else ""))
-    digits = row("digits", 1, 1)
+    digits = row("digits", 1, 1) if args.partitions == 1 else None
     if digits:
         overhead = digits["replica_step_ms"] - results["digits"]["baseline"]["step_ms"]
         print(f"target (digits, framework overhead per step at n = 1, at most 1.5 ms): {overhead:.2f} ms")

@@ -81,3 +81,10 @@ def test_panel_latency(tmp_path):
     assert len(r["applied_s"]) == len(r["shown_s"]) == 2 and all(a <= s for a, s in zip(r["applied_s"], r["shown_s"]))
     assert r["frames"] > 0 and 0 < r["full_draws"] <= r["frames"]
     assert r["examples_per_second_with_panel"][0] > 0 and r["examples_per_second_without"][0] > 0
+
+
+def test_downpour_throughput_with_partitioned_replicas(tmp_path):
+    r = run("downpour_throughput", "--seconds", "0.5", "--cases", "digits", "--replicas", "1", "--n", "1",
+            "--overlap", "on", "--partitions", "2", "--no-ceiling", tmp_path=tmp_path)
+    (row,) = r["digits"]["downpour"]
+    assert row["partitions"] == 2 and row["examples_per_second"] > 0 and "bound" not in row
