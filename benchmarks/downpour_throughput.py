@@ -92,14 +92,6 @@ def ceiling(case: dict, seconds: float) -> dict:
     return {"one": rates[1], "two": rates[2], "ratio": rates[2] / rates[1]}
 
 
-def _ms(fn, repeats: int = 30) -> float:
-    fn()
-    t = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return 1e3 * (time.perf_counter() - t) / repeats
-
-
 def floor(parameters: int, optimizer: str) -> dict:
     """What Downpour's exchange costs a core with no framework: CPU milliseconds of a raw-socket round trip of
     half the model each way (caller and server), of one shard's ``push_fetch`` arithmetic on half the model,
@@ -108,8 +100,8 @@ def floor(parameters: int, optimizer: str) -> dict:
     import numpy as np
 
     from dbkit.algorithms.exchange import Exchange
-    from dbkit.ps import ParameterShard, local_shards
-    from dbkit.ps.rules import UpdateRule
+    from dbkit.cluster.timing import median_ms
+    from dbkit.ps import ParameterShard, UpdateRule, local_shards
     from raw_wire import raw_round_trip
 
     half = parameters // 2
@@ -122,10 +114,10 @@ def floor(parameters: int, optimizer: str) -> dict:
     ex = Exchange(local_shards(np.zeros(8, np.float32), 1), parameters, True, lambda p: None, lambda a: None)
     rule, scratch = UpdateRule("sgd", 1.0), (np.empty_like(params), np.empty_like(params))
     with threadpool_limits(1):
-        arithmetic = _ms(lambda: shard.push_fetch(g, shard.version))
+        arithmetic = median_ms(lambda: shard.push_fetch(g, shard.version), 30)
         # what a replica does per step that the baseline's own update does not: accrue beside the local step
-        extras = max(0.0, _ms(lambda: ex.accrue(grad, 32, (params, 1.0))) - _ms(lambda: rule.apply(params, grad, None,
-                                                                                                   scratch)))
+        extras = max(0.0, median_ms(lambda: ex.accrue(grad, 32, (params, 1.0)), 30)
+                     - median_ms(lambda: rule.apply(params, grad, None, scratch), 30))
     return {"wire_caller_ms": trip.caller_cpu_ms, "wire_server_ms": trip.server_cpu_ms,
             "shard_arithmetic_ms": arithmetic, "replica_extras_ms": extras}
 

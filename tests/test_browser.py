@@ -3,6 +3,7 @@
 test types 3 into the replicas slider's box and checks, in the page and in the kernel, that the
 running job took it, and that the plot changed while it ran (the recipe of ``WIDGETS.md``)."""
 
+import contextlib
 import json
 import os
 import secrets
@@ -95,17 +96,15 @@ def _state(path: Path) -> dict:
         return {}
 
 
-@pytest.mark.parametrize("kind", ["lab", "notebook"])
-def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
+@contextlib.contextmanager
+def _notebook_page(kind: str, root: Path, home: Path, notebook: str, failure: Path):
+    """A Jupyter server of ``kind`` over ``root`` and a Chromium page on ``notebook`` with its kernel idle.
+
+    On an error the page is saved to ``failure``; on the way out the browser closes, then the kernels
+    (gracefully) and the server.
+    """
     from playwright.sync_api import sync_playwright
 
-    root, home = tmp_path / "root", tmp_path / "home"
-    root.mkdir()
-    state, stop = root / "state.json", root / "stop"
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c.format(state=str(state), stop=str(stop))) for c in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "panel.ipynb")
     port, token = _free_port(), secrets.token_hex(16)
     server = _server(kind, root, home, port, token)
     base = f"http://127.0.0.1:{port}"
@@ -114,37 +113,52 @@ def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1200})
             try:
-                page.goto(f"{base}{FRONT_ENDS[kind][2].format(name='panel.ipynb')}?token={token}&reset")
+                page.goto(f"{base}{FRONT_ENDS[kind][2].format(name=notebook)}?token={token}&reset")
                 _until(lambda: _kernel_idle(page), 90, "an idle kernel")
-                page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-                page.wait_for_selector(".dbkit-knob-replicas .widget-readout", timeout=90_000)
-                page.wait_for_selector("img.dbkit-plot", timeout=30_000)
-                _until(lambda: _state(state).get("live") == 2, 60, "two live replicas")
-                page.evaluate("""() => { window.__srcs = new Set(); window.__timer = setInterval(() => {
-                    const img = document.querySelector('img.dbkit-plot'); if (img) window.__srcs.add(img.src); },
-                    100); }""")
-                box = page.locator(".dbkit-knob-replicas .widget-readout").first
-                box.click()
-                page.keyboard.press("Control+A")
-                page.keyboard.type("3")
-                page.keyboard.press("Enter")
-                status = page.locator(".dbkit-status").first
-                _until(lambda: "3 of 3 replicas live" in status.inner_text(), 60, "the status line to say 3 replicas")
-                assert _until(lambda: _state(state).get("live") == 3, 30, "3 live replicas in the kernel")
-                assert _state(state)["replicas"] == 3 and _state(state)["state"] == "running"
-                _until(lambda: page.evaluate("() => window.__srcs.size") >= 3, 30, "the plot to change twice")
-                if kind == "lab":
-                    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-                    page.locator(".dbkit-panel").first.screenshot(path=str(SCREENSHOT))
+                yield page
             except BaseException:
-                page.screenshot(path=str(tmp_path / f"failure-{kind}.png"))
+                page.screenshot(path=str(failure))
                 raise
             finally:
-                stop.touch()  # the kernel stops its job, then the server shuts the kernel down
-                _until(lambda: _state(state).get("stopped") or not _state(state), 60, "the job to stop")
                 browser.close()
     finally:
         _stop_server(server, base, token, home)
+
+
+@pytest.mark.parametrize("kind", ["lab", "notebook"])
+def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
+    root, home = tmp_path / "root", tmp_path / "home"
+    root.mkdir()
+    state, stop = root / "state.json", root / "stop"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c.format(state=str(state), stop=str(stop))) for c in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "panel.ipynb")
+    with _notebook_page(kind, root, home, "panel.ipynb", tmp_path / f"failure-{kind}.png") as page:
+        try:
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            page.wait_for_selector(".dbkit-knob-replicas .widget-readout", timeout=90_000)
+            page.wait_for_selector("img.dbkit-plot", timeout=30_000)
+            _until(lambda: _state(state).get("live") == 2, 60, "two live replicas")
+            page.evaluate("""() => { window.__srcs = new Set(); window.__timer = setInterval(() => {
+                const img = document.querySelector('img.dbkit-plot'); if (img) window.__srcs.add(img.src); },
+                100); }""")
+            box = page.locator(".dbkit-knob-replicas .widget-readout").first
+            box.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type("3")
+            page.keyboard.press("Enter")
+            status = page.locator(".dbkit-status").first
+            _until(lambda: "3 of 3 replicas live" in status.inner_text(), 60, "the status line to say 3 replicas")
+            assert _until(lambda: _state(state).get("live") == 3, 30, "3 live replicas in the kernel")
+            assert _state(state)["replicas"] == 3 and _state(state)["state"] == "running"
+            _until(lambda: page.evaluate("() => window.__srcs.size") >= 3, 30, "the plot to change twice")
+            if kind == "lab":
+                SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+                page.locator(".dbkit-panel").first.screenshot(path=str(SCREENSHOT))
+        finally:
+            stop.touch()  # the kernel stops its job, then the server shuts the kernel down
+            _until(lambda: _state(state).get("stopped") or not _state(state), 60, "the job to stop")
 
 
 def _kernel_idle(page) -> bool:
@@ -180,36 +194,18 @@ def test_the_tour_shows_a_live_curve_in_jupyterlab(tmp_path, capsys):
     """The first lesson as a learner meets it: "Run all" from a fresh kernel, the panel appears and its status
     line reports an evaluation while the job runs, and the lesson's own check passes. The seconds from "Run
     all" to the first evaluation on screen are printed (measured, not asserted)."""
-    from playwright.sync_api import sync_playwright
-
     root, home = tmp_path / "root", tmp_path / "home"
     (root / "notebooks").mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / "00_tour.ipynb", root / "notebooks" / "00_tour.ipynb")
-    port, token = _free_port(), secrets.token_hex(16)
-    server = _server("lab", root, home, port, token)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1200})
-            try:
-                page.goto(f"{base}/lab/tree/notebooks/00_tour.ipynb?token={token}&reset")
-                _until(lambda: _kernel_idle(page), 90, "an idle kernel")
-                started = time.monotonic()
-                page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-                status = page.locator(".dbkit-status").first
-                _until(lambda: status.count() and "test accuracy" in status.inner_text(), 120,
-                       "the panel to show an evaluation")
-                first_curve = time.monotonic() - started
-                page.wait_for_selector("img.dbkit-plot", timeout=30_000)
-                _until(lambda: "lesson held" in page.locator(".jp-OutputArea").last.inner_text(), 180,
-                       "the tour's closing check")
-                with capsys.disabled():
-                    print(f"\ntour: first evaluation on the panel {first_curve:.1f} s after Run all")
-            except BaseException:
-                page.screenshot(path=str(tmp_path / "failure-tour.png"))
-                raise
-            finally:
-                browser.close()
-    finally:
-        _stop_server(server, base, token, home)
+    with _notebook_page("lab", root, home, "notebooks/00_tour.ipynb", tmp_path / "failure-tour.png") as page:
+        started = time.monotonic()
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        status = page.locator(".dbkit-status").first
+        _until(lambda: status.count() and "test accuracy" in status.inner_text(), 120,
+               "the panel to show an evaluation")
+        first_curve = time.monotonic() - started
+        page.wait_for_selector("img.dbkit-plot", timeout=30_000)
+        _until(lambda: "lesson held" in page.locator(".jp-OutputArea").last.inner_text(), 180,
+               "the tour's closing check")
+        with capsys.disabled():
+            print(f"\ntour: first evaluation on the panel {first_curve:.1f} s after Run all")
