@@ -140,14 +140,14 @@ def bound(base_step_ms: float, ceiling_ratio: float, f: dict, replicas: int, n: 
 
 
 def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: int = 2,
-             overlap: bool = True, optimizer: str = "sgd", partitions: int = 1) -> dict:
+             overlap: bool = True, optimizer: str = "sgd", partitions: int = 1, transport: str = "socket") -> dict:
     from dbkit import DownpourSGD
 
     with DownpourSGD(case["model"], case["dataset"], replicas=replicas, shards=shards, n_fetch=n, n_push=n,
                      partitions=partitions,
                      optimizer=optimizer, lr=case["lr"] if optimizer == "sgd" else case["adagrad_lr"],
                      batch_size=case["batch_size"], client=client,
-                     eval_every=10**9, overlap=overlap) as job:
+                     eval_every=10**9, overlap=overlap, transport=transport) as job:
         job.fit(seconds=min(2.0, seconds), progress=False)  # warm-up: replicas started, first fetches done
         figures = job.replicas()
         e0 = sum(f.examples for f in figures)
@@ -161,7 +161,7 @@ def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: 
     eps = examples / dt
     per_replica_step_ms = 1e3 * dt / (sum(steps.values()) / len(steps))
     return {"replicas": replicas, "partitions": partitions, "n_fetch": n, "n_push": n, "overlap": overlap,
-            "optimizer": optimizer,
+            "optimizer": optimizer, "transport": transport,
             "examples_per_second": eps,
             "replica_step_ms": per_replica_step_ms}
 
@@ -180,6 +180,8 @@ def main(argv=None) -> int:
                    help="split each replica into this many partitions on different workers (default: %(default)s)")
     p.add_argument("--optimizer", default="sgd", help="the shards' rule, comma-separated: sgd (what the baseline "
                    "applies, so like for like), adagrad (what Downpour runs use; more arithmetic per push)")
+    p.add_argument("--transport", default="socket", help="how replicas reach shards on the other worker, "
+                   "comma-separated: socket (the shard wire, the default), actor (Dask actor calls)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="skip the 2-process ceiling")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
@@ -194,9 +196,11 @@ def main(argv=None) -> int:
                 base["ceiling"] = ceiling(case, args.seconds)
                 base["floor"] = {o: floor(base["parameters"], o) for o in args.optimizer.split(",")}
             modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.overlap]
-            rows = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer, args.partitions)
+            rows = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer, args.partitions,
+                             transport)
                     for r in map(int, args.replicas.split(",")) for n in map(int, args.n.split(","))
-                    for overlap in modes for optimizer in args.optimizer.split(",")]
+                    for overlap in modes for optimizer in args.optimizer.split(",")
+                    for transport in args.transport.split(",")]
             base = dict(base, **baseline(case, args.seconds, before=base))
             for row in rows:
                 row["speedup"] = row["examples_per_second"] / base["examples_per_second"]
@@ -215,18 +219,19 @@ def main(argv=None) -> int:
                     print(f"floor ({o}): raw socket round trip of half the model {f['wire_caller_ms']:.2f} ms CPU "
                           f"caller, {f['wire_server_ms']:.2f} ms server; a shard's push_fetch "
                           f"{f['shard_arithmetic_ms']:.2f} ms; a replica's extras {f['replica_extras_ms']:.2f} ms/step")
-            print(f"{'replicas':>8} {'n_fetch=n_push':>14} {'overlap':>7} {'shards':>7} {'examples/s':>11} "
+            print(f"{'replicas':>8} {'n_fetch=n_push':>14} {'overlap':>7} {'shards':>7} {'wire':>6} {'examples/s':>11} "
                   f"{'x baseline':>10} {'ms/step/replica':>16} {'bound':>6} {'of bound':>8}")
             for r in rows:
                 print(f"{r['replicas']:>8} {r['n_fetch']:>14} {'on' if r['overlap'] else 'off':>7} {r['optimizer']:>7} "
+                      f"{r['transport']:>6} "
                       f"{r['examples_per_second']:>11.0f} {r['speedup']:>10.2f} {r['replica_step_ms']:>16.2f}"
                       + (f" {r['bound']:>6.2f} {r['speedup'] / r['bound']:>8.0%}" if "bound" in r else ""))
-    first_rule = args.optimizer.split(",")[0]
+    first_rule, first_transport = args.optimizer.split(",")[0], args.transport.split(",")[0]
 
     def row(name, replicas, n, overlap=True):
         return next((r for r in results.get(name, {}).get("downpour", [])
                      if (r["replicas"], r["n_push"], r["overlap"]) == (replicas, n, overlap)
-                     and r["optimizer"] == first_rule), None)
+                     and r["optimizer"] == first_rule and r["transport"] == first_transport), None)
 
     two, one = row("speech", 2, 4), row("speech", 1, 1)
     if args.partitions > 1:  # #12's targets are for whole replicas

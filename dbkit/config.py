@@ -36,6 +36,7 @@ class DownpourConfig:
     n_fetch: int = 1
     n_push: int = 1
     overlap: bool = True
+    transport: str = "socket"
     warm_start_steps: int = 0
     max_nonfinite: int = 20
 

@@ -18,6 +18,7 @@ import numpy as np
 ALGORITHMS = ("sgd", "downpour", "sandblaster")
 MODELS = ("linear", "mlp", "speech", "image-local", "signal-local")
 OPTIMIZERS = ("sgd", "adagrad")
+TRANSPORTS = ("socket", "actor")  # how replicas reach shards on other workers (issue #12)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,9 @@ _TABLE = [
     Setting("overlap", "bool", section="downpour",
             help="fetch and push in the background while computing (the paper's client; each partition of a "
                  "partitioned replica with its own shards); off: wait for each"),
+    Setting("transport", "choice", choices=TRANSPORTS, section="downpour",
+            help="how replicas fetch and push to shards on other workers: socket (their own TCP connection, "
+                 "found through Dask; off by itself on a TLS cluster) or actor (Dask actor calls)"),
     Setting("warm_start_steps", "int", 0, None, section="downpour",
             help="one replica trains alone this many steps before the others join"),
     Setting("max_nonfinite", "int", 1, 100_000, section="downpour",

@@ -28,7 +28,8 @@ def run(script: str, *args: str, tmp_path: Path) -> dict:
 
 def test_ps_roundtrip(tmp_path):
     r = run("ps_roundtrip", "--repeats", "2", "--sizes", "10,1000", "--shards", "1,2", tmp_path=tmp_path)
-    assert [(row["parameters"], row["shards"]) for row in r["rows"]] == [(10, 1), (10, 2), (1000, 1), (1000, 2)]
+    assert [(row["parameters"], row["shards"], row["transport"]) for row in r["rows"]] == [
+        (size, shards, transport) for size in (10, 1000) for shards in (1, 2) for transport in ("actor", "socket")]
     assert all(row["fetch_ms"] > 0 and row["push_ms"] > 0 for row in r["rows"])
 
 
@@ -48,7 +49,8 @@ def test_downpour_throughput(tmp_path):
     r = run("downpour_throughput", "--seconds", "0.5", "--cases", "digits", "--replicas", "1,2", "--n", "1",
             tmp_path=tmp_path)
     rows = r["digits"]["downpour"]
-    assert [(row["replicas"], row["overlap"]) for row in rows] == [(1, True), (1, False), (2, True), (2, False)]
+    assert [(row["replicas"], row["overlap"], row["transport"]) for row in rows] == [
+        (1, True, "socket"), (1, False, "socket"), (2, True, "socket"), (2, False, "socket")]
     assert all(row["examples_per_second"] > 0 for row in rows) and r["digits"]["baseline"]["parameters"] > 0
     ceiling = r["digits"]["baseline"]["ceiling"]
     assert ceiling["one"] > 0 and ceiling["two"] > 0 and ceiling["ratio"] == ceiling["two"] / ceiling["one"]

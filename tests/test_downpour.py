@@ -93,8 +93,12 @@ def test_the_replica_loop_ends_a_diverged_or_failing_replica_alone(digits):
 
 # ---- on a LocalCluster -----------------------------------------------------------------------
 @pytest.mark.cluster
-def test_one_replica_one_shard_reproduces_sync_sgd_exactly(digits, local_cluster):
-    cfg = RunConfig.make(algorithm="downpour", steps=60, lr=0.05, optimizer="sgd", replicas=1, shards=1)
+@pytest.mark.parametrize("transport", ["socket", "actor"])
+def test_one_replica_one_shard_reproduces_sync_sgd_exactly(digits, local_cluster, transport):
+    # The blocking client: an overlapped one computes on parameters one exchange old (the paper's client
+    # does too), so only the blocking one is sync SGD. Over the shard wire and over actor calls alike.
+    cfg = RunConfig.make(algorithm="downpour", steps=60, lr=0.05, optimizer="sgd", replicas=1, shards=1,
+                         overlap=False, transport=transport)
     net = nn.build("mlp", 64, 10, l2=cfg.l2)
     base = SGDTrainer(net, digits, lr=0.05)
     for _ in range(60):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config import MODELS, RunConfig
+from ..settings import TRANSPORTS
 
 DEFAULTS = RunConfig()
 
@@ -66,6 +67,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     s.add_argument("--no-overlap", dest="overlap", action="store_false",
                    help="replicas wait for every fetch and push instead of computing on meanwhile (the paper's "
                         "client overlaps them; compare the two)")
+    s.add_argument("--transport", choices=TRANSPORTS, default=d.downpour.transport,
+                   help="how replicas fetch from and push to shards on other workers: socket, their own TCP "
+                        "connection (off by itself on a TLS cluster), or actor, Dask actor calls "
+                        "(default: %(default)s)")
     s.add_argument("--slow-replica", type=_slow, action="append", default=[], metavar="I:FACTOR",
                    help="make replica I FACTOR times slower (repeatable): a straggler, to watch Downpour go on "
                         "without waiting and Sandblaster's load balancing and backups")
@@ -114,7 +119,8 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
                 seed=args.seed, eval_every=args.eval_every, target_accuracy=args.target_accuracy,
                 replicas=args.replicas, shards=args.shards,
                 partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
-                warm_start_steps=args.warm_start_steps, overlap=args.overlap, workers=args.workers,
+                warm_start_steps=args.warm_start_steps, overlap=args.overlap, transport=args.transport,
+                workers=args.workers,
                 scheduler=args.scheduler)
     if algorithm == "sandblaster":
         flat.update(memory=args.memory, iterations=args.iterations, work_unit_size=args.work_unit_size,

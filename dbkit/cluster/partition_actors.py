@@ -32,7 +32,7 @@ class PartitionActor(DownpourPartition):
         """Give this partition its shards (``shards.layout`` over its own block) and its data."""
         from distributed import get_worker
 
-        server = connect(shards, name=name)
+        server = connect(shards, name=name, threaded=overlap)  # off the event loop: the arithmetic of shards here
         return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=get_worker().address,
                                  overlap=overlap)
 

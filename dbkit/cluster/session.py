@@ -80,6 +80,9 @@ class Cluster:
             except BaseException:
                 self.local_cluster.close()
                 raise
+        from .wire import ShardWires
+
+        self.wires = ShardWires(self.client, self.tag)  # sockets beside Dask for fetch and push (issue #12)
         _OPEN.add(self)
 
     @property
@@ -163,7 +166,10 @@ class Cluster:
         self._closed = True
         _OPEN.discard(self)
         try:
-            self.registry.clear()
+            try:
+                self.registry.clear()
+            finally:
+                self.wires.close()
         finally:
             try:
                 if self._owns_client:

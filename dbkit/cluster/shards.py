@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ps import ParameterShard, ShardedParameters, ShardLayout, balanced_layout
+from ..ps.records import WireAddress
 from .session import Cluster
 
 
@@ -35,33 +36,60 @@ class ShardHandles:
 
     A task argument is kept by the scheduler while the task is known; an actor
     proxy inside it holds a Future, which would keep the shard alive after
-    ``stop()``. Strings hold nothing.
+    ``stop()``. Strings hold nothing. ``wires`` (one per shard, or empty) are
+    where each shard's worker serves fetch and push over a socket
+    (``dbkit.cluster.wire``); empty, or ``None`` for a shard, means through Dask.
     """
 
     layout: ShardLayout
     keys: tuple[str, ...]
     workers: tuple[str, ...]
+    wires: tuple[WireAddress | None, ...] = ()
 
 
-def handles_of(server: ShardedParameters, which: list[int] | None = None, layout: ShardLayout | None = None
-               ) -> ShardHandles:
-    """Handles of ``server``'s shards (of those numbered ``which``, with ``layout`` over them, if given)."""
+def handles_of(server: ShardedParameters, which: list[int] | None = None, layout: ShardLayout | None = None,
+               wires: dict[str, WireAddress | None] | None = None) -> ShardHandles:
+    """Handles of ``server``'s shards (of those numbered ``which``, with ``layout`` over them, if given);
+    with ``wires`` (worker -> address, ``Cluster.wires.addresses``) replicas fetch and push over sockets."""
     which = list(range(len(server.shards))) if which is None else which
-    return ShardHandles(layout or server.layout, tuple(str(server.shards[i].key) for i in which),
-                        tuple(server.workers[i] for i in which))
+    workers = tuple(server.workers[i] for i in which)
+    return ShardHandles(layout or server.layout, tuple(str(server.shards[i].key) for i in which), workers,
+                        tuple(wires.get(w) for w in workers) if wires is not None else ())
 
 
-def connect(handles: ShardHandles, colocated: bool = True, name: str | None = None) -> ShardedParameters:
+def connect(handles: ShardHandles, colocated: bool = True, name: str | None = None, threaded: bool = False
+            ) -> ShardedParameters:
     """Handles to the shards named by ``handles``, for use inside a task on a worker.
 
-    A shard on another worker is reached through an actor proxy. A shard on
+    A shard on another worker is reached through an actor proxy, and its
+    fetches and pushes through its worker's wire when ``handles.wires`` has
+    one (``WireShard``: a socket, not Dask's per-call machinery). A shard on
     *this* worker is, with ``colocated``, called in process: no serialisation,
     no TCP, and no wait for the worker's actor thread. That is safe because
     ``ParameterShard`` guards its state with a lock and ``fetch`` returns a copy.
+    With ``threaded``, such a shard's fetches and pushes run on a thread of
+    their own (``ThreadedShard``), beside the caller's computing. Close the
+    result (``ShardedParameters.close``) to end its connections and threads.
     """
     from distributed import get_worker
     from distributed.actor import Actor
 
+    from ..ps.threaded_shard import ThreadedShard
+    from ..ps.wire_client import WireShard
+
     local = get_worker().state.actors if colocated else {}
-    shards = [local.get(k) or Actor(ParameterShard, w, k) for k, w in zip(handles.keys, handles.workers)]
+    wires = handles.wires or (None,) * len(handles.keys)
+    shards: list = []
+    try:
+        for k, w, wire in zip(handles.keys, handles.workers, wires):
+            if k in local:
+                shards.append(ThreadedShard(local[k]) if threaded else local[k])
+            elif wire is not None:
+                shards.append(WireShard(wire, k, pusher=name, fallback=Actor(ParameterShard, w, k)))
+            else:
+                shards.append(Actor(ParameterShard, w, k))
+    except BaseException:
+        for s in shards:
+            getattr(s, "close", lambda: None)()
+        raise
     return ShardedParameters(shards, handles.layout, workers=list(handles.workers), name=name)

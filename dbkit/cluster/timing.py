@@ -52,23 +52,36 @@ class RoundTrip:
         return self.parameters * 4 / 1e6
 
 
-def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int = 20) -> RoundTrip:
+def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int = 20,
+                   transport: str = "actor") -> RoundTrip:
     """Time a fetch and a push of ``parameters`` float32 through ``shards`` fresh shards on ``cluster``.
 
-    The shards are started for the measurement and released after it.
+    ``transport="actor"`` calls the shard actors through Dask; ``"socket"``
+    reaches them over their workers' shard wire (``dbkit.cluster.wire``), as
+    Downpour's replicas do by default. The shards are started for the
+    measurement and released after it.
     """
+    from ..ps import ShardedParameters
+    from ..ps.wire_client import WireShard
     from .shards import start_shards
 
     if not 1 <= shards <= parameters:
         raise ValueError(f"need 1 <= shards <= parameters, got {shards} shards for {parameters} parameters")
+    if transport not in ("actor", "socket"):
+        raise ValueError(f"transport must be 'actor' or 'socket', got {transport!r}")
     prefix = f"timing{next(_names)}-{parameters}x{shards}-"
     ps = start_shards(cluster, np.zeros(parameters, np.float32), shards, "sgd", 1e-6, prefix=prefix)
     grad = np.ones(parameters, np.float32)
     try:
+        if transport == "socket":
+            wires = cluster.wires.addresses(ps.workers)
+            ps = ShardedParameters([s if wires[w] is None else WireShard(wires[w], str(s.key), fallback=s)
+                                    for s, w in zip(ps.shards, ps.workers)], ps.layout, ps.workers)
         fetch = median_ms(ps.fetch, repeats)
         push = median_ms(lambda: ps.push(grad), repeats)
         both = median_ms(lambda: (ps.fetch(), ps.push(grad)), repeats)
     finally:
+        ps.close()
         for i in range(shards):
             cluster.registry.release(f"{prefix}{i}")
     return RoundTrip(parameters, shards, fetch, push, both)

@@ -1,7 +1,10 @@
 """When a job's monitor samples and evaluates, and which replicas changed state since last time.
 
-A job's monitor thread polls the replicas' figures every ``interval``
-seconds; this object decides what that poll means: a sample every
+A job's monitor thread polls the replicas' figures, every ``fast`` seconds
+for a while after the job starts or changes and when a step target is near,
+else every ``slow`` seconds (each poll is a call to every worker, which costs
+the driver and the workers CPU that the replicas could use); this object
+decides when it polls and what a poll means: a sample every
 ``sample_every`` seconds, an evaluation every ``eval_every`` steps (at most
 every ``min_eval_interval`` seconds), a partition check every half second, and
 a ``ReplicaEvent`` for each replica that started or ended.
@@ -15,11 +18,16 @@ from ..algorithms import LIVE, ReplicaFigures
 class Monitor:
     """Cadences and replica states of one job's monitor thread."""
 
-    interval = 0.05
+    fast = 0.05
+    slow = 0.25
 
     def __init__(self, min_eval_interval: float = 0.2, partition_check_every: float = 0.5) -> None:
         self.min_eval_interval = min_eval_interval
         self.partition_check_every = partition_check_every
+        self.target: int | None = None  # the total steps a ``fit`` is to reach, if any
+        self._hurry_until = -1e9
+        self._rate = 0.0  # steps per second, smoothed over polls
+        self._last: tuple[float, int] | None = None
         self._seen: dict[int, str] = {}
         self._next_eval_step = 0
         self._last_eval = self._last_sample = self._last_partition_check = -1e9
@@ -50,6 +58,23 @@ class Monitor:
     def evaluated(self, steps: int, now: float, eval_every: int) -> None:
         """The job evaluated at ``steps`` itself (at its start, say): the next evaluation is ``eval_every`` later."""
         self._next_eval_step, self._last_eval = steps + eval_every, now
+
+    def hurry(self, now: float, seconds: float = 1.0) -> None:
+        """Poll fast for the next ``seconds``: the job started, or something changed."""
+        self._hurry_until = max(self._hurry_until, now + seconds)
+
+    def interval(self, now: float, steps: int) -> float:
+        """Seconds until the next poll, given the total ``steps`` now: ``fast`` while hurried or when
+        ``target`` is less than two slow polls away at the recent rate, else ``slow``."""
+        if self._last is not None and now > self._last[0]:
+            rate = (steps - self._last[1]) / (now - self._last[0])
+            self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
+        self._last = (now, steps)
+        if now < self._hurry_until:
+            return self.fast
+        if self.target is not None and self.target - steps <= 2 * self.slow * max(self._rate, 0.0):
+            return self.fast
+        return self.slow
 
     def partition_check_due(self, now: float) -> bool:
         if now - self._last_partition_check < self.partition_check_every:

@@ -17,6 +17,8 @@ from .client_calls import aresolve, resolve
 from .layout import ShardLayout
 from .pending import Pending
 from .records import PushAnswer, ShardFigures
+from .threaded_shard import ThreadedShard
+from .wire_client import WireShard
 
 
 class ShardedParameters:
@@ -186,3 +188,10 @@ class ShardedParameters:
 
     def state(self) -> list[dict]:
         return [resolve(p) for p in [s.state() for s in self.shards]]
+
+    def close(self) -> None:
+        """End this client's own connections to its shards (``WireShard``s) and threads (``ThreadedShard``s);
+        the shards stay. Calls already made are answered first."""
+        for s in self.shards:
+            if isinstance(s, (WireShard, ThreadedShard)):  # not hasattr: an actor proxy answers any name
+                s.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+from concurrent.futures import Future
 
 
 def resolve(value):
@@ -12,5 +14,7 @@ def resolve(value):
 
 
 async def aresolve(value):
-    """``resolve`` for code on an event loop: awaits what can be awaited (an actor call)."""
+    """``resolve`` for code on an event loop: awaits what can be awaited (an actor call, a wire call)."""
+    if isinstance(value, Future):  # a wire call (``WireShard``): awaited without blocking the loop
+        return await asyncio.wrap_future(value)
     return await value if inspect.isawaitable(value) else resolve(value)

@@ -62,3 +62,12 @@ class ShardFigures:
                 "staleness": self.staleness.summary(), "staleness_examples": self.age.summary(),
                 "examples": self.examples, "bytes_fetched": self.bytes_fetched, "bytes_pushed": self.bytes_pushed,
                 "optimizer": self.optimizer, "lr": self.lr}
+
+
+@dataclass(frozen=True)
+class WireAddress:
+    """Where a worker's shard wire listens (``dbkit.ps.wire_server``), and the token it asks for (hex)."""
+
+    host: str
+    port: int
+    token: str

@@ -178,6 +178,7 @@ class DownpourSGD(Job):
         fleet = self._fleet = self._res.fleet = Fleet(cluster, placement, net, self.data, c, self.tag)
         self._sample(evaluate=True)  # the history starts from the untrained model
         self._monitor.evaluated(0, self.events.now(), c.eval_every)
+        self._monitor.hurry(self.events.now())
         fleet.paused = paused
         fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0)
         self._res.monitor = JobThread(self, DownpourSGD._watch, "dbkit-downpour-monitor", on_error=Job._thread_failed)
@@ -203,10 +204,11 @@ class DownpourSGD(Job):
                 fleet.launching.release()
         else:
             fleet.poll(settle=False)
-        evaluate, sample = monitor.due(fleet.total_steps(), now, self.config.eval_every, self.sample_every)
+        steps = fleet.total_steps()
+        evaluate, sample = monitor.due(steps, now, self.config.eval_every, self.sample_every)
         if sample:
             self._sample(evaluate)
-        return monitor.interval
+        return monitor.interval(self.events.now(), steps)
 
     def _note_transitions(self) -> None:
         """A ``ReplicaEvent`` for each replica that started or ended since the last call (the monitor
@@ -235,7 +237,9 @@ class DownpourSGD(Job):
 
     def _cap(self, steps: int | None) -> int | None:
         assert self._fleet is not None
-        return self._fleet.set_caps(steps)
+        self._monitor.target = self._fleet.set_caps(steps)
+        self._monitor.hurry(self.events.now())
+        return self._monitor.target
 
     def _hold(self, paused: bool) -> None:
         assert self._fleet is not None
@@ -291,6 +295,7 @@ class DownpourSGD(Job):
             fleet.config = old
             raise
         self._note_transitions()
+        self._monitor.hurry(self.events.now())
 
     def _relayout(self, new: RunConfig) -> None:
         """Stop the replicas (they push what they accumulated), move parameters and Adagrad state to

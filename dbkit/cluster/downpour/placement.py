@@ -21,6 +21,7 @@ from ...nn import Network
 from ...partition import AlignedLayout, Ownership, aligned_layout, boundary_floats, inputs_used, ownership
 from ...ps import ShardedParameters, ShardFigures, resolve
 from ..partition_actors import PartitionActor
+from ..registry import collect_proxies
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
 
@@ -43,6 +44,7 @@ class Placement:
         self.cluster, self.network = cluster, network
         self.shard_workers, self.replica_workers = shard_workers, replica_workers
         self.ownership, self.alignment = check_layout(network, config)
+        self.transport = config.downpour.transport
         f = boundary_floats(self.ownership)
         self.floats_per_example = f["forward"] + f["backward"]
         self.server: ShardedParameters | None = None
@@ -84,9 +86,12 @@ class Placement:
         for name in old:
             self.cluster.registry.release(name)
 
-    def handles(self) -> ShardHandles:
+    def handles(self, which: list[int] | None = None, layout=None) -> ShardHandles:
+        """Handles of the shards (``which`` of them, with ``layout`` over them) for replicas; with the
+        ``socket`` transport they carry each shard's wire (``dbkit.cluster.wire``)."""
         assert self.server is not None
-        return handles_of(self.server)
+        wires = self.cluster.wires.addresses(self.server.workers) if self.transport == "socket" else None
+        return handles_of(self.server, which, layout, wires)
 
     def parameters(self) -> np.ndarray:
         with self._lock:
@@ -174,12 +179,26 @@ class Placement:
         for j, p in enumerate(parts):
             ids = list(a.shards_of[j])
             cols = inputs_used(net.layers[0], own.units(0, j))
-            shards = handles_of(self.server, ids, a.partition_layout(j))
+            shards = self.handles(ids, a.partition_layout(j))
             calls.append(p.attach_shards(shards, ids, X[:, cols], y, batch_size, seed, f"replica{index}/partition{j}",
                                          overlap=overlap))
         for r in calls:
             resolve(r)
         return handles
+
+    def _abort(self, names: list[str], reason: str) -> None:
+        """Tell the partitions ``names`` to stop waiting for their partners; waits up to 2 s for each."""
+        calls = []
+        for name in names:
+            try:
+                calls.append(self.cluster.registry.proxy(name).abort(reason))
+            except Exception:  # noqa: BLE001 - its worker is gone: nothing there to stop
+                pass
+        for call in calls:
+            try:
+                call.result(timeout=2)
+            except Exception:  # noqa: BLE001
+                pass
 
     def partitioned_replicas(self) -> list[int]:
         return list(self._partition_names)
@@ -190,16 +209,7 @@ class Placement:
         for i in indices:
             names = self._partition_names.pop(i, [])
             if abort:
-                calls = []
-                for name in names:
-                    try:
-                        calls.append(self.cluster.registry.proxy(name).abort(abort))
-                    except Exception:  # noqa: BLE001 - its worker is gone: nothing there to stop
-                        pass
-                for call in calls:
-                    try:
-                        call.result(timeout=2)
-                    except Exception:  # noqa: BLE001
-                        pass
+                self._abort(names, abort)
             for name in names:
                 self.cluster.registry.release(name)
+        collect_proxies()

@@ -68,17 +68,23 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
         raise RuntimeError(f"replica {index}: its control actor {control_key} is not on this worker")
     s = ctl.settings[index]
     replica: DownpourReplica | PartitionedDownpourReplica
+    server = None
     if partitions:
         parts = [Actor(PartitionActor, w, k) for k, w in partitions]
         replica = PartitionedDownpourReplica(index, parts, s.n_fetch, s.n_push, s.lr, floats_per_example,
                                              gather=fail_fast(worker.loop), max_nonfinite=max_nonfinite)
     else:
         assert X is not None and y is not None and shards is not None
-        replica = DownpourReplica(index, network, X, y, connect(shards, name=f"replica{index}"), batch_size,
+        server = connect(shards, name=f"replica{index}", threaded=overlap)
+        replica = DownpourReplica(index, network, X, y, server, batch_size,
                                   s.n_fetch, s.n_push, s.lr, seed=seed, max_nonfinite=max_nonfinite, overlap=overlap)
 
     def publish(figures: ReplicaFigures) -> None:
         ctl.figures[index] = figures
 
-    with threadpool_limits(1):  # one BLAS thread per replica: processes, not BLAS threads, share the cores
-        return run_replica_loop(replica, lambda: ctl.settings[index], publish, worker=worker.address)
+    try:
+        with threadpool_limits(1):  # one BLAS thread per replica: processes, not BLAS threads, share the cores
+            return run_replica_loop(replica, lambda: ctl.settings[index], publish, worker=worker.address)
+    finally:
+        if server is not None:
+            server.close()  # its wire connections (after the answers to what it pushed)

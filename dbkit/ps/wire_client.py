@@ -1,0 +1,155 @@
+"""One shard reached over its process's ``WireServer``: fetch and push as futures, the rest through a fallback.
+
+A ``WireShard`` stands where an actor proxy would in ``ShardedParameters``:
+``fetch``, ``push`` and ``push_fetch`` return at once with a
+``concurrent.futures.Future``, and one background thread per connection sends
+the requests in the order they were made and reads the answers (the socket
+calls release the GIL, so the replica computes meanwhile). Any other method
+(figures, learning rate, ...) goes to ``fallback``, the shard's actor.
+
+A connection that fails fails every call after it with ``WireError``; no call
+waits longer than ``timeout`` seconds on a silent peer. No Dask import.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import weakref
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from .records import PushAnswer, WireAddress
+from .wire_frames import FETCH, HELLO, OK, PUSH, PUSH_FETCH, REQUEST, WireError, recv_reply, tune
+
+
+class WireShard:
+    """The shard ``key`` at ``address``, for the replica (or partition) named ``pusher``.
+
+    Parameters
+    ----------
+    address : WireAddress
+        Where the shard's process serves its wire, with its token.
+    key : str
+        The shard's key in that process (its actor key on Dask).
+    pusher : str, optional
+        Who pushes through this connection; the shard counts accepted pushes per name.
+    fallback : object, optional
+        What answers every other method (the shard's actor proxy).
+    timeout : float
+        Seconds without a byte from the peer after which a call fails.
+    """
+
+    def __init__(self, address: WireAddress, key: str, pusher: str | None = None, fallback: Any = None,
+                 timeout: float = 60.0) -> None:
+        self.key, self.pusher, self._fallback = key, pusher, fallback
+        self._where = f"shard {key} at {address.host}:{address.port}"
+        try:
+            self._sock = socket.create_connection((address.host, address.port), timeout=timeout)
+        except OSError as e:
+            raise WireError(f"cannot reach {self._where}: {e}") from e
+        try:
+            tune(self._sock)
+            k, p = key.encode(), (pusher or "").encode()
+            self._sock.sendall(HELLO.pack(bytes.fromhex(address.token), len(k), len(p)) + k + p)
+            status, meta, _ = recv_reply(self._sock, 0)
+            if status != OK:
+                raise WireError(f"{self._where} refused the connection: {meta.get('error')}")
+        except (OSError, WireError) as e:
+            self._sock.close()
+            raise e if isinstance(e, WireError) else WireError(f"{self._where}: {e}") from e
+        self.size = int(meta["size"])
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
+        # The thread holds the socket and the queue, not this object: a WireShard dropped without close()
+        # (a partition actor deleted with its worker's state) is collected, and its finalizer ends the thread.
+        self._thread = threading.Thread(target=_answer_calls, args=(self._sock, self._requests, self._where, self.size),
+                                        name=f"dbkit-wire-{key}", daemon=True)
+        self._thread.start()
+        self._finalizer = weakref.finalize(self, _stop, self._sock, self._requests, self._thread)
+
+    # ---- the calls a Downpour replica makes, answered as an actor's would be ----
+    def fetch(self) -> Future:
+        """``(version, parameters)``, when it comes."""
+        return self._submit(FETCH, None, 0, 0, 0)
+
+    def push(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
+             first_version: int | None = None) -> Future:
+        """The shard's ``PushAnswer``, when it comes. ``grad`` must not change until then."""
+        return self._submit(PUSH, grad, fetched_version, first_version, examples)
+
+    def push_fetch(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
+                   first_version: int | None = None) -> Future:
+        """``(answer, version, parameters)``, when they come. ``grad`` must not change until then."""
+        return self._submit(PUSH_FETCH, grad, fetched_version, first_version, examples)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or self.__dict__.get("_fallback") is None:
+            raise AttributeError(name)
+        return getattr(self._fallback, name)
+
+    def _submit(self, op: int, grad: np.ndarray | None, version: int, first: int | None, examples: int) -> Future:
+        if self._closed:
+            raise WireError(f"the connection to {self._where} is closed")
+        if grad is not None:
+            grad = np.ascontiguousarray(grad, dtype=np.float32)
+            if grad.shape != (self.size,):
+                raise ValueError(f"{self._where} holds {self.size} parameters; got a gradient of shape {grad.shape}")
+        future: Future = Future()
+        self._requests.put((future, op, grad, int(version), int(version if first is None else first), int(examples)))
+        return future
+
+    def close(self) -> None:
+        """Finish the calls already made, then close the connection and join its thread. Safe to call twice."""
+        self._closed = True
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        return f"<WireShard {self._where}{' closed' if self._closed else ''}>"
+
+
+def _answer_calls(sock: socket.socket, requests: queue.SimpleQueue, where: str, size: int) -> None:
+    """Send each call in turn and set its future from the answer; after a failure, fail every call."""
+    broken: WireError | None = None
+    while (item := requests.get()) is not None:
+        future, op, grad, version, first, examples = item
+        if broken is not None:
+            future.set_exception(broken)
+            continue
+        try:
+            sock.sendall(REQUEST.pack(op, version, first, examples, 0 if grad is None else grad.nbytes))
+            if grad is not None:
+                sock.sendall(grad.data.cast("B"))
+            status, meta, values = recv_reply(sock, 4 * size)
+        except (OSError, WireError) as e:
+            broken = WireError(f"lost the connection to {where}: {e}")
+            future.set_exception(broken)
+            continue
+        if status != OK:
+            future.set_exception(RuntimeError(f"{where}: {meta.get('error')}"))
+            continue
+        values = np.empty(0, dtype=np.float32) if values is None else values
+        if op == FETCH:
+            future.set_result((meta["version"], values))
+        elif op == PUSH:
+            future.set_result(PushAnswer(**meta["answer"]))
+        else:
+            future.set_result((PushAnswer(**meta["answer"]), meta["version"], values))
+
+
+def _stop(sock: socket.socket, requests: queue.SimpleQueue, thread: threading.Thread) -> None:
+    """End ``thread`` after the calls queued before, then close ``sock``; a call still waiting on a silent
+    peer after 5 s is woken with an error."""
+    requests.put(None)
+    if thread is not threading.current_thread():
+        thread.join(5.0)
+        if thread.is_alive():
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            thread.join()
+    sock.close()

@@ -1,0 +1,88 @@
+"""The frames a shard's socket carries: a fixed header, a little JSON, then raw float32 (no pickle).
+
+A *request* is ``REQUEST`` (operation, fetched version, first version,
+examples, payload bytes) followed by the gradient slice, if any. A *reply* is
+``REPLY`` (status, JSON bytes, payload bytes), the JSON (a push's answer, the
+version fetched, or an error) and the parameters, if any. A connection opens
+with ``HELLO`` (the server's token, then the shard's key and the pusher's
+name). Nothing received is ever unpickled: a peer can send only numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+import numpy as np
+
+FETCH, PUSH, PUSH_FETCH = 1, 2, 3
+OPERATIONS = {"fetch": FETCH, "push": PUSH, "push_fetch": PUSH_FETCH}
+REQUEST = struct.Struct("<Bqqqq")  # operation, fetched version, first version, examples, payload bytes
+REPLY = struct.Struct("<BIq")  # status (0 ok, 1 error), JSON bytes, payload bytes
+HELLO = struct.Struct("<16sHH")  # token, key bytes, pusher bytes
+OK, ERROR = 0, 1
+MAX_META = 1 << 20  # a reply's JSON is a few hundred bytes; anything larger is not a shard speaking
+
+
+class WireError(ConnectionError):
+    """The connection to a shard failed, or its peer broke the protocol."""
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock``; ``WireError`` if the peer closes first."""
+    buf = bytearray(n)
+    recv_into(sock, memoryview(buf))
+    return bytes(buf)
+
+
+def recv_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from ``sock``; ``WireError`` if the peer closes first."""
+    got, n = 0, len(view)
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise WireError(f"the peer closed the connection ({got} of {n} bytes received)")
+        got += k
+
+
+def recv_floats(sock: socket.socket, nbytes: int, limit: int, into: np.ndarray | None = None) -> np.ndarray:
+    """``nbytes`` of float32 from ``sock``, refused above ``limit`` bytes or if not whole floats; read into
+    ``into`` when it is large enough (a buffer reused across messages)."""
+    if nbytes < 0 or nbytes > limit or nbytes % 4:
+        raise WireError(f"a frame of {nbytes} bytes where at most {limit} bytes of float32 were expected")
+    n = nbytes // 4
+    out = into[:n] if into is not None and len(into) >= n else np.empty(n, dtype=np.float32)
+    recv_into(sock, out.data.cast("B"))
+    return out
+
+
+def send_reply(sock: socket.socket, meta: dict[str, Any], values: np.ndarray | None = None, status: int = OK) -> None:
+    """One reply: header, JSON ``meta``, then ``values`` as raw float32."""
+    body = json.dumps(meta).encode()
+    payload = 0 if values is None else values.nbytes
+    sock.sendall(REPLY.pack(status, len(body), payload) + body)
+    if values is not None and payload:
+        sock.sendall(np.ascontiguousarray(values, dtype=np.float32).data.cast("B"))
+
+
+def recv_reply(sock: socket.socket, limit: int, into: np.ndarray | None = None
+               ) -> tuple[int, dict[str, Any], np.ndarray | None]:
+    """``(status, meta, values or None)`` of one reply."""
+    status, meta_len, payload = REPLY.unpack(recv_exact(sock, REPLY.size))
+    if meta_len > MAX_META:
+        raise WireError(f"a reply with {meta_len} bytes of JSON: not a dbkit shard")
+    meta = json.loads(recv_exact(sock, meta_len)) if meta_len else {}
+    values = recv_floats(sock, payload, limit, into) if payload else None
+    return status, meta, values
+
+
+def tune(sock: socket.socket) -> None:
+    """No Nagle delay for the small headers; socket buffers sized for megabyte frames."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, option, 4 << 20)
+        except OSError:  # pragma: no cover - a kernel limit: the default buffers still work
+            pass

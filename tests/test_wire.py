@@ -1,0 +1,229 @@
+"""The shard wire (issue #12): fetch and push over a plain socket compute exactly what calling the shard
+does, a broken peer fails the calls instead of hanging them, bad frames and strangers are refused with
+the shard untouched, and every thread ends on close. Then on a LocalCluster: the wire is what replicas
+use, and a Cluster stops its workers' wires when it closes."""
+
+import dataclasses
+import socket
+import struct
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+
+import dbkit
+from dbkit import data
+from dbkit.config import RunConfig
+from dbkit.ps import ParameterShard, ShardedParameters, balanced_layout, local_shards
+from dbkit.ps.records import WireAddress
+from dbkit.ps.threaded_shard import ThreadedShard
+from dbkit.ps.wire_client import WireShard
+from dbkit.ps.wire_frames import HELLO, REQUEST, WireError
+from dbkit.ps.wire_server import WireServer
+
+
+def _wire_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(("dbkit-wire", "dbkit-shard-call"))]
+
+
+@pytest.fixture
+def served():
+    """Two shards over 1001 parameters behind a WireServer in this process, and a twin pair called directly."""
+    init = np.random.default_rng(0).standard_normal(1001).astype(np.float32)
+    layout = balanced_layout(1001, 2)
+    shards = {f"s{i}": ParameterShard(i, a, b, init[a:b].copy(), "adagrad", 0.05)
+              for i, (a, b) in enumerate(layout.ranges)}
+    server = WireServer(shards.get)
+    yield server, shards, layout, local_shards(init.copy(), 2, "adagrad", 0.05)
+    server.close()
+    assert _wire_threads() == []
+
+
+def test_the_wire_computes_exactly_what_calling_the_shards_does(served):
+    server, shards, layout, twin = served
+    wired = ShardedParameters([WireShard(server.address, k, pusher="replica0") for k in shards], layout,
+                              name="replica0")
+    rng = np.random.default_rng(1)
+    assert np.array_equal(wired.fetch(), twin.fetch())
+    for k in range(6):
+        g = rng.standard_normal(1001).astype(np.float32)
+        if k % 2:
+            a1, p1 = wired.push_fetch(g, examples=16)
+            a2, p2 = twin.push_fetch(g, examples=16)
+            assert a1 == a2 and np.array_equal(p1, p2)
+        else:
+            assert wired.push(g, examples=16) == twin.push(g, examples=16)
+    assert np.array_equal(wired.fetch(), twin.fetch()) and wired.versions == twin.versions == [6, 6]
+    assert (wired.bytes_fetched, wired.bytes_pushed) == (twin.bytes_fetched, twin.bytes_pushed)
+    refused = wired.push(np.full(1001, np.nan, np.float32))  # refused by the shard, as over any transport
+    assert not any(a.accepted for a in refused) and "non-finite" in refused[0].reason
+    f = shards["s0"].figures()
+    assert f.pushers == {"replica0": 6} and f.version == 6 and f.rejected == 1
+    wired.close()
+
+
+def test_calls_are_answered_in_order_and_other_methods_go_to_the_fallback(served):
+    server, shards, _, _ = served
+    w = WireShard(server.address, "s1", pusher="r", fallback=shards["s1"])
+    g = np.ones(w.size, np.float32)
+    futures = [w.push(g, 0), w.fetch(), w.push(g, 1), w.push_fetch(g, 2)]
+    answers = [f.result(timeout=10) for f in futures]
+    assert [answers[0].version, answers[1][0], answers[2].version, answers[3][1]] == [1, 1, 2, 3]
+    assert w.figures().version == 3  # not a wire call: the fallback (here the shard itself) answers
+    with pytest.raises(ValueError, match="holds 500 parameters"):
+        w.push(np.ones(3, np.float32), 0)
+    w.close()
+    w.close()  # twice is fine
+    with pytest.raises(WireError, match="closed"):
+        w.fetch()
+
+
+def test_a_stranger_and_an_unknown_shard_are_refused(served):
+    server, shards, _, _ = served
+    wrong = dataclasses.replace(server.address, token="00" * 16)
+    with pytest.raises(WireError, match="wrong token"):
+        WireShard(wrong, "s0")
+    with pytest.raises(WireError, match="no shard nope"):
+        WireShard(server.address, "nope")
+    with pytest.raises(WireError, match="cannot reach"):
+        WireShard(WireAddress("127.0.0.1", _closed_port(), "00" * 16), "s0")
+    assert all(s.version == 0 for s in shards.values())
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _hello(address: WireAddress, key: str) -> socket.socket:
+    sock = socket.create_connection((address.host, address.port), timeout=5)
+    sock.sendall(HELLO.pack(bytes.fromhex(address.token), len(key), 0) + key.encode())
+    sock.recv(4096)  # the welcome
+    return sock
+
+
+@pytest.mark.parametrize("frame", [
+    REQUEST.pack(2, 0, 0, 16, 1 << 40),  # a header claiming a terabyte
+    REQUEST.pack(2, 0, 0, 16, 7),  # not whole floats
+    REQUEST.pack(9, 0, 0, 0, 0),  # no such operation
+])
+def test_a_malformed_request_ends_its_connection_and_leaves_the_shard_untouched(served, frame):
+    server, shards, _, _ = served
+    before = shards["s0"].params.copy()
+    sock = _hello(server.address, "s0")
+    sock.sendall(frame)
+    sock.settimeout(5)
+    end = time.monotonic() + 5
+    while sock.recv(4096) and time.monotonic() < end:  # an error reply, then the server closes
+        pass
+    sock.close()
+    assert shards["s0"].version == 0 and np.array_equal(shards["s0"].params, before)
+    healthy = WireShard(server.address, "s0")  # the server goes on serving others
+    assert healthy.fetch().result(timeout=5)[0] == 0
+    healthy.close()
+
+
+def test_a_lost_peer_fails_every_call_and_a_gone_shard_says_so(served):
+    server, shards, _, _ = served
+    w = WireShard(server.address, "s0")
+    s0 = shards.pop("s0")  # released from the process: its connections learn it at the next call
+    with pytest.raises(RuntimeError, match="gone"):
+        w.fetch().result(timeout=5)
+    shards["s0"] = s0
+    w.close()
+    w2 = WireShard(server.address, "s0", timeout=5)
+    server.close()  # the worker died: calls fail at once, none waits forever
+    with pytest.raises(WireError):
+        w2.push(np.ones(w2.size, np.float32), 0).result(timeout=10)
+    with pytest.raises(WireError):  # and every call after it
+        w2.fetch().result(timeout=10)
+    w2.close()
+
+
+def test_a_truncated_reply_is_an_error_not_a_hang():
+    listener = socket.create_server(("127.0.0.1", 0))
+    token = b"k" * 16
+
+    def half_answer():
+        conn, _ = listener.accept()
+        conn.recv(4096)
+        conn.sendall(struct.pack("<BIq", 0, 11, 0) + b'{"size": 4}')  # welcome
+        conn.recv(4096)
+        conn.sendall(struct.pack("<BIq", 0, 14, 16) + b'{"version": 1}' + b"\0" * 5)  # 5 of 16 bytes
+        conn.close()
+
+    t = threading.Thread(target=half_answer)
+    t.start()
+    w = WireShard(WireAddress("127.0.0.1", listener.getsockname()[1], token.hex()), "s", timeout=5)
+    with pytest.raises(WireError, match="closed"):
+        w.fetch().result(timeout=10)
+    w.close()
+    t.join()
+    listener.close()
+
+
+def test_a_threaded_shard_answers_as_the_shard_does_in_order():
+    a, b = ParameterShard(0, 0, 50, np.zeros(50, np.float32)), ParameterShard(0, 0, 50, np.zeros(50, np.float32))
+    t = ThreadedShard(a)
+    g = np.arange(50, dtype=np.float32)
+    futures = [t.push(g, 0, "r", 4), t.push_fetch(g, 1, "r", 4), t.fetch()]
+    got = [f.result(timeout=5) for f in futures]
+    want = [b.push(g, 0, "r", 4), b.push_fetch(g, 1, "r", 4), b.fetch()]
+    assert got[0] == want[0] and got[1][0] == want[1][0] and np.array_equal(got[2][1], want[2][1])
+    assert t.figures().pushers == {"r": 2}
+    t.close()
+    assert _wire_threads() == []
+
+
+def test_the_plugin_serves_only_plain_tcp_workers():
+    from dbkit.cluster.wire import ShardWirePlugin
+
+    tls = ShardWirePlugin("x")
+    tls.setup(types.SimpleNamespace(address="tls://127.0.0.1:9999", state=types.SimpleNamespace(actors={})))
+    assert tls.server is None  # over TLS replicas talk through Dask: nothing leaves a worker unencrypted
+    tcp = ShardWirePlugin("x")
+    tcp.setup(types.SimpleNamespace(address="tcp://127.0.0.1:9999", state=types.SimpleNamespace(actors={})))
+    assert tcp.server is not None and tcp.server.address.host == "127.0.0.1"
+    tcp.teardown(None)
+    assert _wire_threads() == []
+
+
+def test_transport_is_checked():
+    assert RunConfig.make(algorithm="downpour", transport="actor").downpour.transport == "actor"
+    with pytest.raises(ValueError, match="transport"):
+        RunConfig.make(algorithm="downpour", transport="udp")
+
+
+# ---- on a LocalCluster -----------------------------------------------------------------------
+def _served_requests(client) -> dict:
+    def count(dask_worker):
+        return {name: p.server.requests for name, p in dask_worker.plugins.items()
+                if name.startswith("dbkit-shard-wire") and p.server is not None}
+    return client.run(count)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("transport", ["socket", "actor"])
+def test_replicas_fetch_and_push_over_the_wire_unless_told_not_to(digits, local_cluster, transport):
+    with dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, n_fetch=2, n_push=2, lr=0.05, seed=3,
+                           client=local_cluster.client, transport=transport) as job:
+        job.fit(steps=200, progress=False)
+        requests = _served_requests(local_cluster.client)
+        report = job.report()
+    served = sum(n for per_worker in requests.values() for n in per_worker.values())
+    if transport == "socket":  # each replica reaches the shard on the other worker over the wire
+        assert served >= 2 * 50
+    else:
+        assert served == 0
+    assert report["final"]["test_accuracy"] > 0.8
+    assert all(sum(s["pushers"].values()) == s["updates"] for s in report["shards"])
+    left = local_cluster.client.run(lambda: [t.name for t in threading.enumerate() if t.name.startswith("dbkit-")])
+    assert all(names == [] for names in left.values())  # the job's cluster view stopped its wires on close
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
