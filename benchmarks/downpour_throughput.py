@@ -28,6 +28,8 @@ per push.
 from __future__ import annotations
 
 import argparse
+import statistics
+import threading
 import time
 
 from threadpoolctl import threadpool_limits
@@ -58,14 +60,13 @@ def _sgd_rate(case: dict, seconds: float, start=None) -> tuple[float, int]:
         return (trainer.counters.examples - n0) / (time.perf_counter() - t0), net.size
 
 
-def baseline(case: dict, seconds: float, before: dict | None = None) -> dict:
-    """The sync SGD baseline; given the one measured ``before`` the Downpour rows, the mean of both (this
-    machine's speed drifts by 10-20% over minutes, so one window at the start can flatter or wrong every ratio)."""
+def baseline(case: dict, seconds: float) -> dict:
+    """The sync SGD baseline's first window. ``main`` measures another after every round of Downpour rows
+    and divides each row by the mean of the windows either side of its round: this machine's speed drifts
+    by 10-20% over minutes, so one window at the start can flatter or wrong every ratio."""
     eps, parameters = _sgd_rate(case, seconds)
-    windows = ([before["examples_per_second"]] if before else []) + [eps]
-    mean = sum(windows) / len(windows)
-    return {"examples_per_second": mean, "step_ms": 1e3 * case["batch_size"] / mean, "parameters": parameters,
-            "windows": windows}
+    return {"examples_per_second": eps, "step_ms": 1e3 * case["batch_size"] / eps, "parameters": parameters,
+            "windows": [eps]}
 
 
 def _gradients_for(case: dict, seconds: float, start, out) -> None:
@@ -149,13 +150,18 @@ def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: 
                      batch_size=case["batch_size"], client=client,
                      eval_every=10**9, overlap=overlap, transport=transport) as job:
         job.fit(seconds=min(2.0, seconds), progress=False)  # warm-up: replicas started, first fetches done
-        figures = job.replicas()
+        # The window lies inside a running fit, read off the replicas' own counters (asked afresh): the
+        # pause and the final evaluation at the end of a fit are not training and must not count.
+        runner = threading.Thread(target=job.fit, kwargs={"seconds": seconds + 60, "progress": False})
+        runner.start()
+        time.sleep(0.5)
+        figures, t0 = job.replicas(), time.perf_counter()
         e0 = sum(f.examples for f in figures)
         s0 = {f.replica: f.steps for f in figures}
-        t0 = time.perf_counter()
-        job.fit(seconds=seconds, progress=False)
-        dt = time.perf_counter() - t0
-        figures = job.replicas()
+        time.sleep(seconds)
+        figures, dt = job.replicas(), time.perf_counter() - t0
+        job.pause()
+        runner.join()
         examples = sum(f.examples for f in figures) - e0
         steps = {f.replica: f.steps - s0.get(f.replica, 0) for f in figures}
     eps = examples / dt
@@ -164,6 +170,12 @@ def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: 
             "optimizer": optimizer, "transport": transport,
             "examples_per_second": eps,
             "replica_step_ms": per_replica_step_ms}
+
+
+def _median_row(rows: list[dict]) -> dict:
+    """One configuration measured in several rounds: the round with the median speedup, and every round's."""
+    ranked = sorted(rows, key=lambda r: r["speedup"])
+    return dict(ranked[(len(ranked) - 1) // 2], speedups=[r["speedup"] for r in rows])
 
 
 def main(argv=None) -> int:
@@ -182,6 +194,8 @@ def main(argv=None) -> int:
                    "applies, so like for like), adagrad (what Downpour runs use; more arithmetic per push)")
     p.add_argument("--transport", default="socket", help="how replicas reach shards on the other worker, "
                    "comma-separated: socket (the shard wire, the default), actor (Dask actor calls)")
+    p.add_argument("--rounds", type=int, default=1, help="measure every row this many times, each round between "
+                   "two baseline windows; rows report the median (default: %(default)s)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="skip the 2-process ceiling")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
@@ -196,14 +210,23 @@ def main(argv=None) -> int:
                 base["ceiling"] = ceiling(case, args.seconds)
                 base["floor"] = {o: floor(base["parameters"], o) for o in args.optimizer.split(",")}
             modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.overlap]
-            rows = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer, args.partitions,
-                             transport)
-                    for r in map(int, args.replicas.split(",")) for n in map(int, args.n.split(","))
-                    for overlap in modes for optimizer in args.optimizer.split(",")
-                    for transport in args.transport.split(",")]
-            base = dict(base, **baseline(case, args.seconds, before=base))
+            configs = [(r, n, overlap, optimizer, transport)
+                       for r in map(int, args.replicas.split(",")) for n in map(int, args.n.split(","))
+                       for overlap in modes for optimizer in args.optimizer.split(",")
+                       for transport in args.transport.split(",")]
+            windows = [base["examples_per_second"]]
+            rounds = []  # this machine's speed drifts: each round's rows against the baselines either side
+            for _ in range(args.rounds):
+                measured = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer,
+                                     args.partitions, transport) for r, n, overlap, optimizer, transport in configs]
+                windows.append(_sgd_rate(case, args.seconds)[0])
+                for row in measured:
+                    row["speedup"] = row["examples_per_second"] / statistics.mean(windows[-2:])
+                rounds.append(measured)
+            rows = [_median_row([measured[i] for measured in rounds]) for i in range(len(configs))]
+            mean = statistics.mean(windows)
+            base.update(examples_per_second=mean, step_ms=1e3 * case["batch_size"] / mean, windows=windows)
             for row in rows:
-                row["speedup"] = row["examples_per_second"] / base["examples_per_second"]
                 if "floor" in base and row["replicas"] in (1, 2) and args.shards == 2 and args.partitions == 1:
                     row["bound"] = bound(base["step_ms"], base["ceiling"]["ratio"], base["floor"][row["optimizer"]],
                                          row["replicas"], row["n_push"])
@@ -211,8 +234,8 @@ def main(argv=None) -> int:
             print(f"\n{name}: {base['parameters']:,} parameters, batch {case['batch_size']}, {args.shards} shards, "
                   f"{args.partitions} partition{'s' if args.partitions > 1 else ''} per replica; "
                   f"sync SGD baseline "
-                  f"{base['examples_per_second']:.0f} examples/s ({base['step_ms']:.2f} ms/step; before and after "
-                  f"the Downpour rows: {' and '.join(f'{w:.0f}' for w in base['windows'])})")
+                  f"{base['examples_per_second']:.0f} examples/s ({base['step_ms']:.2f} ms/step; mean of the "
+                  f"windows before, between and after the rounds: {', '.join(f'{w:.0f}' for w in base['windows'])})")
             if "ceiling" in base:
                 print(f"ceiling: 2 bare processes computing at once give {base['ceiling']['ratio']:.2f}x one alone")
                 for o, f in base["floor"].items():

@@ -156,3 +156,22 @@ def test_accrue_with_a_local_step_is_the_two_textbook_updates(size):
     ex.accrue(grad.copy(), 32, (params, lr))
     assert ex.accrued.tobytes() == want_accrued.tobytes() and params.tobytes() == want_params.tobytes()
     assert ex.examples == 64
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_after_a_push_the_next_gradient_starts_a_fresh_sum(local):
+    """The accrued buffer is not zeroed after a push (a pass over the vector saved): the next accrue
+    overwrites it. What each push carries is still exactly the sum since the one before; a push with
+    nothing accrued carries zeros."""
+    size, lr = 2 * CHUNK + 3, 0.01
+    rng = np.random.default_rng(7)
+    g = [rng.standard_normal(size).astype(np.float32) for _ in range(3)]
+    server, twin = (local_shards(np.zeros(size, np.float32), 2, "sgd", 1.0) for _ in range(2))
+    ex = Exchange(server, size, overlap=False, on_params=lambda p: None, on_answers=lambda a: None)
+    params = np.zeros(size, np.float32)
+    for pushed in ([g[0], g[1]], [g[2]], []):
+        for x in pushed:
+            ex.accrue(x.copy(), 8, (params, lr) if local else None)
+        ex.push(and_fetch=False)
+        twin.push(sum(pushed, np.zeros(size, np.float32)))
+    assert server.fetch().tobytes() == twin.fetch().tobytes() and server.versions == [3, 3]

@@ -178,6 +178,24 @@ def test_a_threaded_shard_answers_as_the_shard_does_in_order():
     assert _wire_threads() == []
 
 
+def test_shards_on_call_threads_write_fetches_in_place_and_match_the_shards():
+    init = np.random.default_rng(2).standard_normal(300).astype(np.float32)
+    layout = balanced_layout(300, 3)
+    twin = local_shards(init.copy(), 3, "adagrad", 0.1)
+    threaded = ShardedParameters([ThreadedShard(ParameterShard(i, a, b, init[a:b].copy(), "adagrad", 0.1))
+                                  for i, (a, b) in enumerate(layout.ranges)], layout)
+    g = np.random.default_rng(3).standard_normal(300).astype(np.float32)
+    answers, params = threaded.start_push_fetch(g, 8).result()
+    want_answers, want_params = twin.push_fetch(g, examples=8)
+    assert answers == want_answers and params.tobytes() == want_params.tobytes()
+    assert threaded.fetch().tobytes() == twin.fetch().tobytes() and threaded.versions == twin.versions
+    assert threaded.bytes_fetched == twin.bytes_fetched
+    with pytest.raises(ValueError, match="shape"):
+        threaded.shards[0].shard.fetch_into(np.empty(7, np.float32))
+    threaded.close()
+    assert _wire_threads() == []
+
+
 def test_the_plugin_serves_only_plain_tcp_workers():
     from dbkit.cluster.wire import ShardWirePlugin
 

@@ -39,6 +39,7 @@ class Exchange:
         self.accrued = np.zeros(size, dtype=np.float32)
         self._sending = np.zeros(size, dtype=np.float32)  # the gradient of the push under way (or a spare)
         self.examples = 0
+        self._fresh = True  # ``accrued`` holds nothing yet (its contents are stale, not zero)
         self.first_versions: list[int] | None = None  # versions its oldest accrued gradient was computed at
         self.fetching: Pending | None = None
         self.pushing: Pending | None = None
@@ -54,17 +55,24 @@ class Exchange:
         Both read ``grad`` chunk by chunk, so the vector comes from memory once and not twice; every
         element's arithmetic is that of ``accrued += grad; grad *= lr; params -= grad``.
         """
-        if self.examples == 0:
+        fresh, self._fresh = self._fresh, False  # nothing accrued since the last push: copy, where adding
+        if fresh:  # to zeros would read a zeroed buffer for nothing (0 + g is g)
             self.first_versions = list(self.server.versions)
         self.examples += examples
         if local_step is None:
-            self.accrued += grad
+            if fresh:
+                np.copyto(self.accrued, grad)
+            else:
+                self.accrued += grad
             return
         params, lr = local_step
         scale = np.float32(lr)
         for a in range(0, grad.size, CHUNK):
             g = grad[a : a + CHUNK]
-            self.accrued[a : a + CHUNK] += g
+            if fresh:
+                np.copyto(self.accrued[a : a + CHUNK], g)
+            else:
+                self.accrued[a : a + CHUNK] += g
             g *= scale
             params[a : a + CHUNK] -= g
 
@@ -80,8 +88,10 @@ class Exchange:
         """Start pushing the accrued gradient, computed on parameters of ``versions`` (the push under way
         must be settled first); True if a fetch went with it."""
         assert self.pushing is None, "settle the push under way first"
-        self.accrued, self._sending = self._sending, self.accrued
-        self.accrued[:] = 0.0
+        if self._fresh:  # a push with nothing accrued (rare) pushes zeros, not the buffer's stale contents
+            self.accrued[:] = 0.0
+        self.accrued, self._sending = self._sending, self.accrued  # the next accrue overwrites it: no zeroing
+        self._fresh = True
         examples, firsts, self.examples = self.examples, self.first_versions, 0
         if and_fetch and self.fetching is None:
             self.pushing = self.fetching = self.server.start_push_fetch(self._sending, examples, firsts,

@@ -249,9 +249,18 @@ class Job(JobHooks):
                  "replicas": s.live_replicas} for s in self.events.of(Sample) if s.evaluation is not None]
 
     def replicas(self) -> list[ReplicaFigures]:
-        """Every replica's latest figures (steps, pushes, fetches, state, worker, ...)."""
+        """Every replica's latest figures (steps, pushes, fetches, state, worker, ...), asked afresh."""
+        if self._final is None:
+            self._refresh()
+        return self._known_replicas()
+
+    def _known_replicas(self) -> list[ReplicaFigures]:
+        """The replicas' figures as of the last poll (no call to Dask)."""
         final = self._final
         return list(final.replicas) if final is not None else [f for _, f in sorted(self._replica_figures().items())]
+
+    def _refresh(self) -> None:
+        """Bring the replicas' figures up to date now (the monitor's last poll may be a moment old)."""
 
     def shards(self) -> list[ShardFigures]:
         """Every parameter shard's figures (updates, staleness, bytes, worker); asks the shards."""
@@ -269,7 +278,7 @@ class Job(JobHooks):
         """The latest state, copied cheaply for a UI thread; never calls Dask."""
         errors = self.events.last(ErrorEvent)
         return Snapshot(self.algorithm, self._state, self.events.now(), self.config, self._progress(),
-                        tuple(self.replicas()), self.events.last(Sample), self._last_eval,
+                        tuple(self._known_replicas()), self.events.last(Sample), self._last_eval,
                         {k: v for k, v in self._changes.pending().items()}, self.events.last(Change),
                         errors.message if errors is not None else None, len(self.events), self.dashboard)
 

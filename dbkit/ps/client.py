@@ -57,7 +57,10 @@ class ShardedParameters:
     def start_fetch(self) -> Pending[np.ndarray]:
         """Ask every shard for its parameters and return at once; ``result()`` assembles them (and takes
         their versions as this client's) when they arrive."""
-        return Pending([s.fetch() for s in self.shards], self._assemble)
+        out = np.empty(self.layout.size, dtype=np.float32)
+        calls = [s.fetch(into=out[a:b]) if _fills(s) else s.fetch()
+                 for s, (a, b) in zip(self.shards, self.layout.ranges)]
+        return Pending(calls, lambda fetched: self._assemble(fetched, out))
 
     def start_push(self, grad: np.ndarray, examples: int = 0, first_versions: Sequence[int] | None = None,
                    versions: Sequence[int] | None = None) -> Pending[list[PushAnswer]]:
@@ -68,8 +71,9 @@ class ShardedParameters:
     def start_push_fetch(self, grad: np.ndarray, examples: int = 0, first_versions: Sequence[int] | None = None,
                          versions: Sequence[int] | None = None) -> Pending[tuple[list[PushAnswer], np.ndarray]]:
         """``push_fetch`` without waiting; ``result()`` gives ``(answers, parameters)``."""
-        return Pending(self._send("push_fetch", grad, versions, examples, first_versions),
-                       self._answered_and_fetched)
+        out = np.empty(self.layout.size, dtype=np.float32)
+        return Pending(self._send("push_fetch", grad, versions, examples, first_versions, out),
+                       lambda results: self._answered_and_fetched(results, out))
 
     def push(self, grad: np.ndarray, versions: Sequence[int] | None = None, examples: int = 0,
              first_versions: Sequence[int] | None = None) -> list[PushAnswer]:
@@ -103,30 +107,37 @@ class ShardedParameters:
         return self._answered_and_fetched([await aresolve(p) for p in pending])
 
     def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None, examples: int,
-              first_versions: Sequence[int] | None) -> list:
+              first_versions: Sequence[int] | None, out: np.ndarray | None = None) -> list:
+        """Call ``method`` on every shard with its slice of ``grad``; a ``push_fetch`` given ``out`` has the
+        shards that can (``WireShard``, ``ThreadedShard``) write their parameters straight into it."""
         grad = np.asarray(grad, dtype=np.float32)
         if grad.shape != (self.layout.size,):
             raise ValueError(f"gradient has shape {grad.shape}, parameters have ({self.layout.size},)")
         versions = list(self.versions if versions is None else versions)
         firsts = list(versions if first_versions is None else first_versions)
         named = {} if self.name is None else {"pusher": self.name}
-        return [getattr(s, method)(grad[a:b], int(v), examples=int(examples), first_version=int(f), **named)
+        return [getattr(s, method)(grad[a:b], int(v), examples=int(examples), first_version=int(f), **named,
+                                   **({"into": out[a:b]} if out is not None and _fills(s) else {}))
                 for s, (a, b), v, f in zip(self.shards, self.layout.ranges, versions, firsts)]
 
     def _answered(self, answers: list[PushAnswer]) -> list[PushAnswer]:
         self._count_pushed(answers)
         return answers
 
-    def _answered_and_fetched(self, results: list) -> tuple[list[PushAnswer], np.ndarray]:
-        return self._answered([r[0] for r in results]), self._assemble([r[1:] for r in results])
+    def _answered_and_fetched(self, results: list, out: np.ndarray | None = None
+                              ) -> tuple[list[PushAnswer], np.ndarray]:
+        return self._answered([r[0] for r in results]), self._assemble([r[1:] for r in results], out)
 
     def _count_pushed(self, answers: list[PushAnswer]) -> None:
         self.bytes_pushed += sum(4 * (b - a) for (a, b), r in zip(self.layout.ranges, answers) if r.accepted)
 
-    def _assemble(self, fetched: list) -> np.ndarray:
-        out = np.empty(self.layout.size, dtype=np.float32)
+    def _assemble(self, fetched: list, out: np.ndarray | None = None) -> np.ndarray:
+        """The full vector from each shard's ``(version, values)``, taking their versions; values a shard
+        already wrote into ``out`` (``_fills``) are not copied again."""
+        out = np.empty(self.layout.size, dtype=np.float32) if out is None else out
         for i, ((a, b), (version, values)) in enumerate(zip(self.layout.ranges, fetched)):
-            out[a:b] = values
+            if not np.may_share_memory(values, out):
+                out[a:b] = values
             self.versions[i] = version
         self.bytes_fetched += out.nbytes
         return out
@@ -195,3 +206,9 @@ class ShardedParameters:
         for s in self.shards:
             if isinstance(s, (WireShard, ThreadedShard)):  # not hasattr: an actor proxy answers any name
                 s.close()
+
+
+def _fills(shard) -> bool:
+    """Whether ``shard`` can write fetched parameters into a given array (``into=``); an actor proxy
+    answers with a fresh one, which is copied in. ``isinstance``, as a proxy answers any attribute."""
+    return isinstance(shard, (WireShard, ThreadedShard))

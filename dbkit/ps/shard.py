@@ -84,6 +84,16 @@ class ParameterShard(VectorOps):
             self.bytes_fetched += self.params.nbytes
             return self.version, self.params.copy()
 
+    def fetch_into(self, out: np.ndarray) -> int:
+        """``fetch`` into ``out`` (this shard's size, float32) instead of a new array; returns the version."""
+        if out.shape != (self.size,):
+            raise ValueError(f"fetch_into: out has shape {out.shape}, shard {self.index} holds {self.size}")
+        with self._lock:
+            self.fetches += 1
+            self.bytes_fetched += self.params.nbytes
+            np.copyto(out, self.params)
+            return self.version
+
     def push(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
              first_version: int | None = None) -> PushAnswer:
         """Apply one gradient slice computed from parameters at ``fetched_version``.

@@ -72,9 +72,10 @@ class WireShard:
         self._finalizer = weakref.finalize(self, _stop, self._sock, self._requests, self._thread)
 
     # ---- the calls a Downpour replica makes, answered as an actor's would be ----
-    def fetch(self) -> Future:
-        """``(version, parameters)``, when it comes."""
-        return self._submit(FETCH, None, 0, 0, 0)
+    def fetch(self, into: np.ndarray | None = None) -> Future:
+        """``(version, parameters)``, when it comes; with ``into`` (the shard's size, float32) the parameters
+        are received straight into it."""
+        return self._submit(FETCH, None, 0, 0, 0, into)
 
     def push(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
              first_version: int | None = None) -> Future:
@@ -82,16 +83,17 @@ class WireShard:
         return self._submit(PUSH, grad, fetched_version, first_version, examples)
 
     def push_fetch(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
-                   first_version: int | None = None) -> Future:
+                   first_version: int | None = None, into: np.ndarray | None = None) -> Future:
         """``(answer, version, parameters)``, when they come. ``grad`` must not change until then."""
-        return self._submit(PUSH_FETCH, grad, fetched_version, first_version, examples)
+        return self._submit(PUSH_FETCH, grad, fetched_version, first_version, examples, into)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or self.__dict__.get("_fallback") is None:
             raise AttributeError(name)
         return getattr(self._fallback, name)
 
-    def _submit(self, op: int, grad: np.ndarray | None, version: int, first: int | None, examples: int) -> Future:
+    def _submit(self, op: int, grad: np.ndarray | None, version: int, first: int | None, examples: int,
+                into: np.ndarray | None = None) -> Future:
         if self._closed:
             raise WireError(f"the connection to {self._where} is closed")
         if grad is not None:
@@ -99,7 +101,11 @@ class WireShard:
             if grad.shape != (self.size,):
                 raise ValueError(f"{self._where} holds {self.size} parameters; got a gradient of shape {grad.shape}")
         future: Future = Future()
-        self._requests.put((future, op, grad, int(version), int(version if first is None else first), int(examples)))
+        if into is not None and (into.shape != (self.size,) or into.dtype != np.float32
+                                 or not into.flags.c_contiguous):
+            raise ValueError(f"{self._where}: into must be {self.size} contiguous float32")
+        self._requests.put((future, op, grad, int(version), int(version if first is None else first), int(examples),
+                            into))
         return future
 
     def close(self) -> None:
@@ -115,7 +121,7 @@ def _answer_calls(sock: socket.socket, requests: queue.SimpleQueue, where: str, 
     """Send each call in turn and set its future from the answer; after a failure, fail every call."""
     broken: WireError | None = None
     while (item := requests.get()) is not None:
-        future, op, grad, version, first, examples = item
+        future, op, grad, version, first, examples, into = item
         if broken is not None:
             future.set_exception(broken)
             continue
@@ -123,7 +129,7 @@ def _answer_calls(sock: socket.socket, requests: queue.SimpleQueue, where: str, 
             sock.sendall(REQUEST.pack(op, version, first, examples, 0 if grad is None else grad.nbytes))
             if grad is not None:
                 sock.sendall(grad.data.cast("B"))
-            status, meta, values = recv_reply(sock, 4 * size)
+            status, meta, values = recv_reply(sock, 4 * size, into)
         except (OSError, WireError) as e:
             broken = WireError(f"lost the connection to {where}: {e}")
             future.set_exception(broken)

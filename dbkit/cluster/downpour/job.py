@@ -248,6 +248,11 @@ class DownpourSGD(Job):
     def _progress(self) -> int:
         return self._fleet.total_steps() if self._fleet is not None else 0
 
+    def _refresh(self) -> None:
+        fleet = self._fleet
+        if fleet is not None and not self.stopped:
+            fleet.poll(settle=False)
+
     def _replica_figures(self) -> dict[int, ReplicaFigures]:
         return self._fleet.figures() if self._fleet is not None else {}
 
