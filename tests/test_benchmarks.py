@@ -57,8 +57,8 @@ def test_downpour_throughput(tmp_path):
     assert len(r["digits"]["baseline"]["windows"]) == 2  # before and after the Downpour rows
     floor = r["digits"]["baseline"]["floor"]["sgd"]
     assert all(v > 0 for v in floor.values())
-    # a framework-free Downpour still does the exchange's work: below compute alone, and below the ceiling
-    assert all(0 < row["bound"] < 1 for row in rows if row["replicas"] == 1)
+    # a framework-free Downpour still does the exchange's work: at most compute alone, and below the ceiling
+    assert all(0 < row["bound"] <= 1 for row in rows if row["replicas"] == 1)
     assert all(0 < row["bound"] < ceiling["ratio"] for row in rows if row["replicas"] == 2)
 
 
