@@ -33,13 +33,15 @@ def run(config: RunConfig, progress: bool = True, log: Callable[[str], None] = p
     log(f"dataset {d.name}: {d.n_train} train / {len(d.y_test)} test, {d.n_features} features, {d.n_classes} "
         f"classes; model {job.network.name}: {job.network.size:,} parameters")
     log(job.describe())
-    interrupted = False
+    interrupted: str | None = None
     with job:
         try:
             job.fit(progress=progress)
-        except KeyboardInterrupt:
-            log("interrupted: stopping and reporting what was done")
-            interrupted = True
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM as the command line turns it into one
+            interrupted = getattr(e, "signal_name", "SIGINT")
+            log(f"interrupted ({interrupted}): stopping and reporting what was done")
     report = job.report()
-    report["interrupted"] = interrupted
+    report["interrupted"] = interrupted is not None
+    if interrupted is not None:
+        report["signal"] = interrupted
     return report

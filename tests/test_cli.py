@@ -182,3 +182,58 @@ def test_partitioned_downpour_on_a_real_dask_scheduler(tmp_path, dask_cluster_ad
 def test_partitions_are_for_downpour_only():
     out = dbkit("run", "sandblaster", "--partitions", "2", "--quiet")
     assert out.returncode == 2 and "downpour only" in out.stderr
+
+
+def _started_workers(proc, n: int, timeout: float = 120.0) -> None:
+    """Wait until ``proc`` has ``n`` LocalCluster worker processes and a moment more (training has begun)."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        kids = [k for k in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(k.cmdline())]
+        if len(kids) >= n:
+            time.sleep(4.0)
+            return
+        time.sleep(0.2)
+    raise AssertionError("the LocalCluster's workers never started")
+
+
+@pytest.mark.parametrize("signame, status", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("args", [
+    ("downpour", "--replicas", "2"),
+    ("downpour", "--model", "image-local", "--replicas", "1", "--partitions", "2"),
+    ("sandblaster", "--replicas", "2"),
+], ids=["downpour", "partitioned", "sandblaster"])
+def test_a_signal_to_the_whole_process_group_stops_and_reports(tmp_path, args, signame, status):
+    """As a terminal's Ctrl-C does (SIGINT to every process of the group, the LocalCluster's workers too),
+    and as ``kill`` does (SIGTERM to the command): the run stops, writes its report, exits 130 or 143,
+    prints no traceback and leaves no process behind."""
+    import os
+    import signal
+
+    import psutil
+
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "dbkit", "run", *args, "--seconds", "120", "--quiet",
+                             "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, DBKIT_SMALL="1"))
+    try:
+        _started_workers(proc, 2)
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        if signame == "SIGINT":  # a terminal's Ctrl-C: the whole group, workers too
+            os.killpg(proc.pid, signal.SIGINT)
+        else:  # `kill PID`, or a batch system signalling the job's command
+            os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == status, err
+    assert "Traceback" not in err and "Traceback" not in out
+    r = json.loads(report.read_text())
+    assert r["interrupted"] is True and r["signal"] == signame and validate_report(r) == []
+    assert sum(x["steps"] for x in r["replicas"]) > 0 or r["algorithm"] == "sandblaster"
+    _, alive = psutil.wait_procs(kids, timeout=15)
+    assert not [k for k in alive if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]

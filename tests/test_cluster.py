@@ -157,3 +157,33 @@ def test_timing_a_roundtrip_and_a_partitioned_step_cleans_up_after_itself(local_
         time_partitioned_step(local_cluster, nn.build("linear", 4, 2), 3)
     gc.collect()  # dask's actor proxies sit in reference cycles: they let their actors go at the next collection
     assert leftovers(local_cluster, "timing") == {}
+
+
+def test_the_local_dashboard_and_every_wire_listen_on_loopback_only(local_cluster):
+    """Nothing the LocalCluster opens is reachable from another machine: the dashboard and the shard
+    wires listen on 127.0.0.1, not on every interface."""
+    import psutil
+
+    port = local_cluster.client.scheduler_info()["services"]["dashboard"]
+    listening = [c for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening)
+    wires = local_cluster.wires.addresses(local_cluster.workers())
+    assert wires and all(w is not None and w.host == "127.0.0.1" for w in wires.values())
+    for w in wires.values():
+        bound = [c for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == w.port]
+        assert bound and all(c.laddr.ip == "127.0.0.1" for c in bound)
+
+
+def test_workers_started_here_survive_a_sigint_that_the_driver_handles(local_cluster):
+    """A terminal sends Ctrl-C to the whole process group; the workers must not die of it before the driver
+    has stopped the job and written its report (they start with SIGINT ignored)."""
+    import os
+    import signal
+    import time
+
+    before = local_cluster.client.run(os.getpid)
+    for pid in before.values():
+        os.kill(pid, signal.SIGINT)
+    time.sleep(1.0)
+    assert local_cluster.client.run(os.getpid) == before
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the driver's own handler is back

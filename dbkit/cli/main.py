@@ -8,7 +8,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..data import DataError, small
@@ -65,6 +69,25 @@ def _write_outputs(report: dict, report_path: str | None, plot_path: str | None)
         print(f"plot: {plot_history(report['history'], plot_path, title)}")
 
 
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (what a batch system sends at a time limit, and ``kill``) stops the run as Ctrl-C does: the
+    job stops, the report is written, and the exit status is 143 (128 + 15) instead of 130."""
+    def terminated(signum: int, frame: object) -> None:
+        e = KeyboardInterrupt()
+        e.signal_name = "SIGTERM"  # type: ignore[attr-defined]
+        raise e
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from ..config import RunConfig
@@ -82,10 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = config_from_args(args, args.algorithm)
             report_path, plot_path = args.report, args.plot
-        report = run(config, progress=not args.quiet)
+        with _sigterm_as_interrupt():
+            report = run(config, progress=not args.quiet)
         print_summary(report)
         _write_outputs(report, report_path, plot_path)
-        return 130 if report.get("interrupted") else 0
+        if report.get("interrupted"):
+            return 143 if report.get("signal") == "SIGTERM" else 130
+        return 0
     except (ValueError, DataError, OSError) as e:
         print(f"dbkit: error: {e}", file=sys.stderr)
         return 2

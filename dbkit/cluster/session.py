@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import atexit
 import logging
+import signal
+import threading
 import uuid
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .registry import ActorRegistry
 
@@ -70,10 +74,11 @@ class Cluster:
             # glibc's adaptive mmap threshold: then every multi-MB array (a gradient,
             # a fetched shard) is a fresh mmap and page-faults on first touch. Measured
             # here: the speech model's loss_and_grad 20 ms -> 9 ms per step with these.
-            with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}):
+            with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}), \
+                    _workers_ignore_sigint():
                 self.local_cluster = LocalCluster(
                     n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                    host="127.0.0.1", dashboard_address=":0", silence_logs=logging.ERROR,
+                    host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
                 )
             try:
                 self.client = Client(self.local_cluster, direct_to_workers=True)
@@ -191,6 +196,28 @@ class Cluster:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.workers())} workers"
         return f"<dbkit.Cluster {self.kind}, {state}, {len(self.registry)} actors>"
+
+
+@contextmanager
+def _workers_ignore_sigint() -> Iterator[None]:
+    """Start worker processes with SIGINT ignored.
+
+    A terminal's Ctrl-C goes to its whole process group, and the LocalCluster's
+    workers are in the driver's: they died of it before the driver could stop
+    the job and write its report. An ignored SIGINT is inherited through the
+    spawn of a worker process, and Python leaves an inherited ignore in place,
+    so the keypress reaches the driver alone; the workers are then shut down by
+    ``close()``. Only the main thread can change signal handlers; elsewhere this
+    does nothing. Ctrl-C is ignored for the second or two the workers take to start.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _is_large_array(value) -> bool:
