@@ -237,3 +237,10 @@ def test_a_signal_to_the_whole_process_group_stops_and_reports(tmp_path, args, s
     assert sum(x["steps"] for x in r["replicas"]) > 0 or r["algorithm"] == "sandblaster"
     _, alive = psutil.wait_procs(kids, timeout=15)
     assert not [k for k in alive if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_diverging_run_says_so_once_with_the_fix(tmp_path):
+    out = dbkit("run", "sgd", "--lr", "100", "--steps", "200", "--quiet", "--report", str(tmp_path / "r.json"))
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert out.stdout.count("Lower the learning rate") == 1 and "diverged" in out.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["state"] == "diverged"

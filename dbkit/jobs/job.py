@@ -321,8 +321,9 @@ class Job(JobHooks):
         """Training has diverged: end the job and say what to do instead."""
         if self.ended:
             return
-        advice = (f"{message}. Lower the learning rate (lr={self.config.lr})"
-                  + (" or use Adagrad (optimizer='adagrad')" if self.config.optimizer == "sgd" else ""))
+        advice = message if "Lower the learning rate" in message else (
+            f"{message}. Lower the learning rate (lr={self.config.lr})"
+            + (" or use Adagrad (optimizer='adagrad')" if self.config.optimizer == "sgd" else ""))
         self._set_state("diverged", advice)
         self.events.emit(Divergence, step=self._progress(), message=advice)
 
