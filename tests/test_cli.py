@@ -244,3 +244,20 @@ def test_a_diverging_run_says_so_once_with_the_fix(tmp_path):
     assert out.returncode == 0 and "Traceback" not in out.stderr
     assert out.stdout.count("Lower the learning rate") == 1 and "diverged" in out.stdout
     assert json.loads((tmp_path / "r.json").read_text())["state"] == "diverged"
+
+
+def test_a_failed_run_writes_its_report_says_why_in_one_line_and_exits_1(tmp_path, monkeypatch, capsys):
+    import dbkit.runner
+    from dbkit.cli.main import main
+
+    def failed_run(config, progress=True, **kwargs):
+        return {"algorithm": "downpour", "state": "failed", "config": {"dataset": "digits", "model": "mlp"},
+                "history": [], "replicas": [], "shards": [], "final": {}, "interrupted": False,
+                "events": [{"type": "ErrorEvent", "message": "RuntimeError: lost parameter shard 0 on w"}]}
+
+    monkeypatch.setattr(dbkit.runner, "run", failed_run)
+    monkeypatch.setattr("dbkit.cli.summary.print_summary", lambda report: None)
+    status = main(["run", "downpour", "--report", str(tmp_path / "r.json"), "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1 and (tmp_path / "r.json").exists()
+    assert err.strip() == "dbkit: the run failed: RuntimeError: lost parameter shard 0 on w"

@@ -249,3 +249,39 @@ def test_replicas_fetch_and_push_over_the_wire_unless_told_not_to(digits, local_
 @pytest.fixture(scope="module")
 def digits():
     return data.load("digits")
+
+
+@pytest.mark.cluster
+def test_a_lost_shard_ends_the_job_cleanly_with_a_report_and_the_surviving_parameters(digits):
+    """Without checkpoints a lost shard cannot come back (issue #13): the replicas notice at once on the
+    wire, the job ends as failed saying which shard, the report is written, the surviving shard's
+    parameters are read fresh and the lost one's are those last read."""
+    import os
+    import signal
+
+    from dbkit.cluster import Cluster
+    from dbkit.telemetry import validate_report
+
+    with Cluster(n_workers=3) as cluster:
+        w = cluster.workers()
+        with dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, lr=0.05, client=cluster.client,
+                               shard_workers=[w[0], w[1]], replica_workers=[w[2]]) as job:
+            job.fit(steps=100, progress=False)
+            lost = [s.index for s in job.shards() if s.worker == w[0]]
+            ranges = job.layout.layout.ranges
+            before = job.parameters()  # what the driver last read
+            os.kill(cluster.client.run(os.getpid, workers=[w[0]])[w[0]], signal.SIGKILL)
+            t0 = time.monotonic()
+            job.fit(seconds=20, progress=False)
+            assert time.monotonic() - t0 < 15  # noticed in seconds, not after the 20 s budget
+            assert job.snapshot().state == "failed"
+            after = job.parameters()
+        report = job.report()
+    assert validate_report(report) == [] and report["state"] == "failed"
+    errors = [e["message"] for e in report["events"] if e["type"] == "ErrorEvent"]
+    assert errors and "lost parameter shard" in errors[-1] and w[0] in errors[-1]
+    assert [s["worker"].endswith("(lost)") for s in report["shards"]] == [i in lost for i in range(2)]
+    assert np.isfinite(after).all()
+    (a, b), = [ranges[i] for i in lost]
+    back = job.layout.to_server
+    assert np.array_equal(back(after)[a:b], back(before)[a:b])  # the lost shard: as last read

@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         _write_outputs(report, report_path, plot_path)
         if report.get("interrupted"):
             return 143 if report.get("signal") == "SIGTERM" else 130
+        if report.get("state") == "failed":  # the report is written; say in one line why the run ended
+            errors = [e["message"] for e in report.get("events", []) if e.get("type") == "ErrorEvent"]
+            print(f"dbkit: the run failed: {errors[-1] if errors else 'see the report'}", file=sys.stderr)
+            return 1
         return 0
     except (ValueError, DataError, OSError) as e:
         print(f"dbkit: error: {e}", file=sys.stderr)

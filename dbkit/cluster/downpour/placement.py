@@ -24,6 +24,7 @@ from ..partition_actors import PartitionActor
 from ..registry import collect_proxies
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
+from .last_read import LastRead
 
 
 def check_layout(network: Network, config: RunConfig) -> tuple[Ownership, AlignedLayout]:
@@ -52,6 +53,7 @@ class Placement:
         self._generation = 0
         self._shard_names: list[str] = []
         self._partition_names: dict[int, list[str]] = {}
+        self.last_read = LastRead()  # what the driver last read of each shard: a lost one ends the job cleanly
 
     @property
     def partitions(self) -> int:
@@ -83,6 +85,8 @@ class Placement:
             raise
         with self._lock:
             old, self._shard_names, self.server = self._shard_names, names, server
+            self.last_read.reset()
+            self.last_read.params = values.copy()  # what the new shards start from
         for name in old:
             self.cluster.registry.release(name)
 
@@ -94,9 +98,10 @@ class Placement:
         return handles_of(self.server, which, layout, wires)
 
     def parameters(self) -> np.ndarray:
+        """The parameters in network order; a lost shard's slice as last read (``last_read.lost`` says which)."""
         with self._lock:
             assert self.server is not None
-            return self.alignment.from_server(self.server.fetch())
+            return self.alignment.from_server(self.last_read.parameters(self.server))
 
     def parameter_state(self) -> tuple[np.ndarray, np.ndarray | None]:
         """Parameters and optimizer accumulators (Adagrad), gathered from the shards, in network order."""
@@ -110,7 +115,7 @@ class Placement:
 
     def shard_figures(self) -> list[ShardFigures]:
         with self._lock:
-            return self.server.figures() if self.server is not None else []
+            return self.last_read.shard_figures(self.server) if self.server is not None else []
 
     def set_lr(self, lr: float) -> None:
         with self._lock:

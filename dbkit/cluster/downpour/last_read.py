@@ -1,0 +1,75 @@
+"""What a Downpour driver last read from each parameter shard, so a shard whose worker died ends a job
+cleanly instead of taking its report with it.
+
+DistBelief's shards come back from checkpoints (Sec. 4.1; issue #13). Until
+they do, what the driver last saw is all there is of a lost shard: the job
+keeps the surviving shards' parameters, fresh, and the lost one's as last
+read, and says so. No call here waits on a dead peer for more than ``timeout``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...ps import ShardedParameters, ShardFigures
+
+TIMEOUT = 30.0  # seconds a driver waits for one shard's answer before counting it lost
+
+
+def _answer(call, timeout: float):  # noqa: ANN001, ANN202 - an actor future or a plain value
+    result = getattr(call, "result", None)
+    return result(timeout=timeout) if callable(result) else call
+
+
+class LastRead:
+    """The parameters (server order) and figures last read from each shard, and which shards are lost."""
+
+    def __init__(self, timeout: float = TIMEOUT) -> None:
+        self.timeout = timeout
+        self.params: np.ndarray | None = None
+        self.figures: dict[int, ShardFigures] = {}
+        self.lost: dict[int, str] = {}  # shard -> why
+
+    def reset(self) -> None:
+        """New shards (a re-layout): nothing read from them yet, none lost."""
+        self.params, self.figures, self.lost = None, {}, {}
+
+    def parameters(self, server: ShardedParameters) -> np.ndarray:
+        """Every shard's parameters in server order: fresh where a shard answers, as last read where not
+        (that shard is then counted lost). ``RuntimeError`` if a lost shard was never read."""
+        out = np.empty(server.layout.size, dtype=np.float32)
+        for i, (shard, (a, b)) in enumerate(zip(server.shards, server.layout.ranges)):
+            try:
+                version, values = _answer(shard.fetch(), self.timeout)
+                out[a:b] = values
+                server.versions[i] = version
+            except Exception as e:  # noqa: BLE001 - its worker died (or does not answer): use what was read
+                self.lost.setdefault(i, f"{type(e).__name__}: {e}")
+                if self.params is None:
+                    raise RuntimeError(f"parameter shard {i} is lost ({self.lost[i]}) and was never read") from e
+                out[a:b] = self.params[a:b]
+        self.params = out.copy()
+        return out
+
+    def shard_figures(self, server: ShardedParameters) -> list[ShardFigures]:
+        """Each shard's figures, fresh where it answers; a lost shard's as last read, its worker marked."""
+        out = []
+        for i, (shard, worker, (a, b)) in enumerate(zip(server.shards, server.workers, server.layout.ranges)):
+            try:
+                f = dataclasses.replace(_answer(shard.figures(), self.timeout), worker=worker)
+                self.figures[i] = f
+            except Exception as e:  # noqa: BLE001
+                self.lost.setdefault(i, f"{type(e).__name__}: {e}")
+                last = self.figures.get(i) or ShardFigures(i, a, b, 0, 0, 0, "sgd", 0.0, 0, 0, 0)
+                f = dataclasses.replace(last, worker=f"{worker} (lost)")
+            out.append(f)
+        return out
+
+    def describe_lost(self, server: ShardedParameters) -> str:
+        """One line on the lost shards, for the job's end."""
+        names = ", ".join(f"shard {i} on {server.workers[i]}" for i in sorted(self.lost))
+        return (f"lost parameter {names} (its worker died: {next(iter(self.lost.values()))}). Without a checkpoint "
+                f"a shard cannot come back; the report keeps the other shards' parameters and the lost ones' as "
+                f"last read")
