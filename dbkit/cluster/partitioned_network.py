@@ -84,5 +84,4 @@ class ActorPartitionedNetwork:
 
     def release(self) -> None:
         """Drop the partition actors."""
-        for j in range(self.k):
-            self.cluster.registry.release(f"{self.name}-{j}")
+        self.cluster.registry.release(*[f"{self.name}-{j}" for j in range(self.k)])

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ps import ParameterShard, ShardedParameters, ShardLayout, balanced_layout
+from ..ps.client import owned_end
 from ..ps.records import WireAddress
 from .session import Cluster
 
@@ -90,6 +91,7 @@ def connect(handles: ShardHandles, colocated: bool = True, name: str | None = No
                 shards.append(Actor(ParameterShard, w, k))
     except BaseException:
         for s in shards:
-            getattr(s, "close", lambda: None)()
+            if owned_end(s):  # a proxy's ``close`` would be a call to the shard
+                s.close()
         raise
     return ShardedParameters(shards, handles.layout, workers=list(handles.workers), name=name)

@@ -82,8 +82,7 @@ def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int 
         both = median_ms(lambda: (ps.fetch(), ps.push(grad)), repeats)
     finally:
         ps.close()
-        for i in range(shards):
-            cluster.registry.release(f"{prefix}{i}")
+        cluster.registry.release(*[f"{prefix}{i}" for i in range(shards)])
     return RoundTrip(parameters, shards, fetch, push, both)
 
 

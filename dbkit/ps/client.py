@@ -58,7 +58,7 @@ class ShardedParameters:
         """Ask every shard for its parameters and return at once; ``result()`` assembles them (and takes
         their versions as this client's) when they arrive."""
         out = np.empty(self.layout.size, dtype=np.float32)
-        calls = [s.fetch(into=out[a:b]) if _fills(s) else s.fetch()
+        calls = [s.fetch(into=out[a:b]) if owned_end(s) else s.fetch()
                  for s, (a, b) in zip(self.shards, self.layout.ranges)]
         return Pending(calls, lambda fetched: self._assemble(fetched, out))
 
@@ -117,7 +117,7 @@ class ShardedParameters:
         firsts = list(versions if first_versions is None else first_versions)
         named = {} if self.name is None else {"pusher": self.name}
         return [getattr(s, method)(grad[a:b], int(v), examples=int(examples), first_version=int(f), **named,
-                                   **({"into": out[a:b]} if out is not None and _fills(s) else {}))
+                                   **({"into": out[a:b]} if out is not None and owned_end(s) else {}))
                 for s, (a, b), v, f in zip(self.shards, self.layout.ranges, versions, firsts)]
 
     def _answered(self, answers: list[PushAnswer]) -> list[PushAnswer]:
@@ -133,7 +133,7 @@ class ShardedParameters:
 
     def _assemble(self, fetched: list, out: np.ndarray | None = None) -> np.ndarray:
         """The full vector from each shard's ``(version, values)``, taking their versions; values a shard
-        already wrote into ``out`` (``_fills``) are not copied again."""
+        already wrote into ``out`` (``owned_end``) are not copied again."""
         out = np.empty(self.layout.size, dtype=np.float32) if out is None else out
         for i, ((a, b), (version, values)) in enumerate(zip(self.layout.ranges, fetched)):
             if not np.may_share_memory(values, out):
@@ -204,11 +204,13 @@ class ShardedParameters:
         """End this client's own connections to its shards (``WireShard``s) and threads (``ThreadedShard``s);
         the shards stay. Calls already made are answered first."""
         for s in self.shards:
-            if isinstance(s, (WireShard, ThreadedShard)):  # not hasattr: an actor proxy answers any name
+            if owned_end(s):
                 s.close()
 
 
-def _fills(shard) -> bool:
-    """Whether ``shard`` can write fetched parameters into a given array (``into=``); an actor proxy
-    answers with a fresh one, which is copied in. ``isinstance``, as a proxy answers any attribute."""
+def owned_end(shard) -> bool:
+    """Whether ``shard`` is an end this client owns (a ``WireShard``'s connection, a ``ThreadedShard``'s
+    thread): it writes fetched parameters into a given array (``into=``) and must be closed. An actor
+    proxy is neither: it answers with a fresh array, which is copied in. ``isinstance``, not ``hasattr``:
+    a proxy answers any attribute, ``close`` included (it would call the shard's)."""
     return isinstance(shard, (WireShard, ThreadedShard))

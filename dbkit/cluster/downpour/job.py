@@ -226,12 +226,11 @@ class DownpourSGD(Job):
         if self.ended or not ended:
             return
         self._sample()
-        placement = self._placement
+        lost = self._placement.lost_shards() if self._placement is not None else None
         if any(f.state == "diverged" for f in ended):
             self._diverged(f"every replica diverged ({ended[0].error})")
-        elif placement is not None and placement.server is not None and (
-                placement.parameters() is not None and placement.last_read.lost):  # reading marks lost shards
-            self._failed("the parameter server", RuntimeError(placement.last_read.describe_lost(placement.server)))
+        elif lost is not None:
+            self._failed("the parameter server", RuntimeError(lost))
         else:
             self._failed("the replicas", RuntimeError("every replica has failed or been lost: " + "; ".join(
                 f"replica {f.replica}: {f.error}" for f in ended)))

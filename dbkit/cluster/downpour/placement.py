@@ -21,7 +21,6 @@ from ...nn import Network
 from ...partition import AlignedLayout, Ownership, aligned_layout, boundary_floats, inputs_used, ownership
 from ...ps import ShardedParameters, ShardFigures, resolve
 from ..partition_actors import PartitionActor
-from ..registry import collect_proxies
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
 from .last_read import LastRead
@@ -80,15 +79,13 @@ class Placement:
                 for r in loads:
                     resolve(r)
         except BaseException:
-            for name in names:
-                self.cluster.registry.release(name)
+            self.cluster.registry.release(*names)
             raise
         with self._lock:
             old, self._shard_names, self.server = self._shard_names, names, server
             self.last_read.reset()
             self.last_read.params = values.copy()  # what the new shards start from
-        for name in old:
-            self.cluster.registry.release(name)
+        self.cluster.registry.release(*old)
 
     def handles(self, which: list[int] | None = None, layout=None) -> ShardHandles:
         """Handles of the shards (``which`` of them, with ``layout`` over them) for replicas; with the
@@ -112,6 +109,14 @@ class Placement:
             if states[0]["opt_state"] is None:
                 return params, None
             return params, self.alignment.from_server(np.concatenate([s["opt_state"] for s in states]))
+
+    def lost_shards(self) -> str | None:
+        """Reads every shard once; a line naming those lost (their workers died), or None if none is."""
+        with self._lock:
+            if self.server is None:
+                return None
+            self.last_read.parameters(self.server)
+            return self.last_read.describe_lost(self.server) if self.last_read.lost else None
 
     def shard_figures(self) -> list[ShardFigures]:
         with self._lock:
@@ -151,8 +156,7 @@ class Placement:
             self.server = None
             names, self._shard_names = self._shard_names, []
             partitions, self._partition_names = self._partition_names, {}
-        for name in names + [n for ns in partitions.values() for n in ns]:
-            self.cluster.registry.release(name)
+        self.cluster.registry.release(*names, *[n for ns in partitions.values() for n in ns])
 
     # ---- partitions ---------------------------------------------------------------------------
     def partition_workers(self, index: int) -> list[str]:
@@ -211,10 +215,10 @@ class Placement:
     def release_partitions(self, indices: list[int], abort: str | None = None) -> None:
         """Drop the partition actors of replicas ``indices``. With ``abort`` (the replica was lost),
         each one is first told to stop waiting for its partners, so its step in progress ends now."""
+        names: list[str] = []
         for i in indices:
-            names = self._partition_names.pop(i, [])
+            mine = self._partition_names.pop(i, [])
             if abort:
-                self._abort(names, abort)
-            for name in names:
-                self.cluster.registry.release(name)
-        collect_proxies()
+                self._abort(mine, abort)
+            names += mine
+        self.cluster.registry.release(*names)
