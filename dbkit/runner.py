@@ -17,18 +17,25 @@ JOBS = {"sgd": ("dbkit.cluster.sgd", "SyncSGD"), "downpour": ("dbkit.cluster.dow
         "sandblaster": ("dbkit.cluster.sandblaster", "SandblasterLBFGS")}
 
 
-def make_job(config: RunConfig, client: Any = None) -> Job:
-    """The job (not started) for ``config.algorithm``, on ``config.dataset`` with ``config.model``."""
+def make_job(config: RunConfig, client: Any = None, resume: str | None = None) -> Job:
+    """The job (not started) for ``config.algorithm``, on ``config.dataset`` with ``config.model``; with
+    ``resume``, one that starts from the checkpoint in that folder (checked before anything starts)."""
     import importlib
 
     module, name = JOBS[config.algorithm]
     cls = getattr(importlib.import_module(module), name)
-    return cls(config.model, config.dataset, config=config, client=client)
+    job = cls(config.model, config.dataset, config=config, client=client)
+    if resume is not None:
+        if not hasattr(job, "start_from"):
+            raise ValueError(f"--resume takes a Downpour checkpoint; {config.algorithm} cannot resume from one")
+        job.start_from(resume)
+    return job
 
 
-def run(config: RunConfig, progress: bool = True, log: Callable[[str], None] = print, client: Any = None) -> dict:
+def run(config: RunConfig, progress: bool = True, log: Callable[[str], None] = print, client: Any = None,
+        resume: str | None = None) -> dict:
     """Train as ``config`` says (``steps`` or ``seconds``), stop, and return the report."""
-    job = make_job(config, client)
+    job = make_job(config, client, resume)
     d = job.data
     log(f"dataset {d.name}: {d.n_train} train / {len(d.y_test)} test, {d.n_features} features, {d.n_classes} "
         f"classes; model {job.network.name}: {job.network.size:,} parameters")

@@ -133,6 +133,13 @@ _TABLE = [
     Setting("scheduler", "text", optional=True, help="address of a running Dask scheduler"),
     Setting("slow_replicas", "factors",
             help="make replica I FACTOR times slower (a straggler: Downpour and Sandblaster)"),
+    # faults (issue #13): checkpoints, and what comes back after a machine is lost
+    Setting("checkpoint_dir", "text", optional=True,
+            help="directory the parameter shards checkpoint into (shared by every machine of a real cluster); "
+                 "a lost shard comes back from it"),
+    Setting("checkpoint_every", "float", 0.0, 24 * 3600.0, lo_open=True,
+            help="seconds between the shards' checkpoints"),
+    Setting("restart_replicas", "bool", help="replace a replica whose machine was lost, on a surviving worker"),
     # Downpour SGD (paper Sec. 4.1) and model partitioning (Sec. 3)
     Setting("partitions", "int", 1, 64, section="downpour",
             help="machines one replica's network is split across (model parallelism)"),

@@ -1,11 +1,12 @@
+import contextlib
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-CLUSTER_FIXTURES = {"local_cluster", "dask_cluster_address", "roomy_cluster"}
-CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py"}  # they start clusters in subprocesses
+CLUSTER_FIXTURES = {"local_cluster", "dask_cluster_address", "roomy_cluster", "dask_processes"}
+CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py", "test_recovery.py"}  # they start clusters in subprocesses
 
 
 def pytest_collection_modifyitems(items):
@@ -85,9 +86,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def dask_cluster_address():
-    """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1; yields the address."""
+@contextlib.contextmanager
+def real_dask(n_workers: int):
+    """A real ``dask scheduler`` and ``n_workers`` ``dask worker`` processes (no nannies) on 127.0.0.1;
+    yields ``(address, worker processes)``. Every process is ended on exit."""
     import subprocess
     import sys
 
@@ -96,33 +98,47 @@ def dask_cluster_address():
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                               "--port", str(port), "--dashboard-address", ":0"],
+                               "--port", str(port), "--dashboard-address", "127.0.0.1:0"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        for _ in range(2):
+        for _ in range(n_workers):
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
-                 "--nthreads", "1", "--dashboard-address", ":0", "--no-nanny"],
+                 "--nthreads", "1", "--dashboard-address", "127.0.0.1:0", "--no-nanny"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         deadline = time.time() + 60
-        while True:  # wait for both workers to join
+        while True:  # wait for every worker to join
             try:
                 with Client(address, timeout=5) as c:
-                    c.wait_for_workers(2, timeout=30)
+                    c.wait_for_workers(n_workers, timeout=30)
                     break
             except OSError:
                 if time.time() > deadline:
                     raise
                 time.sleep(0.5)
-        yield address
+        yield address, procs[1:]
     finally:
         for p in reversed(procs):
-            p.terminate()
+            if p.poll() is None:
+                p.terminate()
         for p in procs:
             try:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.fixture
+def dask_processes():
+    """``real_dask``: start a scheduler and N workers of one's own (to kill some of them)."""
+    return real_dask
+
+
+@pytest.fixture(scope="session")
+def dask_cluster_address():
+    """A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1; yields the address."""
+    with real_dask(2) as (address, _):
+        yield address
 
 
 @pytest.fixture(scope="session")

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             config = config_from_args(args, args.algorithm)
             report_path, plot_path = args.report, args.plot
         with _sigterm_as_interrupt():
-            report = run(config, progress=not args.quiet)
+            report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None))
         print_summary(report)
         _write_outputs(report, report_path, plot_path)
         if report.get("interrupted"):

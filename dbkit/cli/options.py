@@ -81,6 +81,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="address of a running Dask scheduler (tcp://HOST:PORT); default: start a LocalCluster")
     c.add_argument("--workers", type=int, default=d.workers,
                    help="LocalCluster worker processes (default: %(default)s)")
+    f = p.add_argument_group("faults (a lost machine)")
+    f.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                   help="the parameter shards checkpoint here (on a real cluster: a folder every machine shares); "
+                        "a shard lost with its worker comes back from it (Downpour)")
+    f.add_argument("--checkpoint-every", type=float, default=d.checkpoint_every, metavar="SECONDS",
+                   help="seconds between checkpoints (default: %(default)s)")
+    f.add_argument("--resume", default=None, metavar="DIR",
+                   help="start from the checkpoint in DIR (the same model and layout; Downpour)")
+    f.add_argument("--no-restart-replicas", dest="restart_replicas", action="store_false",
+                   help="do not replace a replica whose worker was lost")
     o = p.add_argument_group("output")
     o.add_argument("--report", default=None, metavar="PATH", help="write the JSON run report here")
     o.add_argument("--plot", default=None, metavar="PATH", help="write a PNG of loss and accuracy against time here")
@@ -120,8 +130,10 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
                 replicas=args.replicas, shards=args.shards,
                 partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
                 warm_start_steps=args.warm_start_steps, overlap=args.overlap, transport=args.transport,
-                workers=args.workers,
-                scheduler=args.scheduler)
+                workers=args.workers, scheduler=args.scheduler, checkpoint_dir=args.checkpoint_dir,
+                checkpoint_every=args.checkpoint_every, restart_replicas=args.restart_replicas)
+    if args.resume is not None and algorithm != "downpour":
+        raise ValueError(f"--resume takes a Downpour checkpoint; {algorithm} cannot resume from one yet")
     if algorithm == "sandblaster":
         flat.update(memory=args.memory, iterations=args.iterations, work_unit_size=args.work_unit_size,
                     backup=args.backup, balance=args.balance)

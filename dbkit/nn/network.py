@@ -7,6 +7,8 @@ than a contiguous range ``[start, stop)`` of that vector.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,6 +165,16 @@ class Network:
 
     def accuracy(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
         return float((self.predict(params, X) == y).mean())
+
+    def fingerprint(self) -> str:
+        """A short hash of the architecture: each layer and every parameter's name, place and shape.
+
+        Two networks with the same fingerprint read a flat parameter vector the
+        same way, so a checkpoint of one can be loaded into the other.
+        """
+        arch = [layer.describe() for layer in self.layers] + [[s.name, s.start, s.stop, list(s.shape)]
+                                                               for s in self.specs]
+        return hashlib.sha256(json.dumps(arch).encode()).hexdigest()[:16]
 
     def describe(self) -> str:
         rows = [f"{self.name}: {self.size:,} parameters, l2={self.l2}"]

@@ -1,5 +1,15 @@
 """The sharded parameter server (DistBelief Sec. 4.1), numpy only."""
 
+from .checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    Manifest,
+    ShardState,
+    read_checkpoint,
+    read_shard,
+    shard_file,
+    write_manifest,
+)
 from .client import ShardedParameters
 from .client_calls import resolve
 from .histogram import Histogram, staleness_summary
@@ -18,6 +28,8 @@ def local_shards(initial, n_shards: int, optimizer: str = "sgd", lr: float = 0.1
 
 
 __all__ = [
-    "Histogram", "OPTIMIZERS", "ParameterShard", "Pending", "PushAnswer", "ShardFigures", "ShardLayout",
-    "ShardedParameters", "UpdateRule", "balanced_layout", "check_lr", "local_shards", "resolve", "staleness_summary",
+    "Checkpoint", "CheckpointError", "Manifest", "ShardState", "read_checkpoint", "read_shard", "shard_file",
+    "write_manifest", "Histogram", "OPTIMIZERS", "ParameterShard", "Pending", "PushAnswer", "ShardFigures",
+    "ShardLayout", "ShardedParameters", "UpdateRule", "balanced_layout", "check_lr", "local_shards", "resolve",
+    "staleness_summary",
 ]

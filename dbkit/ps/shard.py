@@ -16,10 +16,12 @@ one worker share one thread.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import numpy as np
 
+from .checkpoint import ShardState, write_shard
 from .histogram import Histogram, coarse
 from .records import PushAnswer, ShardFigures
 from .rules import UpdateRule, check_lr
@@ -223,6 +225,19 @@ class ParameterShard(VectorOps):
                 bytes_fetched=self.bytes_fetched, bytes_pushed=self.bytes_pushed, examples=self.examples,
                 staleness=Histogram.of(self.staleness), age=Histogram.of(self.ages),
                 rejections=dict(self.rejections), pushers=dict(self.pushers))
+
+    def save(self, directory: str, model: str) -> int:
+        """Write this shard's checkpoint (``dbkit.ps.checkpoint``) into ``directory``; returns its version.
+
+        The arrays are copied under the lock and written outside it, so pushes
+        wait only for the copy. ``model`` is the network's fingerprint.
+        """
+        with self._lock:
+            state = ShardState(self.index, self.start, self.stop, self.version, self.examples, self.rule.optimizer,
+                               self.rule.lr, self.params.copy(),
+                               None if self.opt_state is None else self.opt_state.copy(), model, time.time())
+        write_shard(directory, state)
+        return state.version
 
     def state(self) -> dict:
         """A checkpoint: copies of parameters and optimizer state, version and rule."""

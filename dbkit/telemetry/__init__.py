@@ -10,6 +10,7 @@ from .events import (
                      BatchDone,
                      ByteCounts,
                      Change,
+                     Checkpointed,
                      Divergence,
                      ErrorEvent,
                      Event,
@@ -17,6 +18,7 @@ from .events import (
                      Relayout,
                      ReplicaEvent,
                      Sample,
+                     ShardLost,
                      StateChange,
 )
 from .partition_plot import plot_partitions
@@ -26,9 +28,9 @@ from .sampler import Sampler
 from .summary import RunSummary, SummaryTable, summarize
 
 __all__ = [
-    "BatchDone", "ByteCounts", "Change", "Chart", "Divergence", "ErrorEvent", "Event", "EventStream", "LADDER",
-    "REQUIRED", "Relayout", "ReplicaEvent", "RunRecord", "Sample", "Sampler", "StateChange", "TimeToAccuracy",
-    "build_report", "compare_runs", "diverged_at", "plot_history", "plot_lines", "plot_partitions", "plot_timelines",
-    "time_to_accuracy", "times_to_accuracy", "RunSummary", "SummaryTable", "summarize", "validate_report",
-    "write_report",
+    "BatchDone", "ByteCounts", "Change", "Checkpointed", "ShardLost", "Chart", "Divergence", "ErrorEvent", "Event",
+    "EventStream", "LADDER", "REQUIRED", "Relayout", "ReplicaEvent", "RunRecord", "Sample", "Sampler", "StateChange",
+    "TimeToAccuracy", "build_report", "compare_runs", "diverged_at", "plot_history", "plot_lines", "plot_partitions",
+    "plot_timelines", "time_to_accuracy", "times_to_accuracy", "RunSummary", "SummaryTable", "summarize",
+    "validate_report", "write_report",
 ]

@@ -102,6 +102,32 @@ class ReplicaEvent(Event):
 
 
 @dataclass(frozen=True)
+class ShardLost(Event):
+    """Parameter shard ``shard`` was lost with ``worker``; ``restored_on`` names where it came back from
+    its checkpoint (empty: it did not). ``updates_lost``: the updates it had applied after that
+    checkpoint, counted from the newest version the driver had read of it (so at least this many)."""
+
+    shard: int
+    worker: str
+    step: int
+    restored_on: str = ""
+    checkpoint_version: int | None = None
+    version_read: int | None = None
+    updates_lost: int | None = None
+    seconds: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Checkpointed(Event):
+    """The shards wrote a checkpoint into ``directory`` (their ``versions``), at ``step``."""
+
+    directory: str
+    step: int
+    versions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Relayout(Event):
     """The parameters moved to ``shards`` shards aligned to ``partitions`` partitions (DistBelief Sec. 3)."""
 

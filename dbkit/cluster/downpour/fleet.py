@@ -39,6 +39,10 @@ class Fleet:
         self.paused = False
         self.epoch = 0
         self.added: set[int] = set()  # replicas added while the job ran (not at its start)
+        self.data_of: dict[int, int] = {}  # replica -> its data shard (a replacement takes the one it replaces)
+        self.replaced: dict[int, int] = {}  # ended replica -> the replica that replaced it
+        self.crashed: set[int] = set()  # killed by ``crash`` (lose_replica): the lesson's loss, not replaced
+        self.machine_lost: set[int] = set()  # lost with a worker (theirs, or one holding a partition of theirs)
         self.launching = threading.RLock()
         self._lock = threading.Lock()
 
@@ -49,8 +53,9 @@ class Fleet:
                                                              ReplicaControl, worker=worker)
         return self.controls[worker]
 
-    def launch(self, index: int) -> str:
-        """Start replica ``index`` (whole, or as its partitions); returns its worker."""
+    def launch(self, index: int, data_shard: int | None = None) -> str:
+        """Start replica ``index`` (whole, or as its partitions) on its data shard (default: its own);
+        returns its worker."""
         c, p = self.config, self.placement
         with self.launching:
             partitioned = p.partitions > 1
@@ -63,7 +68,8 @@ class Fleet:
                                        self.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
             control.register(index, settings).result()
             key = f"dbkit-replica-{index}-{self.tag}"
-            rows = self.rows[index % len(self.rows)]
+            self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
+            rows = self.rows[self.data_of[index]]
             if partitioned:  # the partitions hold the data and talk to the shards
                 parts = p.place_partitions(index, self.data, rows, c.batch_size, c.seed + index, c.downpour.overlap)
                 future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
@@ -95,6 +101,31 @@ class Fleet:
             if added:
                 self.added.update(new)
         return new
+
+    def relaunch(self, ended: list[int]) -> list[tuple[int, int]]:
+        """Replace each replica of ``ended`` by a new one on its data shard, on a live worker (the
+        placement has forgotten the dead ones); returns ``(old, new)`` pairs."""
+        with self.launching:
+            pairs = []
+            for old in ended:
+                new = self.book.next_index()
+                self.launch(new, data_shard=self.data_of.get(old))
+                self.replaced[old] = new
+                pairs.append((old, new))
+        return pairs
+
+    def note_dead_workers(self, alive: set[str]) -> None:
+        """Count as lost with a machine every lost replica whose worker, or a partition's, is not in ``alive``
+        (its task may have failed on the dead connection before the worker was reported gone)."""
+        for i, f in self.book.figures().items():
+            workers = {self.book.worker_of(i)} | {p.worker for p in f.partitions if p.worker}
+            if f.state == "lost" and not workers <= alive:
+                self.machine_lost.add(i)
+
+    def lost_unreplaced(self) -> list[int]:
+        """Replicas lost with a worker and not yet replaced (a task that failed on a live worker is not
+        started again: it would fail again)."""
+        return sorted(i for i in self.machine_lost if i not in self.replaced and i not in self.crashed)
 
     def remove(self, k: int, state: str = "removed") -> list[int]:
         """Stop the ``k`` most recently added replicas (waiting ones first)."""
@@ -189,6 +220,7 @@ class Fleet:
         """Kill replica ``index``'s task as its machine's death would: it ends as ``lost`` at once, its
         accumulated gradient never pushed (the others train on)."""
         with self.launching:
+            self.crashed.add(index)
             self.steer([index], crash=True, wait=timeout)  # returns once it has acted: then it is lost
             if self.book.figures()[index].live:
                 self.book.mark_lost(index, "its task was killed (lose_replica)")
@@ -238,6 +270,7 @@ class Fleet:
         for index in self.book.live():
             if self.book.worker_of(index) == worker:
                 self.book.mark_lost(index, reason)
+                self.machine_lost.add(index)
         self.controls.pop(worker, None)
 
     def check_partitions(self) -> None:
@@ -253,6 +286,7 @@ class Fleet:
             gone = sorted(w for w in workers if w and w not in alive)
             if gone:
                 self.book.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
+                self.machine_lost.add(index)
 
     def release_ended_partitions(self) -> None:
         """Drop the partition actors of replicas that ended on their own (lost, failed, diverged): their

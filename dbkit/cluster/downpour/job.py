@@ -12,7 +12,9 @@ each poll of the replicas means). Lock order: the job's ``_steer`` ->
 from __future__ import annotations
 
 import gc
+import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,11 +25,13 @@ from ...data import Dataset
 from ...jobs import FinalState, Job, JobThread, Monitor, resolve_job
 from ...nn import Network
 from ...partition import AlignedLayout
+from ...ps import Checkpoint, CheckpointError, read_checkpoint
 from ...settings import check
-from ...telemetry import Relayout, ReplicaEvent
+from ...telemetry import Relayout, ReplicaEvent, ShardLost
 from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement, check_layout
+from .recovery import JobLink, Recovery, settings_of
 
 
 class _Resources:
@@ -110,6 +114,9 @@ class DownpourSGD(Job):
         self._placement: Placement | None = None
         self._fleet: Fleet | None = None
         self._monitor = Monitor()
+        self._recovery = Recovery(config.checkpoint_dir, config.checkpoint_every, network.fingerprint(),
+                                  JobLink(self.events, self._failed, self._note_transitions, self._progress))
+        self._start_from: Checkpoint | None = None
 
     # ---- accessors --------------------------------------------------------------------------
     @property
@@ -174,7 +181,15 @@ class DownpourSGD(Job):
         self.dashboard = cluster.dashboard_link()
         placement = self._placement = self._res.placement = Placement(cluster, net, c, self._shard_workers or workers,
                                                                       self._replica_workers or workers)
-        placement.place_shards(net.init_params(c.seed), c.optimizer, c.lr)
+        ckpt = self._start_from
+        if ckpt is None:
+            placement.place_shards(net.init_params(c.seed), c.optimizer, c.lr)
+        else:
+            a = placement.alignment
+            same_rule = ckpt.optimizer == c.optimizer
+            placement.place_shards(a.from_server(ckpt.params), c.optimizer, c.lr,
+                                   a.from_server(ckpt.opt_state) if same_rule and ckpt.opt_state is not None
+                                   else None, versions=ckpt.manifest.versions)
         fleet = self._fleet = self._res.fleet = Fleet(cluster, placement, net, self.data, c, self.tag)
         self._sample(evaluate=True)  # the history starts from the untrained model
         self._monitor.evaluated(0, self.events.now(), c.eval_every)
@@ -198,6 +213,8 @@ class DownpourSGD(Job):
                     fleet.check_partitions()
                 fleet.release_ended_partitions()
                 self._note_transitions()
+                if not self.ended and self._res.cluster is not None:
+                    self._recovery.tick(self._res.cluster, placement, fleet, self.config, now)
                 fleet.warm_start(self.config.downpour.warm_start_steps)
                 self._end_if_no_replica_is_left()
             finally:
@@ -216,17 +233,30 @@ class DownpourSGD(Job):
         fleet = self._fleet
         assert fleet is not None
         with fleet.launching:
+            replacing = {new: old for old, new in fleet.replaced.items()}
             for index, what, f in self._monitor.transitions(fleet.figures()):
-                what = "added" if what == "started" and index in fleet.added else what
-                self.events.emit(ReplicaEvent, replica=index, what=what, worker=f.worker, reason=f.error)
+                reason = f.error
+                if what == "started" and index in fleet.added:
+                    what = "added"
+                elif what == "started" and index in replacing:
+                    what, reason = "restarted", f"replaces replica {replacing[index]}"
+                self.events.emit(ReplicaEvent, replica=index, what=what, worker=f.worker, reason=reason)
 
     def _end_if_no_replica_is_left(self) -> None:
         assert self._fleet is not None
         ended = self._fleet.all_ended()
         if self.ended or not ended:
             return
-        self._sample()
         lost = self._placement.lost_shards() if self._placement is not None else None
+        if lost is not None and self._recovery.enabled:  # replicas ended on a dead shard: bring it back
+            assert self._placement is not None and self._res.cluster is not None
+            dead = sorted(self._placement.last_read.lost)
+            self._placement.forget_workers(set(self._res.cluster.workers()) - set(self._placement.workers_of(dead)))
+            if self._recovery.restore(self._placement, self._fleet, dead, self.config, self.events.now()):
+                return
+        if self.ended:
+            return
+        self._sample()
         if any(f.state == "diverged" for f in ended):
             self._diverged(f"every replica diverged ({ended[0].error})")
         elif lost is not None:
@@ -319,6 +349,7 @@ class DownpourSGD(Job):
                 fleet.config = self.config
                 fleet.add(len(live), added=False)
                 raise
+            self._recovery.new_layout()
             self.events.emit(Relayout, step=self._progress(), partitions=new.downpour.partitions,
                              shards=new.shards, shards_before=tuple(before))
             fleet.add(len(live), added=False)
@@ -339,5 +370,51 @@ class DownpourSGD(Job):
 
     def _report_blocks(self, final: FinalState) -> dict:
         a = self.layout
+        lost = self.events.of(ShardLost)
+        replicas = self.events.of(ReplicaEvent)
         return {"layout": {"partitions": a.partitions, "shards_of_partition": [list(s) for s in a.shards_of],
-                           "relayouts": [e.to_dict() for e in self.events.of(Relayout)]}}
+                           "relayouts": [e.to_dict() for e in self.events.of(Relayout)]},
+                "faults": {"checkpoint_dir": self.config.checkpoint_dir, "checkpoints": self._recovery.count,
+                           "shards_lost": len(lost) + len(self._placement.last_read.lost if self._placement else ()),
+                           "shards_restored": len(lost), "updates_lost": sum(e.updates_lost or 0 for e in lost),
+                           "replicas_lost": sum(e.what == "lost" for e in replicas),
+                           "replicas_restarted": sum(e.what == "restarted" for e in replicas),
+                           "restores": [e.to_dict() for e in lost]}}
+
+    # ---- checkpoints (issue #13) --------------------------------------------------------------
+    def checkpoint(self, path: str | os.PathLike[str]) -> Path:
+        """Write every shard's checkpoint (parameters, Adagrad state, version) and the manifest into
+        the folder ``path``; ``DownpourSGD.from_checkpoint(path)`` trains on from it."""
+        with self._steer:
+            if self._placement is None or self.stopped:
+                raise RuntimeError("checkpoint() needs a job that has started and not been stopped")
+            if self._recovery.save(self._placement, self.config, str(path)) is None:
+                raise RuntimeError(f"a parameter shard did not answer: no complete checkpoint in {path}")
+        return Path(path)
+
+    def start_from(self, path: str | os.PathLike[str]) -> DownpourSGD:
+        """Start (when started) from the checkpoint in ``path``: its parameters, optimizer state and
+        versions. Refuses, before anything starts, a checkpoint that is corrupt, truncated, of another
+        model or of another layout (shards, partitions). Returns the job."""
+        if self._state != "created":
+            raise RuntimeError("start_from() must be called before the job starts")
+        ckpt = read_checkpoint(path, self.network.fingerprint())
+        a = self.layout
+        if ckpt.manifest.ranges != tuple(a.layout.ranges) or ckpt.manifest.partitions != a.partitions:
+            raise CheckpointError(
+                f"the checkpoint in {path} has {len(ckpt.manifest.ranges)} shards over {ckpt.manifest.partitions} "
+                f"partition(s); this run asks for {a.layout.n_shards} over {a.partitions}. Resume with the "
+                f"checkpoint's layout, then change it while training with set(shards=..., partitions=...)")
+        self._start_from = ckpt
+        return self
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike[str], model: str | Network | None = None,
+                        data: str | Dataset | None = None, *, client: Any = None, scheduler: str | None = None,
+                        **settings: Any) -> DownpourSGD:
+        """A job (not started) that trains on from the checkpoint in ``path``, with the settings it was
+        saved with (model, data, replicas, shards, ...) changed by ``settings``."""
+        config = RunConfig.make(**{**settings_of(read_checkpoint(path).manifest), **settings})
+        job = cls(model if model is not None else config.model, data if data is not None else config.dataset,
+                  config=config, client=client, scheduler=scheduler)
+        return job.start_from(path)

@@ -18,7 +18,7 @@ from ...ps import ShardedParameters, ShardFigures
 TIMEOUT = 30.0  # seconds a driver waits for one shard's answer before counting it lost
 
 
-def _answer(call, timeout: float):  # noqa: ANN001, ANN202 - an actor future or a plain value
+def answer(call, timeout: float):  # noqa: ANN001, ANN202 - an actor future or a plain value
     result = getattr(call, "result", None)
     return result(timeout=timeout) if callable(result) else call
 
@@ -42,7 +42,7 @@ class LastRead:
         out = np.empty(server.layout.size, dtype=np.float32)
         for i, (shard, (a, b)) in enumerate(zip(server.shards, server.layout.ranges)):
             try:
-                version, values = _answer(shard.fetch(), self.timeout)
+                version, values = answer(shard.fetch(), self.timeout)
                 out[a:b] = values
                 server.versions[i] = version
             except Exception as e:  # noqa: BLE001 - its worker died (or does not answer): use what was read
@@ -53,12 +53,19 @@ class LastRead:
         self.params = out.copy()
         return out
 
+    def restored(self, index: int, span: tuple[int, int], params: np.ndarray) -> None:
+        """Shard ``index`` came back (from a checkpoint) holding ``params`` over ``span``: no longer lost."""
+        self.lost.pop(index, None)
+        self.figures.pop(index, None)
+        if self.params is not None:
+            self.params[span[0]:span[1]] = params
+
     def shard_figures(self, server: ShardedParameters) -> list[ShardFigures]:
         """Each shard's figures, fresh where it answers; a lost shard's as last read, its worker marked."""
         out = []
         for i, (shard, worker, (a, b)) in enumerate(zip(server.shards, server.workers, server.layout.ranges)):
             try:
-                f = dataclasses.replace(_answer(shard.figures(), self.timeout), worker=worker)
+                f = dataclasses.replace(answer(shard.figures(), self.timeout), worker=worker)
                 self.figures[i] = f
             except Exception as e:  # noqa: BLE001
                 self.lost.setdefault(i, f"{type(e).__name__}: {e}")

@@ -19,11 +19,11 @@ from ...config import RunConfig
 from ...data import Dataset
 from ...nn import Network
 from ...partition import AlignedLayout, Ownership, aligned_layout, boundary_floats, inputs_used, ownership
-from ...ps import ShardedParameters, ShardFigures, resolve
+from ...ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
 from ..partition_actors import PartitionActor
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
-from .last_read import LastRead
+from .last_read import LastRead, answer
 
 
 def check_layout(network: Network, config: RunConfig) -> tuple[Ownership, AlignedLayout]:
@@ -50,6 +50,7 @@ class Placement:
         self.server: ShardedParameters | None = None
         self._lock = threading.RLock()
         self._generation = 0
+        self._restores = 0  # shards started again from their checkpoints
         self._shard_names: list[str] = []
         self._partition_names: dict[int, list[str]] = {}
         self.last_read = LastRead()  # what the driver last read of each shard: a lost one ends the job cleanly
@@ -58,10 +59,10 @@ class Placement:
     def partitions(self) -> int:
         return self.alignment.partitions
 
-    def place_shards(self, params: np.ndarray, optimizer: str, lr: float, opt_state: np.ndarray | None = None
-                     ) -> None:
-        """New shards holding ``params`` (network order), with optimizer state if given; the old ones stay
-        until ``release_old``."""
+    def place_shards(self, params: np.ndarray, optimizer: str, lr: float, opt_state: np.ndarray | None = None,
+                     versions: tuple[int, ...] | None = None) -> None:
+        """New shards holding ``params`` (network order), with optimizer state and versions if given (a
+        checkpoint's); the old shards are released once the new ones hold their state."""
         self._generation += 1
         prefix = f"shard{self._generation}-"
         a = self.alignment
@@ -71,11 +72,14 @@ class Placement:
         try:
             server = start_shards(self.cluster, values, n, optimizer, lr, prefix=prefix, workers=self.shard_workers,
                                   layout=a.layout)
-            if opt_state is not None:
-                acc = a.to_server(opt_state)
-                loads = [shard.load_state({"start": lo, "stop": hi, "version": 0, "params": values[lo:hi],
-                                           "opt_state": acc[lo:hi], "optimizer": optimizer, "lr": lr})
-                         for shard, (lo, hi) in zip(server.shards, a.layout.ranges)]
+            if opt_state is not None or versions is not None:
+                acc = a.to_server(opt_state) if opt_state is not None else None
+                loads = [shard.load_state({"start": lo, "stop": hi, "version": versions[i] if versions else 0,
+                                           "params": values[lo:hi],
+                                           "opt_state": acc[lo:hi] if acc is not None else
+                                           UpdateRule(optimizer).new_state(hi - lo),
+                                           "optimizer": optimizer, "lr": lr})
+                         for i, (shard, (lo, hi)) in enumerate(zip(server.shards, a.layout.ranges))]
                 for r in loads:
                     resolve(r)
         except BaseException:
@@ -149,6 +153,71 @@ class Placement:
         f = boundary_floats(own)
         self.floats_per_example = f["forward"] + f["backward"]
         return before
+
+    # ---- checkpoints and lost machines (issue #13) ---------------------------------------------
+    def save(self, directory: str, model: str) -> tuple[dict[int, int], dict[int, str]]:
+        """Every shard writes its checkpoint into ``directory``, all at once; returns the versions saved
+        and, for shards that did not save, why (a lost shard is noticed by ``forget_workers``)."""
+        with self._lock:
+            assert self.server is not None
+            saved, failed, calls = {}, {}, []
+            for i, shard in enumerate(self.server.shards):
+                try:
+                    calls.append((i, shard.save(directory, model)))
+                except Exception as e:  # noqa: BLE001 - its worker is gone
+                    failed[i] = f"{type(e).__name__}: {e}"
+            for i, call in calls:
+                try:
+                    saved[i] = int(answer(call, self.last_read.timeout))
+                except Exception as e:  # noqa: BLE001
+                    failed[i] = f"{type(e).__name__}: {e}"
+            return saved, failed
+
+    def forget_workers(self, alive: set[str]) -> list[int]:
+        """Place nothing more on workers not in ``alive``; returns the shards that lived on them."""
+        with self._lock:
+            for attr in ("replica_workers", "shard_workers"):
+                keep = [w for w in getattr(self, attr) if w in alive]
+                if keep:  # with none left, placing fails with the cluster's own error
+                    setattr(self, attr, keep)
+            if self.server is None:
+                return []
+            return [i for i, w in enumerate(self.server.workers) if w not in alive]
+
+    def workers_of(self, shards: list[int]) -> list[str]:
+        assert self.server is not None
+        return [self.server.workers[i] for i in shards]
+
+    def span(self, index: int) -> tuple[int, int]:
+        assert self.server is not None
+        return self.server.layout.ranges[index]
+
+    def replace_shard(self, index: int, state: ShardState, optimizer: str, lr: float) -> str:
+        """Start shard ``index`` again from ``state`` (its checkpoint), on the live shard worker holding
+        fewest shards, with the job's current ``optimizer`` and ``lr``; returns its worker."""
+        with self._lock:
+            server = self.server
+            assert server is not None
+            a, b = server.layout.ranges[index]
+            worker = min(self.shard_workers, key=lambda w: (server.workers.count(w), self.shard_workers.index(w)))
+            old = self._shard_names[index]
+            self._restores += 1
+            name = f"shard{self._generation}-{index}-restore{self._restores}"
+            proxy = self.cluster.place_actor(name, ParameterShard, index, a, b, state.params, state.optimizer,
+                                             state.lr, worker=worker)
+            try:
+                resolve(proxy.load_state(state.as_state()))
+                if optimizer != state.optimizer:
+                    resolve(proxy.set_optimizer(optimizer))
+                resolve(proxy.set_lr(lr))
+            except BaseException:
+                self.cluster.registry.release(name)
+                raise
+            self._shard_names[index] = name
+            server.shards[index], server.workers[index], server.versions[index] = proxy, worker, state.version
+            self.last_read.restored(index, (a, b), state.params)
+        self.cluster.registry.release(old)
+        return worker
 
     def release(self) -> None:
         """Forget the shards and partitions: actor proxies hold Futures that keep their actors alive."""

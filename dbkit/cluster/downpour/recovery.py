@@ -1,0 +1,188 @@
+"""A Downpour job's checkpoints, and what it does when a machine is lost (DistBelief Sec. 4.1; issue #13).
+
+The paper's Downpour "is more robust to machine failures than synchronous
+SGD": a lost replica costs only its own work, and a parameter shard comes back
+from its last checkpoint. Here:
+
+- every ``every`` seconds each shard writes its checkpoint into the job's
+  directory (``dbkit.ps.checkpoint``), and the driver writes the manifest;
+- a shard whose worker is gone is started again on a live worker from its
+  checkpoint: the replicas are stopped, the shard replaced, and every replica
+  that ended since the shards were last all alive is started again on its data
+  shard. The updates the shard applied after its checkpoint are lost, and
+  counted;
+- without a usable checkpoint the job cannot go on: ``restore`` raises
+  ``CheckpointError`` and the job ends cleanly with the surviving parameters.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ...config import SECTIONS, RunConfig
+from ...ps import CheckpointError, Manifest, ShardState, read_shard, shard_file, write_manifest
+from ...settings import SETTINGS
+from ...telemetry import Checkpointed, ErrorEvent, EventStream, ReplicaEvent, ShardLost
+from ..session import Cluster
+from .fleet import Fleet
+from .placement import Placement
+
+
+class Recovery:
+    """The checkpoint directory of one job, when it is next due, the versions last saved, and what the
+    job does when a worker is lost. The job's monitor calls ``tick`` with ``fleet.launching`` held.
+
+    Parameters
+    ----------
+    directory : str or None
+        Where the shards checkpoint (None: never; a lost shard then ends the job).
+    every : float
+        Seconds between checkpoints.
+    model : str
+        The network's fingerprint, written into every checkpoint and checked on reading.
+    job : JobLink
+        What it tells the job: events, failure, replica transitions, progress.
+    """
+
+    def __init__(self, directory: str | None, every: float, model: str, job: JobLink) -> None:
+        if directory is not None:
+            writable(directory)
+        self.directory, self.every, self.model, self.job = directory, float(every), model, job
+        self.saved: dict[int, int] = {}  # shard -> version of its last checkpoint in this layout
+        self.count = 0
+        self._next = 0.0
+        self.all_alive_at = 0.0  # job time at which every shard's worker was last seen alive
+
+    @property
+    def enabled(self) -> bool:
+        return self.directory is not None
+
+    def new_layout(self) -> None:
+        """The shards were laid out anew: earlier checkpoints cover other ranges; save again at once."""
+        self.saved, self._next = {}, 0.0
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def save(self, placement: Placement, config: RunConfig, directory: str | None = None) -> tuple[int, ...] | None:
+        """Checkpoint every shard into ``directory`` (default: the job's), then the manifest; returns the
+        versions saved, or None if a shard did not answer (its previous checkpoint stays)."""
+        own = directory is None or directory == self.directory
+        directory = directory or self.directory
+        assert directory is not None
+        saved, failed = placement.save(directory, self.model)
+        server = placement.server
+        assert server is not None
+        if own:
+            self.saved.update(saved)
+        for i, why in sorted(failed.items()):
+            self.job.events.emit(ErrorEvent, where=f"checkpoint of shard {i}", message=why)
+        if failed:
+            return None
+        versions = tuple(saved[i] for i in range(len(server.shards)))
+        write_manifest(directory, Manifest(self.model, server.layout.size, "downpour", placement.partitions,
+                                           tuple(server.layout.ranges), versions, config.to_dict(), time.time()))
+        if own:
+            self.count += 1
+        self.job.events.emit(Checkpointed, directory=str(directory), step=self.job.progress(), versions=versions)
+        return versions
+
+    def load(self, index: int, span: tuple[int, int]) -> ShardState:
+        """Shard ``index``'s last checkpoint, checked to be of this model and this range."""
+        if self.directory is None:
+            raise CheckpointError("no checkpoint directory was given (checkpoint_dir, --checkpoint-dir)")
+        if index not in self.saved:
+            raise CheckpointError(f"shard {index} has no checkpoint in this layout yet")
+        return read_shard(shard_file(self.directory, index), self.model, span)
+
+    # ---- lost workers ---------------------------------------------------------------------------
+    def tick(self, cluster: Cluster, placement: Placement, fleet: Fleet, config: RunConfig, now: float) -> None:
+        """Notice lost workers: bring their shards back (or end the job), replace replicas lost with
+        their workers (``restart_replicas``), and checkpoint when due."""
+        alive = set(cluster.workers())
+        dead = placement.forget_workers(alive)
+        fleet.note_dead_workers(alive)
+        if not dead:
+            self.all_alive_at = now
+        elif not self.restore(placement, fleet, dead, config, now):
+            return
+        if config.restart_replicas and fleet.relaunch(fleet.lost_unreplaced()):
+            self.job.note_replicas()
+        if self.directory is not None and now >= self._next:
+            self._next = now + self.every
+            self.save(placement, config)
+
+    def restore(self, placement: Placement, fleet: Fleet, dead: list[int], config: RunConfig, now: float) -> bool:
+        """Bring shards ``dead`` back from their checkpoints on live workers, and start again every replica
+        that ended since the shards were last all alive (those still running are stopped first). Every
+        checkpoint is read and checked before anything changes. False: the job could not go on and
+        has ended as failed, keeping the surviving shards' parameters."""
+        t0 = time.monotonic()
+        server = placement.server
+        assert server is not None
+        lost_on = {i: server.workers[i] for i in dead}
+        try:
+            states = {i: self.load(i, placement.span(i)) for i in dead}
+        except CheckpointError as e:
+            for i in dead:
+                placement.last_read.lost.setdefault(i, "the scheduler no longer lists its worker")
+            placement.parameters()  # the others' parameters, fresh, while they are there
+            self.job.fail("the parameter server", RuntimeError(
+                f"{placement.last_read.describe_lost(server)}. The checkpoint could not be used: {e}"))
+            return False
+        ended = {e.replica: e.t for e in self.job.events.of(ReplicaEvent) if e.what in ("lost", "failed")}
+        victims = fleet.live() + sorted(i for i, t in ended.items() if t >= self.all_alive_at - 1.0
+                                        and i not in fleet.replaced and i not in fleet.crashed)
+        if not config.restart_replicas:
+            victims = [i for i in victims if i not in fleet.machine_lost]
+        read = {i: max(server.versions[i], states[i].version,
+                       placement.last_read.figures[i].version if i in placement.last_read.figures else 0)
+                for i in dead}
+        with fleet.launching:
+            fleet.stop([i for i in victims if i in fleet.live()], state="interrupted")
+            where = {i: placement.replace_shard(i, s, config.optimizer, config.lr) for i, s in states.items()}
+            fleet.relaunch(victims)
+        seconds = time.monotonic() - t0
+        for i, s in states.items():
+            self.job.events.emit(ShardLost, shard=i, worker=lost_on[i], step=self.job.progress(),
+                                 restored_on=where[i], checkpoint_version=s.version, version_read=read[i],
+                                 updates_lost=read[i] - s.version, seconds=seconds,
+                                 reason=f"its worker {lost_on[i]} is gone")
+        self.job.note_replicas()
+        self.all_alive_at = now
+        return True
+
+
+class JobLink:
+    """What ``Recovery`` tells its job: the event stream, a failure, replica transitions, progress."""
+
+    def __init__(self, events: EventStream, fail: Callable[[str, BaseException], None],
+                 note_replicas: Callable[[], None], progress: Callable[[], int]) -> None:
+        self.events, self.fail, self.note_replicas, self.progress = events, fail, note_replicas, progress
+
+
+def settings_of(manifest: Manifest) -> dict[str, Any]:
+    """The flat settings a checkpoint's run had (``RunConfig.make(**settings_of(m))``), for resuming it."""
+    saved = dict(manifest.config)
+    flat = {k: v for k, v in saved.items() if k not in SECTIONS}
+    flat.update(saved.get("downpour") or {})
+    flat["hidden"] = tuple(flat["hidden"]) if flat.get("hidden") else None
+    flat["slow_replicas"] = tuple((int(i), float(f)) for i, f in (flat.get("slow_replicas") or {}).items())
+    flat["algorithm"] = "downpour"
+    known = {f.name for f in fields(RunConfig)} | set(SETTINGS)
+    return {k: v for k, v in flat.items() if k in known}
+
+
+def writable(directory: str) -> Path:
+    """``directory``, made if need be; ``ValueError`` naming it if this process cannot write files there."""
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".dbkit-probe-"):
+            pass
+    except OSError as e:
+        raise ValueError(f"checkpoint_dir {directory!r} cannot be written: {e.strerror or e}") from e
+    return path

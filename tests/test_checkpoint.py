@@ -1,0 +1,145 @@
+"""Shard checkpoints (issue #13): a round trip is bit for bit, and every damaged or mismatched file is
+refused with its own message, before anything is loaded."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from dbkit.nn import build
+from dbkit.ps import (
+    CheckpointError,
+    Manifest,
+    ParameterShard,
+    read_checkpoint,
+    read_shard,
+    shard_file,
+    write_manifest,
+)
+from dbkit.ps.checkpoint import _atomic_write
+
+MODEL = "0123456789abcdef"
+
+
+def _trained_shard(optimizer: str = "adagrad", index: int = 0, start: int = 0, stop: int = 300) -> ParameterShard:
+    rng = np.random.default_rng(index)
+    shard = ParameterShard(index, start, stop, rng.normal(size=stop - start).astype(np.float32), optimizer, 0.1)
+    for v in range(5):
+        shard.push(rng.normal(size=stop - start).astype(np.float32), v, examples=32)
+    return shard
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
+def test_a_restored_shard_goes_on_exactly_as_the_one_it_was_saved_from(tmp_path, optimizer):
+    """The reference is the shard that was never saved: the same pushes after the checkpoint give the
+    same parameters, bit for bit, in the shard loaded from it."""
+    original = _trained_shard(optimizer)
+    assert original.save(str(tmp_path), MODEL) == 5
+    state = read_shard(shard_file(tmp_path, 0), MODEL, (0, 300))
+    assert state.version == 5 and state.examples == 160 and state.optimizer == optimizer
+    restored = ParameterShard(0, 0, 300, np.zeros(300, np.float32), optimizer, 0.1)
+    restored.load_state(state.as_state())
+    rng = np.random.default_rng(9)
+    for _ in range(4):
+        g = rng.normal(size=300).astype(np.float32)
+        a, b = original.push(g, original.version), restored.push(g, restored.version)
+        assert a.accepted and b.accepted and a.version == b.version
+    assert np.array_equal(original.fetch()[1], restored.fetch()[1])
+    if optimizer == "adagrad":
+        assert np.array_equal(original.opt_state, restored.opt_state)
+
+
+def _checkpoint_dir(tmp_path):
+    ranges = ((0, 300), (300, 500))
+    shards = [_trained_shard("adagrad", i, a, b) for i, (a, b) in enumerate(ranges)]
+    versions = tuple(s.save(str(tmp_path), MODEL) for s in shards)
+    write_manifest(tmp_path, Manifest(MODEL, 500, "downpour", 1, ranges, versions, {"model": "mlp"}, 0.0))
+    return shards
+
+
+def test_a_checkpoint_directory_reads_back_whole(tmp_path):
+    shards = _checkpoint_dir(tmp_path)
+    ckpt = read_checkpoint(tmp_path, MODEL)
+    assert np.array_equal(ckpt.params, np.concatenate([s.params for s in shards]))
+    assert np.array_equal(ckpt.opt_state, np.concatenate([s.opt_state for s in shards]))
+    assert ckpt.manifest.versions == (5, 5) and ckpt.optimizer == "adagrad"
+
+
+def _flip_a_byte_in_the_parameters(path):
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("params.npy")
+    raw = bytearray(path.read_bytes())
+    at = info.header_offset + 30 + len(info.filename) + len(info.extra) + 200  # inside the array's bytes
+    raw[at] ^= 0x40
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("flip", "corrupt"),
+    ("truncate", "corrupt or truncated"),
+    ("text", "corrupt or truncated"),
+    ("pickled", "corrupt or truncated"),
+    ("missing", "no shard checkpoint"),
+    ("model", "another model"),
+])
+def test_a_damaged_or_foreign_shard_file_is_refused_with_its_reason(tmp_path, damage, message):
+    _checkpoint_dir(tmp_path)
+    path = shard_file(tmp_path, 1)
+    if damage == "flip":
+        _flip_a_byte_in_the_parameters(path)
+    elif damage == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "text":
+        path.write_text("X_train,y_train\n1,2\n")
+    elif damage == "pickled":  # an object array: loading it would unpickle; it must never be loaded
+        np.savez(path, params=np.array([object()], dtype=object), meta=np.zeros(3, np.uint8))
+    elif damage == "missing":
+        path.unlink()
+    model = "fedcba9876543210" if damage == "model" else MODEL
+    with pytest.raises(CheckpointError, match=message) as err:
+        read_checkpoint(tmp_path, model)
+    assert "allow_pickle" not in str(err.value)
+
+
+def test_a_manifest_of_another_layout_or_a_broken_one_is_refused(tmp_path):
+    _checkpoint_dir(tmp_path)
+    manifest = tmp_path / "checkpoint.json"
+    d = json.loads(manifest.read_text())
+    d["ranges"] = [[0, 250], [250, 500]]  # the files cover (0, 300) and (300, 500)
+    manifest.write_text(json.dumps(d))
+    with pytest.raises(CheckpointError, match="another layout"):
+        read_checkpoint(tmp_path)
+    d["ranges"] = [[0, 300], [200, 500]]
+    manifest.write_text(json.dumps(d))
+    with pytest.raises(CheckpointError, match="do not cover"):
+        read_checkpoint(tmp_path)
+    manifest.write_text(manifest.read_text()[:40])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        read_checkpoint(tmp_path)
+    manifest.unlink()
+    with pytest.raises(CheckpointError, match="no checkpoint in"):
+        read_checkpoint(tmp_path)
+
+
+def test_a_write_that_fails_half_way_leaves_the_previous_checkpoint_and_no_debris(tmp_path):
+    _trained_shard().save(str(tmp_path), MODEL)
+    before = shard_file(tmp_path, 0).read_bytes()
+
+    def half(f):
+        f.write(b"PK\x03\x04 half a zip")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        _atomic_write(shard_file(tmp_path, 0), half)
+    assert shard_file(tmp_path, 0).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard-0.npz"]
+
+
+def test_the_fingerprint_tells_architectures_apart_and_ignores_the_penalty():
+    a = build("mlp", 64, 10, hidden=(32,), l2=1e-4)
+    assert a.fingerprint() == build("mlp", 64, 10, hidden=(32,), l2=0.0).fingerprint()
+    assert a.fingerprint() != build("mlp", 64, 10, hidden=(33,)).fingerprint()
+    assert a.fingerprint() != build("mlp", 64, 10, hidden=(16, 16)).fingerprint()

@@ -1,0 +1,196 @@
+"""A lost machine (issue #13): a lost shard comes back from its checkpoint, a lost replica is replaced,
+a job resumes from a checkpoint; on a LocalCluster through the API, and on a real ``dask scheduler``
+with three ``dask worker`` processes through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import dbkit
+from dbkit import data
+from dbkit.ps import CheckpointError, read_checkpoint
+from dbkit.telemetry import Checkpointed, ReplicaEvent, ShardLost, validate_report
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+def _kill(client, worker: str) -> None:
+    os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
+
+
+def test_a_lost_shard_comes_back_from_its_checkpoint_and_training_goes_on(digits, tmp_path):
+    from dbkit.cluster import Cluster
+
+    with Cluster(n_workers=3) as cluster:
+        w = cluster.workers()
+        with dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, lr=0.05, client=cluster.client,
+                               checkpoint_dir=str(tmp_path), checkpoint_every=0.2,
+                               shard_workers=[w[0], w[1]], replica_workers=[w[2], w[1]]) as job:
+            job.fit(steps=200, progress=False)
+            lost = next(s.index for s in job.shards() if s.worker == w[0])
+            _kill(cluster.client, w[0])
+            job.fit(steps=1500, progress=False)
+            assert job.state == "paused"  # it went on: not failed
+            shards = job.shards()
+            report = job.report()
+    assert validate_report(report) == []
+    (event,) = [e for e in job.events.of(ShardLost)]
+    saved = {c.versions[lost] for c in job.events.of(Checkpointed) if c.t <= event.t}
+    assert event.shard == lost and event.worker == w[0] and event.restored_on in (w[1], w[2])
+    assert event.checkpoint_version in saved  # it came back from a checkpoint the job wrote
+    assert event.updates_lost == event.version_read - event.checkpoint_version >= 0
+    assert shards[lost].worker == event.restored_on and shards[lost].version >= event.checkpoint_version
+    f = report["faults"]
+    assert f["shards_lost"] == f["shards_restored"] == 1 and f["updates_lost"] == event.updates_lost
+    restarted = [e for e in job.events.of(ReplicaEvent) if e.what == "restarted"]
+    assert f["replicas_restarted"] == len(restarted) >= 1
+    assert all(e.worker != w[0] for e in restarted)
+    assert report["final"]["test_accuracy"] > 0.9
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_a_replica_lost_with_its_worker_is_replaced_on_its_data_unless_told_not_to(digits, restart):
+    from dbkit.cluster import Cluster
+
+    with Cluster(n_workers=3) as cluster:
+        w = cluster.workers()
+        with dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, lr=0.05, client=cluster.client,
+                               restart_replicas=restart, shard_workers=[w[0], w[1]],
+                               replica_workers=[w[2], w[1]]) as job:
+            job.fit(steps=200, progress=False)
+            _kill(cluster.client, w[2])  # replica 0's worker; no shard there
+            job.fit(steps=400, progress=False)
+            assert job.state == "paused"
+            if restart:  # the replacement trains (it may have started after the others met the budget)
+                job.resume()
+                deadline = time.monotonic() + 60
+                while job.replicas()[-1].steps == 0 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                job.pause()
+            data_of = dict(job._fleet.data_of)
+            report = job.report()
+    events = job.events.of(ReplicaEvent)
+    assert [e.replica for e in events if e.what == "lost"] == [0]
+    restarted = [e for e in events if e.what == "restarted"]
+    assert report["faults"]["replicas_lost"] == 1
+    assert report["faults"]["replicas_restarted"] == len(restarted) == (1 if restart else 0)
+    if restart:
+        (r,) = restarted
+        assert r.worker == w[1] and r.reason == "replaces replica 0" and data_of[r.replica] == data_of[0]
+        assert report["replicas"][r.replica]["steps"] > 0
+
+
+def test_a_job_resumes_from_its_checkpoint_bit_for_bit_and_refuses_another_model_or_layout(digits, tmp_path,
+                                                                                           local_cluster):
+    with dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, lr=0.05, optimizer="adagrad",
+                           client=local_cluster.client) as job:
+        job.fit(steps=300, progress=False)
+        job.checkpoint(tmp_path / "ckpt")
+        saved = read_checkpoint(tmp_path / "ckpt")
+        accuracy = job.evaluate().test_accuracy
+    with pytest.raises(CheckpointError, match="another model"):
+        dbkit.DownpourSGD.from_checkpoint(tmp_path / "ckpt", hidden=(16,), client=local_cluster.client)
+    with pytest.raises(CheckpointError, match="3 over 1"):
+        dbkit.DownpourSGD.from_checkpoint(tmp_path / "ckpt", shards=3, client=local_cluster.client)
+    resumed = dbkit.DownpourSGD.from_checkpoint(tmp_path / "ckpt", data=digits, client=local_cluster.client)
+    with resumed:
+        assert resumed.config.replicas == 2 and resumed.config.optimizer == "adagrad"
+        resumed._start(paused=True)  # placed, not yet trained
+        params, acc = resumed.parameter_state()
+        a = resumed.layout
+        assert np.array_equal(a.to_server(params), saved.params) and np.array_equal(a.to_server(acc), saved.opt_state)
+        assert [s.version for s in resumed.shards()] == list(saved.manifest.versions)
+        assert resumed.evaluate().test_accuracy == pytest.approx(accuracy)
+        resumed.fit(steps=200, progress=False)
+        assert resumed.evaluate().test_accuracy > 0.9
+
+
+def test_a_checkpoint_dir_that_cannot_be_written_is_refused_before_anything_starts(digits, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="checkpoint_dir .* cannot be written"):
+        dbkit.DownpourSGD("mlp", digits, checkpoint_dir=str(blocker / "sub"))
+    with pytest.raises(ValueError, match="downpour only"):
+        dbkit.SandblasterLBFGS("linear", digits, checkpoint_dir=str(tmp_path))
+
+
+# ---- a real scheduler and three workers, through the command line --------------------------------------
+def _dbkit(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dbkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _worker_holding(address: str, shard: bool) -> str:
+    """A worker that holds a parameter shard (``shard``) or none, once the job has placed its shards."""
+    from distributed import Client
+
+    with Client(address, timeout=10) as c:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            held = c.run(lambda dask_worker: [str(k) for k in dask_worker.state.actors])
+            with_shard = sorted(w for w, keys in held.items() if any("shard" in k for k in keys))
+            if len(with_shard) == 2:  # both shards placed
+                time.sleep(3)  # let it train a while first
+                return with_shard[0] if shard else sorted(set(held) - set(with_shard))[0]
+            time.sleep(0.2)
+    raise AssertionError("the job placed no shard")
+
+
+def _run_and_kill(real_dask, tmp_path, shard: bool, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    with real_dask(3) as (address, _):
+        from distributed import Client
+
+        run = _dbkit("run", "downpour", "--scheduler", address, "--replicas", "3", "--shards", "2", "--seconds", "12",
+                     "--report", str(tmp_path / "r.json"), "--quiet", *extra)
+        try:
+            victim = _worker_holding(address, shard)
+            with Client(address, timeout=10) as c:
+                _kill(c, victim)
+            out, err = run.communicate(timeout=240)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    report = json.loads((tmp_path / "r.json").read_text())
+    return subprocess.CompletedProcess(run.args, run.returncode, out, err), report
+
+
+def test_cli_a_shard_worker_killed_on_a_real_cluster_comes_back_from_the_checkpoint(tmp_path, dask_processes):
+    done, report = _run_and_kill(dask_processes, tmp_path, True, "--checkpoint-dir", str(tmp_path / "ckpt"),
+                                 "--checkpoint-every", "1")
+    assert done.returncode == 0, done.stderr
+    assert validate_report(report) == [] and report["state"] != "failed"
+    f = report["faults"]
+    assert f["shards_lost"] == f["shards_restored"] == 1 and f["replicas_restarted"] >= 1
+    (restore,) = f["restores"]
+    assert 0 <= restore["updates_lost"] == restore["version_read"] - restore["checkpoint_version"]
+    assert report["final"]["test_accuracy"] > 0.9
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_a_shard_worker_killed_without_checkpoints_ends_cleanly_with_a_report(tmp_path, dask_processes):
+    done, report = _run_and_kill(dask_processes, tmp_path, True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "dbkit: the run failed:" in done.stderr and "lost parameter shard" in done.stderr
+    assert validate_report(report) == [] and report["state"] == "failed"
+    assert sum(s["worker"].endswith("(lost)") for s in report["shards"]) == 1
+    assert np.isfinite(report["final"]["train_loss"])
+
+
+def test_cli_a_replica_worker_killed_on_a_real_cluster_is_replaced(tmp_path, dask_processes):
+    done, report = _run_and_kill(dask_processes, tmp_path, False)
+    assert done.returncode == 0, done.stderr
+    assert report["faults"]["replicas_lost"] == 1 and report["faults"]["replicas_restarted"] == 1
+    assert report["final"]["test_accuracy"] > 0.9
