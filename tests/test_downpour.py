@@ -245,7 +245,8 @@ def test_a_lost_replica_ends_alone(digits):
     with Cluster(n_workers=3) as cluster:
         w = cluster.workers()
         with dbkit.DownpourSGD("linear", digits, replicas=2, shards=1, optimizer="sgd", lr=0.02,
-                               client=cluster.client, shard_workers=[w[0]], replica_workers=[w[1], w[2]]) as d:
+                               client=cluster.client, shard_workers=[w[0]], replica_workers=[w[1], w[2]],
+                               restart_replicas=False) as d:  # replacement: tests/test_recovery.py
             d.fit(seconds=0.5, progress=False)
             victim = d.replicas()[1].worker
             pid = cluster.client.run(os.getpid, workers=[victim])[victim]

@@ -213,7 +213,7 @@ def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
     with Cluster(n_workers=5) as cluster:
         w = cluster.workers()
         with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, client=cluster.client,
-                         shard_workers=[w[0]], replica_workers=w[1:]) as d:
+                         shard_workers=[w[0]], replica_workers=w[1:], restart_replicas=False) as d:
             d.fit(steps=40, progress=False)
             where = {f.replica: [p.worker for p in f.partitions] for f in d.replicas()}
             assert not set(where[0]) & set(where[1])  # 4 workers: each replica on its own two

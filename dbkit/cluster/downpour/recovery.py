@@ -130,8 +130,8 @@ class Recovery:
             for i in dead:
                 placement.last_read.lost.setdefault(i, "the scheduler no longer lists its worker")
             placement.parameters()  # the others' parameters, fresh, while they are there
-            self.job.fail("the parameter server", RuntimeError(
-                f"{placement.last_read.describe_lost(server)}. The checkpoint could not be used: {e}"))
+            why = f". Its checkpoint could not be used: {e}" if self.enabled else ""
+            self.job.fail("the parameter server", RuntimeError(placement.last_read.describe_lost(server) + why))
             return False
         ended = {e.replica: e.t for e in self.job.events.of(ReplicaEvent) if e.what in ("lost", "failed")}
         victims = fleet.live() + sorted(i for i, t in ended.items() if t >= self.all_alive_at - 1.0
