@@ -25,13 +25,13 @@ from ...data import Dataset
 from ...jobs import FinalState, Job, JobThread, Monitor, resolve_job
 from ...nn import Network
 from ...partition import AlignedLayout
-from ...ps import Checkpoint, CheckpointError, read_checkpoint
+from ...ps import Checkpoint, read_checkpoint
 from ...settings import check
-from ...telemetry import Relayout, ReplicaEvent, ShardLost
+from ...telemetry import Relayout, ReplicaEvent
 from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement, check_layout
-from .recovery import JobLink, Recovery, settings_of
+from .recovery import JobLink, Recovery, check_layout_of, settings_of
 
 
 class _Resources:
@@ -370,16 +370,9 @@ class DownpourSGD(Job):
 
     def _report_blocks(self, final: FinalState) -> dict:
         a = self.layout
-        lost = self.events.of(ShardLost)
-        replicas = self.events.of(ReplicaEvent)
         return {"layout": {"partitions": a.partitions, "shards_of_partition": [list(s) for s in a.shards_of],
                            "relayouts": [e.to_dict() for e in self.events.of(Relayout)]},
-                "faults": {"checkpoint_dir": self.config.checkpoint_dir, "checkpoints": self._recovery.count,
-                           "shards_lost": len(lost) + len(self._placement.last_read.lost if self._placement else ()),
-                           "shards_restored": len(lost), "updates_lost": sum(e.updates_lost or 0 for e in lost),
-                           "replicas_lost": sum(e.what == "lost" for e in replicas),
-                           "replicas_restarted": sum(e.what == "restarted" for e in replicas),
-                           "restores": [e.to_dict() for e in lost]}}
+                "faults": self._recovery.figures(self._placement.last_read.lost if self._placement else {})}
 
     # ---- checkpoints (issue #13) --------------------------------------------------------------
     def checkpoint(self, path: str | os.PathLike[str]) -> Path:
@@ -399,12 +392,7 @@ class DownpourSGD(Job):
         if self._state != "created":
             raise RuntimeError("start_from() must be called before the job starts")
         ckpt = read_checkpoint(path, self.network.fingerprint())
-        a = self.layout
-        if ckpt.manifest.ranges != tuple(a.layout.ranges) or ckpt.manifest.partitions != a.partitions:
-            raise CheckpointError(
-                f"the checkpoint in {path} has {len(ckpt.manifest.ranges)} shards over {ckpt.manifest.partitions} "
-                f"partition(s); this run asks for {a.layout.n_shards} over {a.partitions}. Resume with the "
-                f"checkpoint's layout, then change it while training with set(shards=..., partitions=...)")
+        check_layout_of(ckpt, self.layout)
         self._start_from = ckpt
         return self
 

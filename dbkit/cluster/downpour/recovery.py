@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ...config import SECTIONS, RunConfig
-from ...ps import CheckpointError, Manifest, ShardState, read_shard, shard_file, write_manifest
+from ...partition import AlignedLayout
+from ...ps import Checkpoint, CheckpointError, Manifest, ShardState, read_shard, shard_file, write_manifest
 from ...settings import SETTINGS
 from ...telemetry import Checkpointed, ErrorEvent, EventStream, ReplicaEvent, ShardLost
 from ..session import Cluster
@@ -98,6 +99,18 @@ class Recovery:
             raise CheckpointError(f"shard {index} has no checkpoint in this layout yet")
         return read_shard(shard_file(self.directory, index), self.model, span)
 
+    def figures(self, unrestored: dict[int, str]) -> dict[str, Any]:
+        """The report's ``faults`` block: checkpoints, shards lost and restored (``unrestored``: those
+        lost for good), updates lost, replicas lost and restarted."""
+        lost = self.job.events.of(ShardLost)
+        replicas = self.job.events.of(ReplicaEvent)
+        return {"checkpoint_dir": self.directory, "checkpoints": self.count,
+                "shards_lost": len(lost) + len(unrestored), "shards_restored": len(lost),
+                "updates_lost": sum(e.updates_lost or 0 for e in lost),
+                "replicas_lost": sum(e.what == "lost" for e in replicas),
+                "replicas_restarted": sum(e.what == "restarted" for e in replicas),
+                "restores": [e.to_dict() for e in lost]}
+
     # ---- lost workers ---------------------------------------------------------------------------
     def tick(self, cluster: Cluster, placement: Placement, fleet: Fleet, config: RunConfig, now: float) -> None:
         """Notice lost workers: bring their shards back (or end the job), replace replicas lost with
@@ -162,6 +175,16 @@ class JobLink:
     def __init__(self, events: EventStream, fail: Callable[[str, BaseException], None],
                  note_replicas: Callable[[], None], progress: Callable[[], int]) -> None:
         self.events, self.fail, self.note_replicas, self.progress = events, fail, note_replicas, progress
+
+
+def check_layout_of(ckpt: Checkpoint, layout: AlignedLayout) -> None:
+    """``CheckpointError`` unless ``ckpt`` was saved with ``layout``'s shards and partitions."""
+    m = ckpt.manifest
+    if m.ranges != tuple(layout.layout.ranges) or m.partitions != layout.partitions:
+        raise CheckpointError(
+            f"the checkpoint in {ckpt.directory} has {len(m.ranges)} shards over {m.partitions} partition(s); this "
+            f"run asks for {layout.layout.n_shards} over {layout.partitions}. Resume with the checkpoint's layout, "
+            f"then change it while training with set(shards=..., partitions=...)")
 
 
 def settings_of(manifest: Manifest) -> dict[str, Any]:
