@@ -6,6 +6,7 @@ from .checkpoint import (
     Manifest,
     ShardState,
     read_checkpoint,
+    read_manifest,
     read_shard,
     shard_file,
     write_manifest,
@@ -28,8 +29,8 @@ def local_shards(initial, n_shards: int, optimizer: str = "sgd", lr: float = 0.1
 
 
 __all__ = [
-    "Checkpoint", "CheckpointError", "Manifest", "ShardState", "read_checkpoint", "read_shard", "shard_file",
-    "write_manifest", "Histogram", "OPTIMIZERS", "ParameterShard", "Pending", "PushAnswer", "ShardFigures",
-    "ShardLayout", "ShardedParameters", "UpdateRule", "balanced_layout", "check_lr", "local_shards", "resolve",
-    "staleness_summary",
+    "Checkpoint", "CheckpointError", "Manifest", "ShardState", "read_checkpoint", "read_manifest", "read_shard",
+    "shard_file", "write_manifest", "Histogram", "OPTIMIZERS", "ParameterShard", "Pending", "PushAnswer",
+    "ShardFigures", "ShardLayout", "ShardedParameters", "UpdateRule", "balanced_layout", "check_lr", "local_shards",
+    "resolve", "staleness_summary",
 ]

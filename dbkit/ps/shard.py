@@ -229,22 +229,19 @@ class ParameterShard(VectorOps):
     def save(self, directory: str, model: str) -> int:
         """Write this shard's checkpoint (``dbkit.ps.checkpoint``) into ``directory``; returns its version.
 
-        The arrays are copied under the lock and written outside it, so pushes
-        wait only for the copy. ``model`` is the network's fingerprint.
+        The arrays are copied under the lock (``state``) and written outside it,
+        so pushes wait only for the copy. ``model`` is the network's fingerprint.
         """
-        with self._lock:
-            state = ShardState(self.index, self.start, self.stop, self.version, self.examples, self.rule.optimizer,
-                               self.rule.lr, self.params.copy(),
-                               None if self.opt_state is None else self.opt_state.copy(), model, time.time())
+        state = ShardState(**self.state(), model=model, saved_at=time.time())
         write_shard(directory, state)
         return state.version
 
     def state(self) -> dict:
-        """A checkpoint: copies of parameters and optimizer state, version and rule."""
+        """A checkpoint: copies of parameters and optimizer state, version, examples applied and rule."""
         with self._lock:
             return {
                 "index": self.index, "start": self.start, "stop": self.stop, "version": self.version,
-                "params": self.params.copy(),
+                "examples": self.examples, "params": self.params.copy(),
                 "opt_state": None if self.opt_state is None else self.opt_state.copy(),
                 "optimizer": self.rule.optimizer, "lr": self.rule.lr,
             }

@@ -42,7 +42,7 @@ class Fleet:
         self.data_of: dict[int, int] = {}  # replica -> its data shard (a replacement takes the one it replaces)
         self.replaced: dict[int, int] = {}  # ended replica -> the replica that replaced it
         self.crashed: set[int] = set()  # killed by ``crash`` (lose_replica): the lesson's loss, not replaced
-        self.machine_lost: set[int] = set()  # lost with a worker (theirs, or one holding a partition of theirs)
+        self.machine_lost: set[int] = set()  # lost with a worker (``note_dead_workers``)
         self.launching = threading.RLock()
         self._lock = threading.Lock()
 
@@ -270,7 +270,6 @@ class Fleet:
         for index in self.book.live():
             if self.book.worker_of(index) == worker:
                 self.book.mark_lost(index, reason)
-                self.machine_lost.add(index)
         self.controls.pop(worker, None)
 
     def check_partitions(self) -> None:
@@ -286,7 +285,6 @@ class Fleet:
             gone = sorted(w for w in workers if w and w not in alive)
             if gone:
                 self.book.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
-                self.machine_lost.add(index)
 
     def release_ended_partitions(self) -> None:
         """Drop the partition actors of replicas that ended on their own (lost, failed, diverged): their

@@ -25,7 +25,7 @@ from ...data import Dataset
 from ...jobs import FinalState, Job, JobThread, Monitor, resolve_job
 from ...nn import Network
 from ...partition import AlignedLayout
-from ...ps import Checkpoint, read_checkpoint
+from ...ps import Checkpoint, read_checkpoint, read_manifest
 from ...settings import check
 from ...telemetry import Relayout, ReplicaEvent
 from ..session import Cluster
@@ -248,12 +248,10 @@ class DownpourSGD(Job):
         if self.ended or not ended:
             return
         lost = self._placement.lost_shards() if self._placement is not None else None
-        if lost is not None and self._recovery.enabled:  # replicas ended on a dead shard: bring it back
-            assert self._placement is not None and self._res.cluster is not None
-            dead = sorted(self._placement.last_read.lost)
-            self._placement.forget_workers(set(self._res.cluster.workers()) - set(self._placement.workers_of(dead)))
-            if self._recovery.restore(self._placement, self._fleet, dead, self.config, self.events.now()):
-                return
+        if lost is not None and self._placement is not None and self._res.cluster is not None and \
+                self._recovery.restore_lost(self._res.cluster, self._placement, self._fleet, self.config,
+                                            self.events.now()):
+            return
         if self.ended:
             return
         self._sample()
@@ -402,7 +400,7 @@ class DownpourSGD(Job):
                         **settings: Any) -> DownpourSGD:
         """A job (not started) that trains on from the checkpoint in ``path``, with the settings it was
         saved with (model, data, replicas, shards, ...) changed by ``settings``."""
-        config = RunConfig.make(**{**settings_of(read_checkpoint(path).manifest), **settings})
+        config = RunConfig.make(**{**settings_of(read_manifest(path)), **settings})
         job = cls(model if model is not None else config.model, data if data is not None else config.dataset,
                   config=config, client=client, scheduler=scheduler)
         return job.start_from(path)

@@ -46,12 +46,21 @@ class LastRead:
                 out[a:b] = values
                 server.versions[i] = version
             except Exception as e:  # noqa: BLE001 - its worker died (or does not answer): use what was read
-                self.lost.setdefault(i, f"{type(e).__name__}: {e}")
+                self.mark_lost(i, f"{type(e).__name__}: {e}")
                 if self.params is None:
                     raise RuntimeError(f"parameter shard {i} is lost ({self.lost[i]}) and was never read") from e
                 out[a:b] = self.params[a:b]
         self.params = out.copy()
         return out
+
+    def mark_lost(self, index: int, why: str) -> None:
+        """Shard ``index`` is lost (the first reason given stays)."""
+        self.lost.setdefault(index, why)
+
+    def version_of(self, index: int, server: ShardedParameters) -> int:
+        """The newest version of shard ``index`` the driver has read (fetch or figures)."""
+        f = self.figures.get(index)
+        return max(server.versions[index], f.version if f is not None else 0)
 
     def restored(self, index: int, span: tuple[int, int], params: np.ndarray) -> None:
         """Shard ``index`` came back (from a checkpoint) holding ``params`` over ``span``: no longer lost."""
@@ -68,7 +77,7 @@ class LastRead:
                 f = dataclasses.replace(answer(shard.figures(), self.timeout), worker=worker)
                 self.figures[i] = f
             except Exception as e:  # noqa: BLE001
-                self.lost.setdefault(i, f"{type(e).__name__}: {e}")
+                self.mark_lost(i, f"{type(e).__name__}: {e}")
                 last = self.figures.get(i) or ShardFigures(i, a, b, 0, 0, 0, "sgd", 0.0, 0, 0, 0)
                 f = dataclasses.replace(last, worker=f"{worker} (lost)")
             out.append(f)

@@ -128,6 +128,17 @@ class Recovery:
             self._next = now + self.every
             self.save(placement, config)
 
+    def restore_lost(self, cluster: Cluster, placement: Placement, fleet: Fleet, config: RunConfig, now: float
+                     ) -> bool:
+        """Every replica ended on a connection to a shard found dead when read (``placement.lost_shards``),
+        maybe before the scheduler dropped its worker: restore those shards. False if there were none to
+        restore, or the job could not go on."""
+        dead = sorted(placement.last_read.lost)
+        if not (self.enabled and dead):
+            return False
+        placement.forget_workers(set(cluster.workers()) - set(placement.workers_of(dead)))
+        return self.restore(placement, fleet, dead, config, now)
+
     def restore(self, placement: Placement, fleet: Fleet, dead: list[int], config: RunConfig, now: float) -> bool:
         """Bring shards ``dead`` back from their checkpoints on live workers, and start again every replica
         that ended since the shards were last all alive (those still running are stopped first). Every
@@ -141,7 +152,7 @@ class Recovery:
             states = {i: self.load(i, placement.span(i)) for i in dead}
         except CheckpointError as e:
             for i in dead:
-                placement.last_read.lost.setdefault(i, "the scheduler no longer lists its worker")
+                placement.last_read.mark_lost(i, "the scheduler no longer lists its worker")
             placement.parameters()  # the others' parameters, fresh, while they are there
             why = f". Its checkpoint could not be used: {e}" if self.enabled else ""
             self.job.fail("the parameter server", RuntimeError(placement.last_read.describe_lost(server) + why))
@@ -151,9 +162,7 @@ class Recovery:
                                         and i not in fleet.replaced and i not in fleet.crashed)
         if not config.restart_replicas:
             victims = [i for i in victims if i not in fleet.machine_lost]
-        read = {i: max(server.versions[i], states[i].version,
-                       placement.last_read.figures[i].version if i in placement.last_read.figures else 0)
-                for i in dead}
+        read = {i: max(placement.last_read.version_of(i, server), states[i].version) for i in dead}
         with fleet.launching:
             fleet.stop([i for i in victims if i in fleet.live()], state="interrupted")
             where = {i: placement.replace_shard(i, s, config.optimizer, config.lr) for i, s in states.items()}
@@ -199,8 +208,8 @@ def settings_of(manifest: Manifest) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if k in known}
 
 
-def writable(directory: str) -> Path:
-    """``directory``, made if need be; ``ValueError`` naming it if this process cannot write files there."""
+def writable(directory: str) -> None:
+    """Make ``directory`` if need be; ``ValueError`` naming it if this process cannot write files there."""
     path = Path(directory)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -208,4 +217,3 @@ def writable(directory: str) -> Path:
             pass
     except OSError as e:
         raise ValueError(f"checkpoint_dir {directory!r} cannot be written: {e.strerror or e}") from e
-    return path
