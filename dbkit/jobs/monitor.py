@@ -6,7 +6,7 @@ else every ``slow`` seconds (each poll is a call to every worker, which costs
 the driver and the workers CPU that the replicas could use); this object
 decides when it polls and what a poll means: a sample every
 ``sample_every`` seconds, an evaluation every ``eval_every`` steps (at most
-every ``min_eval_interval`` seconds), a partition check every half second, and
+every ``min_eval_interval`` seconds), a check of which workers are alive every half second, and
 a ``ReplicaEvent`` for each replica that started or ended.
 """
 
@@ -21,16 +21,16 @@ class Monitor:
     fast = 0.05
     slow = 0.25
 
-    def __init__(self, min_eval_interval: float = 0.2, partition_check_every: float = 0.5) -> None:
+    def __init__(self, min_eval_interval: float = 0.2, worker_check_every: float = 0.5) -> None:
         self.min_eval_interval = min_eval_interval
-        self.partition_check_every = partition_check_every
+        self.worker_check_every = worker_check_every
         self.target: int | None = None  # the total steps a ``fit`` is to reach, if any
         self._hurry_until = -1e9
         self._rate = 0.0  # steps per second, smoothed over polls
         self._last: tuple[float, int] | None = None
         self._seen: dict[int, str] = {}
         self._next_eval_step = 0
-        self._last_eval = self._last_sample = self._last_partition_check = -1e9
+        self._last_eval = self._last_sample = self._last_worker_check = -1e9
 
     def transitions(self, figures: dict[int, ReplicaFigures]) -> list[tuple[int, str, ReplicaFigures]]:
         """``(replica, what, figures)`` for every replica that started (``what="started"``) or ended
@@ -76,8 +76,9 @@ class Monitor:
             return self.fast
         return self.slow
 
-    def partition_check_due(self, now: float) -> bool:
-        if now - self._last_partition_check < self.partition_check_every:
+    def worker_check_due(self, now: float) -> bool:
+        """Whether this poll asks the scheduler which workers are alive (a call, so not on every poll)."""
+        if now - self._last_worker_check < self.worker_check_every:
             return False
-        self._last_partition_check = now
+        self._last_worker_check = now
         return True

@@ -272,7 +272,7 @@ class Fleet:
                 self.book.mark_lost(index, reason)
         self.controls.pop(worker, None)
 
-    def check_partitions(self) -> None:
+    def check_partitions(self, alive: set[str]) -> None:
         """A partitioned replica is lost as soon as a worker holding one of its partitions is gone
         from the scheduler (its own task could otherwise wait on the dead partition until the
         connection attempts time out)."""
@@ -280,7 +280,6 @@ class Fleet:
         spread = {i: {p.worker for p in figures[i].partitions} for i in self.book.live()}
         if not any(spread.values()):
             return
-        alive = set(self.cluster.workers())
         for index, workers in spread.items():
             gone = sorted(w for w in workers if w and w not in alive)
             if gone:

@@ -209,12 +209,14 @@ class DownpourSGD(Job):
         if fleet.launching.acquire(blocking=False):  # a change in progress settles its replicas itself
             try:
                 fleet.poll()
-                if placement.partitions > 1 and monitor.partition_check_due(now):
-                    fleet.check_partitions()
+                alive = set(self._res.cluster.workers()) if monitor.worker_check_due(now) and \
+                    self._res.cluster is not None else None
+                if placement.partitions > 1 and alive is not None:
+                    fleet.check_partitions(alive)
                 fleet.release_ended_partitions()
                 self._note_transitions()
-                if not self.ended and self._res.cluster is not None:
-                    self._recovery.tick(self._res.cluster, placement, fleet, self.config, now)
+                if not self.ended:
+                    self._recovery.tick(placement, fleet, self.config, now, alive)
                 fleet.warm_start(self.config.downpour.warm_start_steps)
                 self._end_if_no_replica_is_left()
             finally:

@@ -112,18 +112,20 @@ class Recovery:
                 "restores": [e.to_dict() for e in lost]}
 
     # ---- lost workers ---------------------------------------------------------------------------
-    def tick(self, cluster: Cluster, placement: Placement, fleet: Fleet, config: RunConfig, now: float) -> None:
-        """Notice lost workers: bring their shards back (or end the job), replace replicas lost with
-        their workers (``restart_replicas``), and checkpoint when due."""
-        alive = set(cluster.workers())
-        dead = placement.forget_workers(alive)
-        fleet.note_dead_workers(alive)
-        if not dead:
-            self.all_alive_at = now
-        elif not self.restore(placement, fleet, dead, config, now):
-            return
-        if config.restart_replicas and fleet.relaunch(fleet.lost_unreplaced()):
-            self.job.note_replicas()
+    def tick(self, placement: Placement, fleet: Fleet, config: RunConfig, now: float, alive: set[str] | None
+             ) -> None:
+        """With ``alive`` (the workers the scheduler lists, when the monitor asked it), notice lost workers:
+        bring their shards back (or end the job) and replace replicas lost with them (``restart_replicas``).
+        Checkpoint when due."""
+        if alive is not None:
+            dead = placement.forget_workers(alive)
+            fleet.note_dead_workers(alive)
+            if not dead:
+                self.all_alive_at = now
+            elif not self.restore(placement, fleet, dead, config, now):
+                return
+            if config.restart_replicas and fleet.relaunch(fleet.lost_unreplaced()):
+                self.job.note_replicas()
         if self.directory is not None and now >= self._next:
             self._next = now + self.every
             self.save(placement, config)
