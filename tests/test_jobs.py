@@ -6,6 +6,7 @@ import gc
 import threading
 import time
 import warnings
+import weakref
 
 import pytest
 
@@ -123,8 +124,15 @@ def test_a_job_nobody_refers_to_is_collected_and_stops_its_replicas(digits, loca
     tag = job.tag
     events = job.events  # the stream outlives the job
     assert leftovers(local_cluster, tag, timeout=0)
+    ref = weakref.ref(job)
     del job
-    gc.collect()
+    # The job's monitor holds it while a tick runs; a collection during a tick finds it still
+    # referred to, and the next one (Python's own, later) frees it. Collect until it is gone.
+    deadline = time.time() + 10
+    while ref() is not None and time.time() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert ref() is None, gc.get_referrers(ref())
     assert not leftovers(local_cluster, tag)
     assert [e for e in events.of(ReplicaEvent) if e.what == "started"]
     assert running() == []
