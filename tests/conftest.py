@@ -1,4 +1,5 @@
 import contextlib
+import dataclasses
 import time
 from pathlib import Path
 
@@ -86,10 +87,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclasses.dataclass
+class DaskProcesses:
+    """What ``real_dask`` started; unpacks as ``(address, workers)``."""
+
+    address: str
+    workers: list
+    scheduler: object
+
+    def __iter__(self):
+        return iter((self.address, self.workers))
+
+
 @contextlib.contextmanager
 def real_dask(n_workers: int):
     """A real ``dask scheduler`` and ``n_workers`` ``dask worker`` processes (no nannies) on 127.0.0.1;
-    yields ``(address, worker processes)``. Every process is ended on exit."""
+    yields ``DaskProcesses`` (it unpacks as ``(address, worker processes)``). Every process is ended on exit."""
     import subprocess
     import sys
 
@@ -116,7 +129,7 @@ def real_dask(n_workers: int):
                 if time.time() > deadline:
                     raise
                 time.sleep(0.5)
-        yield address, procs[1:]
+        yield DaskProcesses(address, procs[1:], procs[0])
     finally:
         for p in reversed(procs):
             if p.poll() is None:

@@ -208,8 +208,8 @@ def _started_workers(proc, n: int, timeout: float = 120.0) -> None:
 ], ids=["downpour", "partitioned", "sandblaster"])
 def test_a_signal_to_the_whole_process_group_stops_and_reports(tmp_path, args, signame, status):
     """As a terminal's Ctrl-C does (SIGINT to every process of the group, the LocalCluster's workers too),
-    and as ``kill`` does (SIGTERM to the command): the run stops, writes its report, exits 130 or 143,
-    prints no traceback and leaves no process behind."""
+    and as a batch system does at a time limit (SIGTERM to the group): the run stops, writes its report,
+    exits 130 or 143, prints no traceback and leaves no process behind."""
     import os
     import signal
 
@@ -222,10 +222,8 @@ def test_a_signal_to_the_whole_process_group_stops_and_reports(tmp_path, args, s
     try:
         _started_workers(proc, 2)
         kids = psutil.Process(proc.pid).children(recursive=True)
-        if signame == "SIGINT":  # a terminal's Ctrl-C: the whole group, workers too
-            os.killpg(proc.pid, signal.SIGINT)
-        else:  # `kill PID`, or a batch system signalling the job's command
-            os.kill(proc.pid, signal.SIGTERM)
+        # a terminal's Ctrl-C, or a batch system ending the job at its time limit: the whole group, workers too
+        os.killpg(proc.pid, getattr(signal, signame))
         out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:

@@ -194,3 +194,31 @@ def test_cli_a_replica_worker_killed_on_a_real_cluster_is_replaced(tmp_path, das
     assert done.returncode == 0, done.stderr
     assert report["faults"]["replicas_lost"] == 1 and report["faults"]["replicas_restarted"] == 1
     assert report["final"]["test_accuracy"] > 0.9
+
+
+@pytest.mark.parametrize("algorithm", [("downpour",), ("downpour", "--partitions", "2"),
+                                       ("sandblaster", "--replicas", "2")], ids=lambda a: "-".join(a))
+def test_cli_the_scheduler_killed_ends_the_run_within_seconds_with_one_line_and_a_report(tmp_path, dask_processes,
+                                                                                        algorithm):
+    with dask_processes(2) as cluster:
+        run = _dbkit("run", *algorithm, "--scheduler", cluster.address, "--seconds", "60", "--report",
+                     str(tmp_path / "r.json"), "--quiet")
+        try:
+            _worker_holding(cluster.address, shard=True)  # shards placed, trained a while
+            cluster.scheduler.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            out, err = run.communicate(timeout=60)
+            took = time.monotonic() - killed
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 1, err
+    assert took < 10  # the bound: the run notices and ends by itself, not after Dask's timeouts
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("dbkit: the run failed: lost the Dask scheduler at tcp://127.0.0.1:")
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["ended"] == "scheduler lost" and report["state"] == "failed"
+    assert validate_report(report) == [] and report["shards"]  # as last read at an evaluation
+    assert len(report["history"]) >= 2 and np.isfinite(report["final"]["train_loss"])
+    assert "report:" in out

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -88,8 +89,17 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def _quiet_dask() -> None:
+    """Dask's own INFO lines (a closed connection, with a traceback, when a scheduler or worker is
+    lost) are noise on the command line: the run says in one line what happened. Its errors stay."""
+    import distributed  # noqa: F401 - its import sets its loggers' levels from Dask's config; then ours
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _quiet_dask()
     from ..config import RunConfig
     from ..runner import run
     from .summary import print_summary

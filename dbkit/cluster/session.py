@@ -15,6 +15,7 @@ import atexit
 import logging
 import signal
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Iterator
@@ -62,6 +63,7 @@ class Cluster:
         self.local_cluster = None
         self._owns_client = client is None
         self._closed = False
+        self._down_since: float | None = None  # when the client was first seen cut off from its scheduler
         if client is not None:
             self.client = client
         elif scheduler is not None:
@@ -75,7 +77,7 @@ class Cluster:
             # a fetched shard) is a fresh mmap and page-faults on first touch. Measured
             # here: the speech model's loss_and_grad 20 ms -> 9 ms per step with these.
             with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}), \
-                    _workers_ignore_sigint():
+                    _workers_ignore_group_signals():
                 self.local_cluster = LocalCluster(
                     n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                     host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
@@ -96,6 +98,37 @@ class Cluster:
             return "local"
         return "scheduler" if self._owns_client else "client"
 
+    @property
+    def scheduler_address(self) -> str:
+        try:
+            return str(self.client.scheduler.address)
+        except AttributeError:
+            return "?"
+
+    def lost(self, grace: float = 2.0) -> str | None:
+        """One line saying the Dask scheduler is lost, or ``None`` while the client is connected.
+
+        Reads the client's status (no call to Dask, so it never waits): a client whose
+        connection broke is ``connecting`` while it tries to reconnect, and ``closed``
+        when it gives up. The scheduler counts as lost once the client has been cut
+        off for ``grace`` seconds (a scheduler that went for good ends the job at once
+        when ``grace`` is 0); actors and tasks do not survive a scheduler's loss, so
+        a reconnect would not save the run anyway.
+        """
+        if self._closed:
+            return None
+        status = str(getattr(self.client, "status", "running"))
+        if status in ("running", "newly-created"):
+            self._down_since = None
+            return None
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        if status == "connecting" and now - self._down_since < grace:
+            return None
+        return (f"lost the Dask scheduler at {self.scheduler_address}: its workers' actors and tasks went with "
+                "it; start the scheduler again and rerun")
+
     def workers(self) -> list[str]:
         """Addresses of the current workers, sorted.
 
@@ -103,6 +136,8 @@ class Cluster:
         return a periodically refreshed copy with no per-worker entries, which once
         made live workers look lost.
         """
+        if str(self.client.status) not in ("running", "newly-created"):  # asking would wait out its reconnect
+            raise ClusterError(f"not connected to the Dask scheduler at {self.scheduler_address}")
         return sorted(self.client.nthreads())
 
     def dashboard_link(self) -> str | None:
@@ -170,18 +205,35 @@ class Cluster:
             return
         self._closed = True
         _OPEN.discard(self)
+        connected = str(self.client.status) in ("running", "newly-created")
         try:
             try:
                 self.registry.clear()
             finally:
-                self.wires.close()
+                self.wires.close(tell_workers=connected)
         finally:
             try:
                 if self._owns_client:
-                    self.client.close()
+                    self._close_client()
             finally:
                 if self.local_cluster is not None:
                     self.local_cluster.close()
+
+    def _close_client(self) -> None:
+        """Close the client; one cut off from its scheduler is closed at once instead of after its
+        reconnect attempts (10 s), and Dask's own lines about the lost connection are not printed."""
+        if str(self.client.status) in ("running", "newly-created", "closed"):
+            self.client.close()
+            return
+        quiet = logging.getLogger("distributed.client")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
+        try:
+            self.client.close(timeout=2)
+        except Exception:  # noqa: BLE001 - closing a client whose scheduler is gone: nothing more to do
+            pass
+        finally:
+            quiet.setLevel(level)
 
     @property
     def closed(self) -> bool:
@@ -199,25 +251,28 @@ class Cluster:
 
 
 @contextmanager
-def _workers_ignore_sigint() -> Iterator[None]:
-    """Start worker processes with SIGINT ignored.
+def _workers_ignore_group_signals() -> Iterator[None]:
+    """Start worker processes with SIGINT and SIGTERM ignored.
 
-    A terminal's Ctrl-C goes to its whole process group, and the LocalCluster's
-    workers are in the driver's: they died of it before the driver could stop
-    the job and write its report. An ignored SIGINT is inherited through the
-    spawn of a worker process, and Python leaves an inherited ignore in place,
-    so the keypress reaches the driver alone; the workers are then shut down by
-    ``close()``. Only the main thread can change signal handlers; elsewhere this
-    does nothing. Ctrl-C is ignored for the second or two the workers take to start.
+    A terminal's Ctrl-C goes to its whole process group, and so does the SIGTERM
+    of a batch system at a job's time limit; the LocalCluster's workers are in
+    the driver's group: they died of it before the driver could stop the job and
+    write its report. An ignored signal is inherited through the spawn of a
+    worker process, and Python leaves an inherited ignore in place, so the signal
+    reaches the driver alone; the workers are then shut down by ``close()`` (the
+    nanny asks them to stop, then kills them: it never needs SIGTERM). Only the
+    main thread can change signal handlers; elsewhere this does nothing. Both
+    signals are ignored for the second or two the workers take to start.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, before)
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def _is_large_array(value) -> bool:

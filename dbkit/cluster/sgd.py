@@ -17,6 +17,7 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Gate, Job, JobThread, resolve_job
 from ..nn import Network
+from ..ps import ShardFigures
 
 _REPLICA_STATE = {"created": "paused", "running": "running", "paused": "paused", "finished": "stopped",
                   "stopped": "stopped", "diverged": "diverged", "failed": "failed"}
@@ -120,6 +121,13 @@ class SyncSGD(Job):
 
     def _resources(self) -> _Resources:
         return self._res
+
+    def _cluster(self) -> Any:
+        return self._res.cluster
+
+    def _read_shards(self) -> tuple[ShardFigures, ...]:
+        server = self._trainer.server if self._trainer is not None else None
+        return tuple(server.figures()) if server is not None else ()
 
     def _cap(self, steps: int | None) -> int | None:
         return self._gate.cap_after(self._progress(), steps)

@@ -73,12 +73,13 @@ class ShardWires:
                 self._addresses.update(self._client.run(_address, self.name, workers=missing))
             return {w: self._addresses.get(w) for w in workers}
 
-    def close(self) -> None:
-        """Stop every worker's wire (if this object started them). Safe to call twice."""
+    def close(self, tell_workers: bool = True) -> None:
+        """Stop every worker's wire (if this object started them). Safe to call twice. Without
+        ``tell_workers`` (the scheduler is lost, and the workers with it) only forget them."""
         with self._lock:
             started, self._started = self._started, False
             self._addresses.clear()
-        if started:
+        if started and tell_workers:
             try:
                 self._client.unregister_worker_plugin(self.name)
             except Exception:  # noqa: BLE001 - workers already gone: their wires went with them

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..algorithms import ReplicaFigures
 from ..config import RunConfig
+from ..ps import ShardFigures
 from ..telemetry import ByteCounts
 from .snapshot import FinalState
 
@@ -67,6 +68,14 @@ class JobHooks(ABC):
     def _new_like(self, config: RunConfig) -> Any:
         """A new job of this kind on the same model, data and cluster, with ``config``."""
         raise NotImplementedError(f"{type(self).__name__} cannot make a new run of itself")
+
+    def _read_shards(self) -> tuple[ShardFigures, ...]:
+        """The shards' figures now (asked at every evaluation, so a report can show the last ones)."""
+        return ()
+
+    def _cluster(self) -> Any:
+        """The ``dbkit.cluster.Cluster`` the job runs on, or ``None`` (in memory, or not started)."""
+        return None
 
     def _report_blocks(self, final: FinalState) -> dict:
         """The algorithm's own blocks of the report."""

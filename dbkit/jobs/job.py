@@ -41,6 +41,7 @@ from ..telemetry import (
 from . import running
 from .changes import ChangeQueue, ChangeRequest
 from .hooks import JobHooks
+from .last_known import LastKnown
 from .progress import Progress
 from .snapshot import FinalState, Snapshot
 from .stopwatch import Stopwatch
@@ -76,6 +77,7 @@ class Job(JobHooks):
         self._user_paused = False
         self._last_eval: Evaluation | None = None
         self._last_eval_step = -1
+        self._known = LastKnown()  # what a report shows when nothing answers (a lost scheduler)
         self._finalizer: weakref.finalize | None = None
         #: the Dask dashboard's address once started on a cluster that serves one
         self.dashboard: str | None = None
@@ -146,6 +148,8 @@ class Job(JobHooks):
         begin = time.monotonic()
         try:
             while not (self.ended or self._user_paused):
+                if self._check_connection():
+                    break
                 if target is not None and self._progress() >= target:
                     break
                 if seconds is not None and time.monotonic() - begin >= seconds:
@@ -161,7 +165,7 @@ class Job(JobHooks):
                 self._clock.stop()
             if bar is not None:
                 bar.close()
-        if self._last_eval_step != self._progress():
+        if self._last_eval_step != self._progress() and self._known.lost is None:
             self._sample(evaluate=True)
         return self.history
 
@@ -206,11 +210,14 @@ class Job(JobHooks):
             if self._stopped:
                 return
             try:
-                if self._state != "created":
+                if self._state != "created" and not self._check_connection(grace=0):
                     self._final = self._gather(stopping=True)
             except Exception as e:  # noqa: BLE001 - still release everything
+                self._check_connection(grace=0)  # a scheduler lost meanwhile is the reason
                 self.events.emit(ErrorEvent, where="stop", message=f"{type(e).__name__}: {e}")
             finally:
+                if self._final is None and self._state != "created":
+                    self._final = self._known_final()
                 self._clock.stop()
                 if self._finalizer is not None:
                     self._finalizer()
@@ -264,7 +271,7 @@ class Job(JobHooks):
 
     def shards(self) -> list[ShardFigures]:
         """Every parameter shard's figures (updates, staleness, bytes, worker); asks the shards."""
-        return list(self._final.shards if self._final is not None else self._gather(stopping=False).shards)
+        return list(self._final.shards if self._final is not None else self._gather_now().shards)
 
     def parameters(self) -> np.ndarray:
         """The current parameters, a copy in the network's order."""
@@ -283,8 +290,21 @@ class Job(JobHooks):
                         errors.message if errors is not None else None, len(self.events), self.dashboard)
 
     def report(self) -> dict:
-        """The JSON report of DESIGN.md for this run so far (also after ``stop()``)."""
-        final = self._final if self._final is not None else self._gather(stopping=False)
+        """The JSON report of DESIGN.md for this run so far (also after ``stop()``), in any state.
+
+        When the shards or the scheduler do not answer, the report holds what the
+        driver last knew (parameters as last evaluated, the last shard figures) and
+        says so in ``last_known``.
+        """
+        last_known: str | None = None
+        final = self._final
+        if final is None:
+            try:
+                final = self._known_final() if self._known.lost is not None else self._gather_now()
+            except Exception as e:  # noqa: BLE001 - a report is always possible
+                final, last_known = self._known_final(), f"{type(e).__name__}: {e}"
+        if self._known.lost is not None:
+            last_known = self._known.lost
         record = RunRecord(
             algorithm=self.algorithm, state=self._state, config=self.config.to_dict(),
             wall_seconds=time.perf_counter() - self._wall0, train_seconds=self._clock.seconds,
@@ -293,8 +313,35 @@ class Job(JobHooks):
             model={"name": self.network.name, "parameters": self.network.size,
                    "layers": [layer.describe() for layer in self.network.layers]},
             dataset=self.data.summary(), cluster=final.cluster, events=self.events.to_dicts(),
-            extra=self._report_blocks(final), steps=self._progress())
-        return build_report(record)
+            extra=self._report_blocks(final), steps=self._progress(),
+            ended=self._known.lost or (self._state if self.ended else None))
+        report = build_report(record)
+        if last_known is not None:
+            report["last_known"] = last_known
+        return report
+
+    def _gather_now(self) -> FinalState:
+        """``_gather`` without stopping; remembers the shard figures it read."""
+        final = self._gather(stopping=False)
+        self._known.read_shards(final.shards)
+        return final
+
+    def _known_final(self) -> FinalState:
+        """What the driver knew without asking anyone (see ``LastKnown``)."""
+        cluster = self._cluster()
+        return self._known.final(self.network.init_params(self.config.seed), tuple(self._known_replicas()),
+                                 cluster.kind if cluster is not None else "none")
+
+    # ---- the Dask scheduler ----------------------------------------------------------------
+    def _check_connection(self, grace: float = 2.0) -> bool:
+        """True (and the job ended as ``"scheduler lost"``) once the Dask scheduler has been out of
+        reach ``grace`` seconds. Reads the client's status only, so any thread may call it often."""
+        why = self._known.check(self._cluster(), grace)
+        if why is None:
+            return self._known.lost is not None
+        self.events.emit(ErrorEvent, where="the Dask scheduler", message=why)
+        self._set_state("failed", why)
+        return True
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.network.name} on {self.data.name}: {self._state}, "
@@ -311,7 +358,15 @@ class Job(JobHooks):
     def _sample(self, evaluate: bool = False) -> Sample:
         """Append a ``Sample`` of the replicas' figures, with an evaluation if asked."""
         with self._sample_lock:
-            evaluation = self.evaluator(self._parameters()) if evaluate else None
+            evaluation = None
+            if evaluate:
+                params = self._parameters()
+                self._known.evaluated(params)
+                evaluation = self.evaluator(params)
+                try:
+                    self._known.read_shards(self._read_shards())
+                except Exception:  # noqa: BLE001 - figures are never worth failing a sample for
+                    pass
             step = self._progress()
             if evaluation is not None:
                 self._last_eval, self._last_eval_step = evaluation, step
@@ -332,6 +387,8 @@ class Job(JobHooks):
         self._failed(f"thread {threading.current_thread().name}", error)
 
     def _failed(self, where: str, error: BaseException) -> None:
+        if self._check_connection(grace=0):  # the error is the scheduler's loss, said once
+            return
         self.events.emit(ErrorEvent, where=where, message=f"{type(error).__name__}: {error}")
         self._set_state("failed", f"{where}: {type(error).__name__}: {error}")
 

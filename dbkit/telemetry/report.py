@@ -36,7 +36,8 @@ class RunRecord:
     """Everything a job knows about its run, in the form the report is built from.
 
     ``extra`` holds the algorithm's own blocks (Downpour's ``layout``,
-    Sandblaster's ``sandblaster``); ``steps`` defaults to the replicas' steps.
+    Sandblaster's ``sandblaster``); ``steps`` defaults to the replicas' steps;
+    ``ended`` says how the run ended (its state, or ``"scheduler lost"``), ``None`` while it trains.
     """
 
     algorithm: str
@@ -55,6 +56,7 @@ class RunRecord:
     events: list[dict]
     extra: dict = field(default_factory=dict)
     steps: int | None = None
+    ended: str | None = None
 
 
 def build_report(record: RunRecord) -> dict:
@@ -71,6 +73,7 @@ def build_report(record: RunRecord) -> dict:
     report = {
         "algorithm": record.algorithm,
         "state": record.state,
+        "ended": record.ended,
         "config": record.config,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": {"python": platform.python_version(), "numpy": np.__version__},

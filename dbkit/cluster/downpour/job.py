@@ -25,7 +25,7 @@ from ...data import Dataset
 from ...jobs import FinalState, Job, JobThread, Monitor, resolve_job
 from ...nn import Network
 from ...partition import AlignedLayout
-from ...ps import Checkpoint, read_checkpoint, read_manifest
+from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
 from ...settings import check
 from ...telemetry import Relayout, ReplicaEvent
 from ..session import Cluster
@@ -44,8 +44,8 @@ class _Resources:
         self.monitor: JobThread | None = None
 
     def release(self) -> None:
-        if self.monitor is not None:
-            self.monitor.halt()
+        if self.monitor is not None:  # one stuck in a call to a lost scheduler is not waited for
+            self.monitor.halt(timeout=1.0 if self.cluster is not None and self.cluster.lost(0) else 30.0)
         if self.fleet is not None:
             try:
                 self.fleet.steer(stop=True, wait=0)
@@ -206,6 +206,8 @@ class DownpourSGD(Job):
         if fleet is None or placement is None or self.stopped:
             return None
         now = self.events.now()
+        if self._check_connection():
+            return None
         if fleet.launching.acquire(blocking=False):  # a change in progress settles its replicas itself
             try:
                 fleet.poll()
@@ -267,6 +269,12 @@ class DownpourSGD(Job):
 
     def _resources(self) -> _Resources:
         return self._res
+
+    def _cluster(self) -> Cluster | None:
+        return self._res.cluster
+
+    def _read_shards(self) -> tuple[ShardFigures, ...]:
+        return tuple(self._placement.shard_figures()) if self._placement is not None else ()
 
     def _cap(self, steps: int | None) -> int | None:
         assert self._fleet is not None

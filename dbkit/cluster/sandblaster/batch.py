@@ -127,7 +127,12 @@ class DaskBatch:
                         raise RuntimeError(f"work unit on replica {slot.index} failed: {f.exception()!r}")
                     d.lose(slot, f"its work unit was {f.status} (worker {slot.worker} lost)", self._landed)
                     continue
-                d.finished(slot, f.result())
+                try:
+                    result = f.result()
+                except CancelledError:  # read as finished, then released: its worker died in between
+                    d.lose(slot, f"its work unit's result was lost with worker {slot.worker}", self._landed)
+                    continue
+                d.finished(slot, result)
             if time.monotonic() - last_check > 0.25:
                 last_check = time.monotonic()
                 self._check_workers()
@@ -155,8 +160,13 @@ class DaskBatch:
                 wait([f], timeout=0.25)
                 if slot.worker not in self.cluster.workers():
                     break
-            pushed = f.result() if f.status == "finished" else None
-            ok = d.flushed(slot, pushed, f.status, self._landed) and ok
+            status, pushed = f.status, None
+            if status == "finished":
+                try:
+                    pushed = f.result()
+                except CancelledError:  # its worker died after the push was read as done
+                    status = "cancelled"
+            ok = d.flushed(slot, pushed, status, self._landed) and ok
         return ok and d.complete
 
     def release(self) -> None:

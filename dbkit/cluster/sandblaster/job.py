@@ -22,7 +22,7 @@ from ...config import RunConfig
 from ...data import Dataset
 from ...jobs import FinalState, Gate, Job, JobThread, resolve_job
 from ...nn import Network
-from ...ps import ShardedParameters
+from ...ps import ShardedParameters, ShardFigures
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent
 from ..session import Cluster
 from ..shards import start_shards
@@ -211,6 +211,12 @@ class SandblasterLBFGS(Job):
 
     def _resources(self) -> _Resources:
         return self._res
+
+    def _cluster(self) -> Cluster | None:
+        return self._res.cluster
+
+    def _read_shards(self) -> tuple[ShardFigures, ...]:
+        return tuple(self._res.server.figures()) if self._res.server is not None else ()
 
     def _cap(self, steps: int | None) -> int | None:
         return self._gate.cap_after(self._progress(), steps)
