@@ -72,14 +72,21 @@ def test_a_replica_lost_with_its_worker_is_replaced_on_its_data_unless_told_not_
                                replica_workers=[w[2], w[1]]) as job:
             job.fit(steps=200, progress=False)
             _kill(cluster.client, w[2])  # replica 0's worker; no shard there
-            job.fit(steps=400, progress=False)
+            job.resume()  # train on, uncapped, while the job notices the loss (a step budget can be met first)
+
+            def settled() -> bool:
+                events = job.events.of(ReplicaEvent)
+                lost = [e for e in events if e.what == "lost"]
+                if not restart:  # noticed, and trained on a while after it, with no replacement
+                    return bool(lost) and job.events.now() - lost[0].t > 2.0
+                new = [e.replica for e in events if e.what == "restarted"]
+                return bool(new) and job.replicas()[new[0]].steps > 0  # the replacement trains
+
+            deadline = time.monotonic() + 60
+            while not settled() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            job.pause()
             assert job.state == "paused"
-            if restart:  # the replacement trains (it may have started after the others met the budget)
-                job.resume()
-                deadline = time.monotonic() + 60
-                while job.replicas()[-1].steps == 0 and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                job.pause()
             data_of = dict(job._fleet.data_of)
             report = job.report()
     events = job.events.of(ReplicaEvent)
