@@ -259,3 +259,21 @@ def test_a_failed_run_writes_its_report_says_why_in_one_line_and_exits_1(tmp_pat
     err = capsys.readouterr().err
     assert status == 1 and (tmp_path / "r.json").exists()
     assert err.strip() == "dbkit: the run failed: RuntimeError: lost parameter shard 0 on w"
+
+
+def test_a_scheduler_address_that_is_a_web_server_exits_2_in_one_line(tmp_path):
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = dbkit("run", "downpour", "--scheduler", f"tcp://127.0.0.1:{server.server_address[1]}", "--steps", "5",
+                    "--quiet", "--report", str(tmp_path / "r.json"), timeout=60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.strip()]
+    assert line.startswith("dbkit: error: ") and "is not a Dask scheduler" in line
+    assert not (tmp_path / "r.json").exists()

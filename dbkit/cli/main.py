@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,6 +91,23 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def _check_writable(flag: str, path: str | None) -> None:
+    """``ValueError`` naming ``flag`` if ``path`` cannot be written (its folder is made if missing)."""
+    if not path:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{flag} {path} is a folder; give a file name")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".dbkit-check-"):
+            pass
+        if target.exists() and not os.access(target, os.W_OK):
+            raise PermissionError(f"{path} is read-only")
+    except OSError as e:
+        raise ValueError(f"{flag} {path} cannot be written ({e.strerror or e}); choose another path") from e
+
+
 def _quiet_dask() -> None:
     """Dask's own INFO lines (a closed connection, with a traceback, when a scheduler or worker is
     lost) are noise on the command line: the run says in one line what happened. Its errors stay."""
@@ -115,15 +134,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = config_from_args(args, args.algorithm)
             report_path, plot_path = args.report, args.plot
+        for flag, path in (("--report", report_path), ("--plot", plot_path)):
+            _check_writable(flag, path)  # before training, not after it
         with _sigterm_as_interrupt():
             report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None))
         print_summary(report)
         _write_outputs(report, report_path, plot_path)
         if report.get("interrupted"):
             return 143 if report.get("signal") == "SIGTERM" else 130
-        if report.get("state") == "failed":  # the report is written; say in one line why the run ended
+        if report.get("error") or report.get("state") == "failed":  # the report is written; say why in one line
             errors = [e["message"] for e in report.get("events", []) if e.get("type") == "ErrorEvent"]
-            print(f"dbkit: the run failed: {errors[-1] if errors else 'see the report'}", file=sys.stderr)
+            why = report.get("error") or (errors[-1] if errors else "see the report")
+            print(f"dbkit: the run failed: {why}", file=sys.stderr)
             return 1
         return 0
     except (ValueError, DataError, OSError) as e:
@@ -132,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dbkit: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - the command line never ends in a traceback
+        print(f"dbkit: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

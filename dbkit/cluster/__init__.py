@@ -10,7 +10,8 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "Cluster": ".session", "ClusterError": ".session", "ActorRegistry": ".registry", "start_shards": ".shards",
+    "Cluster": ".session", "ClusterError": ".session", "SchedulerAddressError": ".session",
+    "ActorRegistry": ".registry", "start_shards": ".shards",
     "SyncSGD": ".sgd", "DownpourSGD": ".downpour", "SandblasterLBFGS": ".sandblaster",
     "ActorPartitionedNetwork": ".partitioned_network", "PartitionStep": ".timing", "RoundTrip": ".timing",
     "time_partitioned_step": ".timing", "time_roundtrip": ".timing",

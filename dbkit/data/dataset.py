@@ -11,6 +11,8 @@ class DataError(ValueError):
     """A dataset file or array is missing, malformed or non-finite."""
 
 
+MAX_CLASSES = 100_000  # the paper's largest task, ImageNet 21k, has 21,841
+
 @dataclass
 class Dataset:
     """Training and test examples with integer class labels.
@@ -36,6 +38,9 @@ class Dataset:
                 f"{self.name}: X_train has {self.X_train.shape[1]} features but X_test has {self.X_test.shape[1]}"
             )
         top = int(max(self.y_train.max(), self.y_test.max())) + 1
+        if top > MAX_CLASSES:
+            raise DataError(f"{self.name}: labels go up to {top - 1:,}, so the model would have {top:,} outputs "
+                            f"(dbkit allows at most {MAX_CLASSES:,} classes); number the classes 0..K-1")
         self.n_classes = max(self.n_classes or 0, top)
         if self.n_classes < 2:
             raise DataError(f"{self.name}: labels must cover at least 2 classes, found {self.n_classes}")

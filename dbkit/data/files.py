@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,11 @@ def load_npz(path: str | Path) -> Dataset:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        what = "a single .npy array" if path.read_bytes()[:6] == b"\x93NUMPY" else "not a zip archive"
+        raise DataError(f"{path}: not an .npz dataset ({what}); save the four arrays with "
+                        f"np.savez(path, {', '.join(f'{k}=...' for k in NPZ_KEYS)})")
+    _check_members(path)
     try:
         with np.load(path, allow_pickle=False) as z:
             missing = [k for k in NPZ_KEYS if k not in z.files]
@@ -49,6 +55,31 @@ def load_npz(path: str | Path) -> Dataset:
     return Dataset(**arrays, name=path.name, image_shape=image_shape)
 
 
+def _check_members(path: Path) -> None:
+    """Refuse, before numpy allocates anything, an archive whose array headers claim more data than
+    the archive holds (a header can promise terabytes), or hold Python objects (never unpickled)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with z.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    shape, _, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                       else np.lib.format.read_array_header_2_0(f))
+                if dtype.hasobject:
+                    raise DataError(f"{path}: {info.filename} holds Python objects (dtype {dtype}); a dataset "
+                                    "holds numbers only, and dbkit never loads pickled objects")
+                need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if need > info.file_size:
+                    raise DataError(f"{path}: {info.filename} claims shape {shape} ({need:,} bytes) but holds "
+                                    f"{info.file_size:,} bytes: truncated or corrupt")
+    except DataError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise DataError(f"{path}: not a readable .npz file ({e})") from e
+
+
 def read_idx(path: str | Path) -> np.ndarray:
     """Read one IDX file (optionally gzipped) into a numpy array."""
     path = Path(path)
@@ -56,7 +87,7 @@ def read_idx(path: str | Path) -> np.ndarray:
     try:
         with opener(path, "rb") as f:
             raw = f.read()
-    except OSError as e:
+    except (OSError, EOFError, zlib.error) as e:  # EOFError, zlib.error: a truncated or corrupt .gz
         raise DataError(f"{path}: cannot read ({e})") from e
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
         raise DataError(f"{path}: not an IDX file (bad magic number {raw[:4].hex() or 'empty'})")
