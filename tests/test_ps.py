@@ -194,3 +194,25 @@ def test_a_gradient_that_starts_at_any_byte_gives_the_same_update(optimizer):
         shard.zero("acc")
         assert shard.accumulate("acc", values, (1,)).accepted
     np.testing.assert_array_equal(a.fetch_vector("acc")[1], b.fetch_vector("acc")[1])
+
+
+def test_a_shard_call_that_never_answers_ends_after_its_bound_with_a_clear_error():
+    """An actor call to a dead shard's worker can stay unanswered for ever; every wait has a bound."""
+    import asyncio
+    from concurrent.futures import Future
+
+    from dbkit.ps.client_calls import aresolve, resolve
+
+    with pytest.raises(TimeoutError, match=r"did not answer within 0\.1s"):
+        resolve(Future(), 0.1)
+    with pytest.raises(TimeoutError, match=r"did not answer within 0\.1s"):
+        asyncio.run(aresolve(Future(), 0.1))
+    done = Future()
+    done.set_result(7)
+    assert resolve(done, 0.1) == 7 and asyncio.run(aresolve(done, 0.1)) == 7 and resolve(3, 0.1) == 3
+
+    class Answer:  # a future-like object whose result() takes no timeout: asked as before
+        def result(self):
+            return 5
+
+    assert resolve(Answer(), 0.1) == 5

@@ -6,15 +6,54 @@ import asyncio
 import inspect
 from concurrent.futures import Future
 
+#: seconds a replica waits for one shard's answer. An actor call to a shard whose worker died can
+#: wait for ever (Dask cancels the actor's key, and the call's future is never set), so every wait
+#: is bounded; the replica then ends, saying which call did not answer.
+CALL_TIMEOUT = 30.0
 
-def resolve(value):
-    """The value of a plain result or of a future-like object with ``.result()``."""
+
+def resolve(value, timeout: float | None = None):
+    """The value of a plain result or of a future-like object with ``.result()``, waiting at most
+    ``timeout`` seconds where the object can be told (``TimeoutError`` after it)."""
     result = getattr(value, "result", None)
-    return result() if callable(result) else value
+    if not callable(result):
+        return value
+    if timeout is None or not _takes_timeout(type(value)):
+        return result()
+    try:
+        return result(timeout=timeout)
+    except TimeoutError as e:
+        raise TimeoutError(f"a parameter shard did not answer within {timeout:g}s (its worker may be gone)") from e
 
 
-async def aresolve(value):
+async def aresolve(value, timeout: float | None = None):
     """``resolve`` for code on an event loop: awaits what can be awaited (an actor call, a wire call)."""
     if isinstance(value, Future):  # a wire call (``WireShard``): awaited without blocking the loop
-        return await asyncio.wrap_future(value)
-    return await value if inspect.isawaitable(value) else resolve(value)
+        value = asyncio.wrap_future(value)
+    if not inspect.isawaitable(value):
+        return resolve(value, timeout)
+    if timeout is None:
+        return await value
+    try:
+        return await asyncio.wait_for(_awaited(value), timeout)
+    except asyncio.TimeoutError as e:
+        raise TimeoutError(f"a parameter shard did not answer within {timeout:g}s (its worker may be gone)") from e
+
+
+async def _awaited(value):
+    return await value
+
+
+_TAKES_TIMEOUT: dict[type, bool] = {}
+
+
+def _takes_timeout(kind: type) -> bool:
+    """Whether ``kind.result`` takes ``timeout`` (a Dask actor future, a ``concurrent.futures.Future``)."""
+    known = _TAKES_TIMEOUT.get(kind)
+    if known is None:
+        try:
+            known = "timeout" in inspect.signature(kind.result).parameters  # type: ignore[attr-defined]
+        except (TypeError, ValueError):
+            known = False
+        _TAKES_TIMEOUT[kind] = known
+    return known

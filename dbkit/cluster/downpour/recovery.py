@@ -33,6 +33,8 @@ from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement
 
+VICTIM_WAIT = 2.0  # seconds a restore waits for the replicas it stops (see Recovery.restore)
+
 
 class Recovery:
     """The checkpoint directory of one job, when it is next due, the versions last saved, and what the
@@ -166,7 +168,9 @@ class Recovery:
             victims = [i for i in victims if i not in fleet.machine_lost]
         read = {i: max(placement.last_read.version_of(i, server), states[i].version) for i in dead}
         with fleet.launching:
-            fleet.stop([i for i in victims if i in fleet.live()], state="interrupted")
+            # a replica stuck in a call to the dead shard ends when the call times out (CALL_TIMEOUT);
+            # it cannot reach the new shard, so the restore does not wait for it
+            fleet.stop([i for i in victims if i in fleet.live()], state="interrupted", timeout=VICTIM_WAIT)
             where = {i: placement.replace_shard(i, s, config.optimizer, config.lr) for i, s in states.items()}
             fleet.relaunch(victims)
         seconds = time.monotonic() - t0
