@@ -121,9 +121,9 @@ class RunConfig:
         if self.shards < d.partitions:  # as dbkit.partition.aligned_layout, but before anything starts
             raise ValueError(f"shards must be at least partitions ({d.partitions}) so that every shard holds one "
                              f"partition's parameters, got shards={self.shards}")
-        if self.checkpoint_dir is not None and self.algorithm != "downpour":
-            raise ValueError(f"checkpoint_dir (checkpoints, and shards that come back from them) works with "
-                             f"downpour only so far, got algorithm={self.algorithm!r}")
+        if self.checkpoint_dir is not None and self.algorithm == "sgd":
+            raise ValueError("checkpoint_dir (checkpoints, and shards that come back from them) works with "
+                             "downpour and sandblaster, not with the single-process sgd baseline")
         if self.algorithm == "sgd" and self.replicas != 1:
             raise ValueError(f"sgd is the single-replica baseline: replicas must be 1, got {self.replicas}")
         for i, f in self.slow_replicas:  # Downpour numbers replicas on as they come and go: its job checks

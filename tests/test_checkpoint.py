@@ -19,7 +19,7 @@ from dbkit.ps import (
     shard_file,
     write_manifest,
 )
-from dbkit.ps.checkpoint import _atomic_write
+from dbkit.ps.checkpoint import atomic_write
 
 MODEL = "0123456789abcdef"
 
@@ -133,7 +133,7 @@ def test_a_write_that_fails_half_way_leaves_the_previous_checkpoint_and_no_debri
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        _atomic_write(shard_file(tmp_path, 0), half)
+        atomic_write(shard_file(tmp_path, 0), half)
     assert shard_file(tmp_path, 0).read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shard-0.npz"]
 

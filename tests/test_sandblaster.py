@@ -29,6 +29,41 @@ def _reference(net, params, ds):
     return net.loss_and_grad(params.astype(np.float64), ds.X_train.astype(np.float64), ds.y_train)
 
 
+def test_a_coordinator_back_at_a_saved_iteration_redoes_the_same_iterations(digits, tmp_path):
+    """The restore of a lost shard, in process: save the coordinator's state and the shards' vectors
+    (through the checkpoint files), iterate on, spoil a trial point and the history on the shards (as a
+    half-done iteration leaves them), restore, and redo: the same rows, bit for bit."""
+    from dbkit.algorithms.sandblaster import CoordinatorState
+    from dbkit.ps import CheckpointError
+    from dbkit.ps.vector_checkpoint import VectorState, read_vectors, vectors_file, write_vectors
+
+    net = nn.build("linear", 64, 10, l2=1e-2)
+    ps = local_shards(net.init_params(0), 2)
+    coord = LBFGSCoordinator(ps, LocalBatch(net, digits.X_train, digits.y_train, ps, 100), memory=3)
+    coord.begin()
+    for _ in range(4):
+        coord.iterate()
+    state = CoordinatorState.from_dict(coord.state().to_dict())  # through JSON's types
+    for i, (shard, span) in enumerate(zip(ps.shards, ps.layout.ranges)):
+        write_vectors(tmp_path, VectorState(i, *span, state.iteration, "m", {n: shard.fetch_vector(n)[1]
+                                                                            for n in state.vectors}))
+    later = [coord.iterate() for _ in range(4)]
+    ps.axpy(0.5, "grad", "params")  # a trial point left in the parameters, a history pair overwritten
+    ps.copy("grad", state.history[-1].s)
+    saved = [read_vectors(vectors_file(tmp_path, i, 4), "m", span, 4) for i, span in enumerate(ps.layout.ranges)]
+    ps.load_vectors(saved)
+    coord.restore(state)
+    again = [coord.iterate() for _ in range(4)]
+    assert [(r.loss, r.grad_norm, r.step) for r in again] == [(r.loss, r.grad_norm, r.step) for r in later]
+    raw = bytearray(vectors_file(tmp_path, 0, 4).read_bytes())
+    raw[len(raw) // 3] ^= 0xFF  # inside the first vector's values
+    vectors_file(tmp_path, 0, 4).write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="corrupt"):
+        read_vectors(vectors_file(tmp_path, 0, 4), "m", ps.layout.ranges[0], 4)
+    with pytest.raises(CheckpointError, match="another model"):
+        read_vectors(vectors_file(tmp_path, 1, 4), "other", ps.layout.ranges[1], 4)
+
+
 @pytest.mark.parametrize("n_shards", [1, 2, 5])
 def test_two_loop_from_shard_commands_matches_numpy(n_shards):
     rng = np.random.default_rng(n_shards)

@@ -9,6 +9,7 @@ batch loss at shard vector ``name`` and leaves the gradient in shard vector
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -29,6 +30,39 @@ class Iteration:
     grad_norm: float
     step: float  # the line search's accepted step length
     evaluations: int  # batch gradients this iteration took
+
+
+@dataclass(frozen=True)
+class CoordinatorState:
+    """What the coordinator holds between iterations (the vectors stay on the shards): enough, with
+    the shards' ``params``, ``grad`` and history vectors, to go on from this iteration."""
+
+    history: tuple[HistoryPair, ...]
+    slot: int
+    f: float
+    grad_norm: float
+    rows: tuple[Iteration, ...]
+    evaluations: int
+
+    @property
+    def iteration(self) -> int:
+        return len(self.rows) - 1
+
+    @property
+    def vectors(self) -> list[str]:
+        """The shard vectors this state needs: parameters, gradient and every history pair."""
+        return ["params", "grad", *(name for p in self.history for name in (p.s, p.y))]
+
+    def to_dict(self) -> dict:
+        return {"history": [[p.s, p.y, p.rho] for p in self.history], "slot": self.slot, "f": self.f,
+                "grad_norm": self.grad_norm, "rows": [dataclasses.astuple(r) for r in self.rows],
+                "evaluations": self.evaluations}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CoordinatorState:
+        return cls(tuple(HistoryPair(str(s), str(y), float(rho)) for s, y, rho in d["history"]), int(d["slot"]),
+                   float(d["f"]), float(d["grad_norm"]), tuple(Iteration(*r) for r in d["rows"]),
+                   int(d["evaluations"]))
 
 
 
@@ -73,6 +107,19 @@ class LBFGSCoordinator:
     @property
     def done(self) -> bool:
         return bool(self.stop_reason)
+
+    def state(self) -> CoordinatorState:
+        """Its state between iterations (after ``begin()`` or an ``iterate()``)."""
+        return CoordinatorState(tuple(self.history), self._slot, self._f, self._gnorm, tuple(self.rows),
+                                self.evaluations)
+
+    def restore(self, state: CoordinatorState) -> None:
+        """Go back to ``state`` (the shards hold its vectors again): the next ``iterate()`` redoes the
+        iteration after it."""
+        self.history, self._slot = list(state.history), state.slot
+        self._f, self._gnorm = state.f, state.grad_norm
+        self.rows, self.evaluations = list(state.rows), state.evaluations
+        self.stop_reason, self._last_t = "", None
 
     def _eval(self, name: str) -> float:
         self.evaluations += 1

@@ -84,7 +84,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     f = p.add_argument_group("faults (a lost machine)")
     f.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                    help="the parameter shards checkpoint here (on a real cluster: a folder every machine shares); "
-                        "a shard lost with its worker comes back from it (Downpour)")
+                        "a shard lost with its worker comes back from it (Downpour, Sandblaster)")
     f.add_argument("--checkpoint-every", type=float, default=d.checkpoint_every, metavar="SECONDS",
                    help="seconds between checkpoints (default: %(default)s)")
     f.add_argument("--resume", default=None, metavar="DIR",

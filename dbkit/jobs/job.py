@@ -166,7 +166,11 @@ class Job(JobHooks):
             if bar is not None:
                 bar.close()
         if self._last_eval_step != self._progress() and self._known.lost is None:
-            self._sample(evaluate=True)
+            try:
+                self._sample(evaluate=True)
+            except Exception:
+                if not self.ended:  # a job that failed (its shards lost) keeps the history it has
+                    raise
         return self.history
 
     def pause(self, wait: bool = True) -> None:

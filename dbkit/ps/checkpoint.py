@@ -70,7 +70,7 @@ def _digest(params: np.ndarray, opt_state: np.ndarray | None) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, write: Any) -> None:
+def atomic_write(path: Path, write: Any) -> None:
     """``write(file)`` into a temporary file beside ``path``, flushed to disk, then renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -94,7 +94,7 @@ def write_shard(directory: str | Path, state: ShardState) -> Path:
     if state.opt_state is not None:
         arrays["opt_state"] = np.ascontiguousarray(state.opt_state, dtype=np.float32)
     path = shard_file(directory, state.index)
-    _atomic_write(path, lambda f: np.savez(f, **arrays))
+    atomic_write(path, lambda f: np.savez(f, **arrays))
     return path
 
 
@@ -171,7 +171,7 @@ class Manifest:
 
 def write_manifest(directory: str | Path, manifest: Manifest) -> Path:
     path = Path(directory) / MANIFEST
-    _atomic_write(path, lambda f: f.write(json.dumps(manifest.to_dict(), indent=1).encode()))
+    atomic_write(path, lambda f: f.write(json.dumps(manifest.to_dict(), indent=1).encode()))
     return path
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .client_calls import aresolve, resolve
+from .client_calls import CALL_TIMEOUT, aresolve, resolve
 from .layout import ShardLayout
 from .pending import Pending
 from .records import PushAnswer, ShardFigures
@@ -144,7 +144,16 @@ class ShardedParameters:
 
     # ---- commands on named vectors (Sandblaster's coordinator): scalars only ----
     def _all(self, method: str, *args) -> list:
-        return [resolve(p) for p in [getattr(s, method)(*args) for s in self.shards]]
+        return [resolve(p, CALL_TIMEOUT) for p in [getattr(s, method)(*args) for s in self.shards]]
+
+    def save_vectors(self, directory: str, names: list[str], model: str, iteration: int) -> list[str]:
+        """Every shard writes vectors ``names`` to its checkpoint of ``iteration``; returns the files."""
+        return self._all("save_vectors", directory, names, model, iteration)
+
+    def load_vectors(self, states: list) -> None:
+        """Shard ``i`` takes the vectors of ``states[i]`` (``VectorState``s, one per shard)."""
+        for p in [s.load_vectors(st.vectors) for s, st in zip(self.shards, states)]:
+            resolve(p, CALL_TIMEOUT)
 
     def dot(self, a: str, b: str) -> float:
         """``a . b`` over the whole vector: each shard's part, summed here."""

@@ -25,6 +25,7 @@ from .checkpoint import ShardState, write_shard
 from .histogram import Histogram, coarse
 from .records import PushAnswer, ShardFigures
 from .rules import UpdateRule, check_lr
+from .vector_checkpoint import VectorState, write_vectors
 from .vectors import VectorOps
 
 AGE_WINDOW = 4096  # versions back for which a shard remembers how many examples it had applied
@@ -235,6 +236,23 @@ class ParameterShard(VectorOps):
         state = ShardState(**self.state(), model=model, saved_at=time.time())
         write_shard(directory, state)
         return state.version
+
+    def save_vectors(self, directory: str, names: list[str], model: str, iteration: int) -> str:
+        """Write vectors ``names`` (Sandblaster's parameters, gradient, history) to this shard's
+        checkpoint of ``iteration`` (``dbkit.ps.vector_checkpoint``); copied under the lock."""
+        with self._lock:
+            vectors = {name: self._vec(name).copy() for name in names}
+        state = VectorState(self.index, self.start, self.stop, iteration, model, vectors)
+        return str(write_vectors(directory, state))
+
+    def load_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        """Set named vectors (all checked first: length and finite values), e.g. from a checkpoint."""
+        checked = {k: np.array(v, dtype=np.float32, copy=True) for k, v in vectors.items()}
+        if any(v.shape != (self.size,) or not np.isfinite(v).all() for v in checked.values()):
+            raise ValueError(f"shard {self.index}: vectors must be finite and of length {self.size}")
+        with self._lock:
+            for name, v in checked.items():
+                self._out(name)[:] = v
 
     def state(self) -> dict:
         """A checkpoint: copies of parameters and optimizer state, version, examples applied and rule."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from distributed import wait as _dask_wait
 
-from ...algorithms import Slot, UnitDispatcher, make_units
+from ...algorithms import Decisions, Slot, UnitDispatcher, make_units
 from ...jobs import Gate, Stopping
 from ...nn import Network
 from ...ps import ShardedParameters
@@ -168,6 +168,22 @@ class DaskBatch:
                     status = "cancelled"
             ok = d.flushed(slot, pushed, status, self._landed) and ok
         return ok and d.complete
+
+    def abandon(self, server: ShardedParameters) -> None:
+        """Drop the batch under way (a shard was lost: it is redone) and use ``server`` from now on.
+        Its unit tasks still running hold the old shards' handles, so nothing they push reaches
+        ``server``; the replicas drop their old batch at their next unit."""
+        with self.lock:
+            for f in self._futures.values():
+                try:
+                    f.cancel()
+                except Exception:  # noqa: BLE001 - a future of a lost worker may be gone already
+                    pass
+            self._futures = {}
+            for slot in self.dispatcher.slots:
+                slot.unit, slot.unpushed = None, set()
+                slot.pending = slot.sent = Decisions()
+            self.server, self.handles = server, handles_of(server)
 
     def release(self) -> None:
         """Forget the shards, the scattered data and the futures (they would keep actors and data alive)."""
