@@ -27,7 +27,8 @@ def make_job(config: RunConfig, client: Any = None, resume: str | None = None) -
     job = cls(config.model, config.dataset, config=config, client=client)
     if resume is not None:
         if not hasattr(job, "start_from"):
-            raise ValueError(f"--resume takes a Downpour checkpoint; {config.algorithm} cannot resume from one")
+            raise ValueError(f"--resume takes a Downpour or Sandblaster checkpoint; {config.algorithm} cannot "
+                             "resume from one")
         job.start_from(resume)
     return job
 

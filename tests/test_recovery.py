@@ -283,3 +283,20 @@ def test_sandblaster_with_a_shard_worker_killed_mid_batch_ends_where_an_undistur
     span = tuple(saved["ranges"][1])
     with pytest.raises(CheckpointError, match="iteration"):  # one iteration's files never mix with another's
         read_vectors(vectors_file(tmp_path / "True", 1, 20), job.network.fingerprint(), span, 19)
+
+
+def test_sandblaster_resumed_from_its_checkpoint_goes_on_as_if_never_stopped(tmp_path, local_cluster):
+    """5 iterations, stop; a new job from the checkpoint does 5 more: the same losses as 10 in one go."""
+    settings = dict(replicas=2, shards=2, iterations=10, gtol=0, ftol=0, client=local_cluster.client)
+    with dbkit.SandblasterLBFGS("linear", "digits", **settings) as whole:
+        whole.fit(steps=10, progress=False)
+        expected = [r.loss for r in whole.iterations]
+    with dbkit.SandblasterLBFGS("linear", "digits", checkpoint_dir=str(tmp_path), checkpoint_every=0.01,
+                                **settings) as first:
+        first.fit(steps=5, progress=False)
+    with pytest.raises(CheckpointError, match="another model or layout"):
+        dbkit.SandblasterLBFGS("linear", "digits", **{**settings, "shards": 3}).start_from(tmp_path)
+    with dbkit.SandblasterLBFGS("linear", "digits", **settings).start_from(tmp_path) as resumed:
+        resumed.fit(steps=5, progress=False)
+        losses = [r.loss for r in resumed.iterations]
+    assert len(losses) == 11 and np.allclose(losses, expected, rtol=1e-6, atol=0)

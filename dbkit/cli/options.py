@@ -88,7 +88,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     f.add_argument("--checkpoint-every", type=float, default=d.checkpoint_every, metavar="SECONDS",
                    help="seconds between checkpoints (default: %(default)s)")
     f.add_argument("--resume", default=None, metavar="DIR",
-                   help="start from the checkpoint in DIR (the same model and layout; Downpour)")
+                   help="start from the checkpoint in DIR (the same model and layout; Downpour, Sandblaster)")
     f.add_argument("--no-restart-replicas", dest="restart_replicas", action="store_false",
                    help="do not replace a replica whose worker was lost")
     o = p.add_argument_group("output")
@@ -132,8 +132,8 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
                 warm_start_steps=args.warm_start_steps, overlap=args.overlap, transport=args.transport,
                 workers=args.workers, scheduler=args.scheduler, checkpoint_dir=args.checkpoint_dir,
                 checkpoint_every=args.checkpoint_every, restart_replicas=args.restart_replicas)
-    if args.resume is not None and algorithm != "downpour":
-        raise ValueError(f"--resume takes a Downpour checkpoint; {algorithm} cannot resume from one yet")
+    if args.resume is not None and algorithm == "sgd":
+        raise ValueError("--resume takes a Downpour or Sandblaster checkpoint; sgd cannot resume from one")
     if algorithm == "sandblaster":
         flat.update(memory=args.memory, iterations=args.iterations, work_unit_size=args.work_unit_size,
                     backup=args.backup, balance=args.balance)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import os
 import time
 import warnings
 from typing import Any
@@ -19,11 +20,13 @@ from typing import Any
 import numpy as np
 
 from ...algorithms import Iteration, LBFGSCoordinator, ReplicaFigures, SandblasterReplica, Slot, UnitDispatcher
+from ...algorithms.sandblaster import CoordinatorState
 from ...config import RunConfig
 from ...data import Dataset
 from ...jobs import FinalState, Gate, Job, JobThread, resolve_job
 from ...nn import Network
-from ...ps import ShardedParameters, ShardFigures
+from ...ps import ShardedParameters, ShardFigures, balanced_layout
+from ...ps.vector_checkpoint import VectorState
 from ...telemetry import BatchDone, ByteCounts, Checkpointed, ReplicaEvent, ShardLost
 from ..downpour.recovery import writable
 from ..session import Cluster
@@ -97,6 +100,7 @@ class SandblasterLBFGS(Job):
         self._batch: DaskBatch | None = None
         self._coordinator: LBFGSCoordinator | None = None
         self._shard_prefix = "shard"
+        self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
         self._checkpoints: SandblasterCheckpoints | None = None
         if config.checkpoint_dir is not None:
             writable(config.checkpoint_dir)
@@ -151,8 +155,11 @@ class SandblasterLBFGS(Job):
         workers = cluster.workers() or cluster.wait_for_workers(1)
         self.dashboard = cluster.dashboard_link()
         self._workers = self._replica_workers or workers
-        self._res.server = start_shards(cluster, self.network.init_params(c.seed), c.shards, "sgd", 1.0,
-                                    workers=self._shard_workers or workers)
+        saved = self._start_from
+        initial = np.concatenate([v.vectors["params"] for v in saved[1]]) if saved else self.network.init_params(c.seed)
+        self._res.server = start_shards(cluster, initial, c.shards, "sgd", 1.0, workers=self._shard_workers or workers)
+        if saved:
+            self._res.server.load_vectors(saved[1])
         slots = [self._place_replica(i) for i in range(c.replicas)]
         self._batch = self._res.batch = DaskBatch(
             cluster, self.network, self.data.X_train, self.data.y_train, self._res.server, slots,
@@ -161,6 +168,8 @@ class SandblasterLBFGS(Job):
         self._check_threads()
         self._coordinator = self._res.coordinator = LBFGSCoordinator(self._res.server, self._batch, s.memory,
                                                                      s.iterations, s.gtol, s.ftol)
+        if saved:
+            self._coordinator.restore(saved[0])
         self._res.thread = JobThread(self, SandblasterLBFGS._iterate, "dbkit-sandblaster", on_error=Job._thread_failed)
         self._res.thread.start()
 
@@ -212,6 +221,16 @@ class SandblasterLBFGS(Job):
                 return 0.0
             raise
         return 0.0
+
+    def start_from(self, path: str | os.PathLike[str]) -> SandblasterLBFGS:
+        """Start (when started) from the Sandblaster checkpoint in ``path``: the shards' parameters,
+        gradient and history, and the coordinator at the checkpoint's iteration. Refuses, before
+        anything starts, one that is corrupt, of another model or of another number of shards."""
+        if self._state != "created":
+            raise RuntimeError("start_from() must be called before the job starts")
+        ckpt = SandblasterCheckpoints(os.fspath(path), self.config.checkpoint_every, self.network.fingerprint())
+        self._start_from = ckpt.load(list(balanced_layout(self.network.size, self.config.shards).ranges))
+        return self
 
     def _checkpoint_if_due(self, coordinator: LBFGSCoordinator) -> None:
         ckpt, server = self._checkpoints, self._res.server
