@@ -161,6 +161,18 @@ class RunConfig:
         section = SETTINGS[name].section if name in SETTINGS else None
         return getattr(getattr(self, section), name) if section else getattr(self, name)
 
+    @staticmethod
+    def flat_settings(saved: dict) -> dict[str, Any]:
+        """The flat settings of a ``to_dict()`` (a report's or checkpoint's ``config``), for ``make``:
+        the inverse of ``to_dict``, keeping only settings this dbkit knows."""
+        flat = {k: v for k, v in saved.items() if k not in SECTIONS}
+        algorithm = str(saved.get("algorithm", "sgd"))
+        flat.update(saved.get(algorithm) or {})
+        flat["hidden"] = tuple(flat["hidden"]) if flat.get("hidden") else None
+        flat["slow_replicas"] = tuple((int(i), float(f)) for i, f in (flat.get("slow_replicas") or {}).items())
+        known = {f.name for f in fields(RunConfig)} | {f.name for cls in SECTIONS.values() for f in fields(cls)}
+        return {k: v for k, v in flat.items() if k in known}
+
     def to_dict(self) -> dict:
         """Every setting, with the section of this run's algorithm only (a report's ``config``)."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECTIONS}

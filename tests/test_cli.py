@@ -277,3 +277,13 @@ def test_a_scheduler_address_that_is_a_web_server_exits_2_in_one_line(tmp_path):
     (line,) = [x for x in out.stderr.splitlines() if x.strip()]
     assert line.startswith("dbkit: error: ") and "is not a Dask scheduler" in line
     assert not (tmp_path / "r.json").exists()
+
+
+def test_sandblaster_stops_at_its_time_budget(tmp_path):
+    """``--seconds`` ends a Sandblaster run between iterations, long before its iteration cap."""
+    out = dbkit("run", "sandblaster", "--model", "mlp", "--replicas", "2", "--seconds", "2", "--iterations",
+                "100000", "--report", str(tmp_path / "s.json"), "--quiet", timeout=180)
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "s.json").read_text())
+    assert report["config"]["seconds"] == 2 and 1 <= report["sandblaster"]["iterations"] < 100000
+    assert "reached" not in report["sandblaster"]["stop_reason"]

@@ -17,7 +17,7 @@ from dbkit.cluster import DownpourSGD
 from dbkit.config import RunConfig
 from dbkit.partition import aligned_layout, ownership
 from dbkit.ps import balanced_layout
-from dbkit.telemetry import Relayout, validate_report
+from dbkit.telemetry import Relayout, ReplicaEvent, validate_report
 
 
 @pytest.fixture(scope="module")
@@ -250,3 +250,38 @@ def _partition_actors(cluster, replica: int) -> int:
 
 def _actor_keys(cluster, worker: str) -> list:
     return cluster.client.run(lambda dask_worker: list(dask_worker.state.actors), workers=[worker])[worker]
+
+
+@pytest.mark.cluster
+def test_a_replica_whose_partition_worker_dies_is_replaced_by_one_on_live_workers(digits, image_net):
+    """With ``restart_replicas`` (the default), a partitioned replica lost with one partition's worker is
+    started again, all of its partitions on live workers, on its data shard, and trains."""
+    import os
+    import signal
+
+    from dbkit.cluster import Cluster
+
+    with Cluster(n_workers=5) as cluster:
+        w = cluster.workers()
+        with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, client=cluster.client,
+                         shard_workers=[w[0]], replica_workers=w[1:]) as d:
+            d.fit(steps=40, progress=False)
+            where = {f.replica: [p.worker for p in f.partitions] for f in d.replicas()}
+            victim = where[1][1]
+            os.kill(cluster.client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+            d.resume()
+            deadline = time.time() + 90
+            new: list[int] = []
+            while time.time() < deadline:
+                new = [e.replica for e in d.events.of(ReplicaEvent) if e.what == "restarted"]
+                if new and d.replicas()[new[0]].steps > 0:
+                    break
+                time.sleep(0.2)
+            d.pause()
+            (index,) = new
+            f = d.replicas()[index]
+            assert f.steps > 0 and victim not in [p.worker for p in f.partitions]
+            (event,) = [e for e in d.events.of(ReplicaEvent) if e.what == "restarted"]
+            assert event.reason == "replaces replica 1"
+            report = d.report()
+    assert report["faults"]["replicas_lost"] == 1 and report["faults"]["replicas_restarted"] == 1

@@ -296,7 +296,8 @@ def test_sandblaster_resumed_from_its_checkpoint_goes_on_as_if_never_stopped(tmp
         first.fit(steps=5, progress=False)
     with pytest.raises(CheckpointError, match="another model or layout"):
         dbkit.SandblasterLBFGS("linear", "digits", **{**settings, "shards": 3}).start_from(tmp_path)
-    with dbkit.SandblasterLBFGS("linear", "digits", **settings).start_from(tmp_path) as resumed:
+    with dbkit.SandblasterLBFGS.from_checkpoint(tmp_path, client=local_cluster.client) as resumed:  # its settings
+        assert (resumed.config.replicas, resumed.config.sandblaster.iterations) == (2, 10)
         resumed.fit(steps=5, progress=False)
         losses = [r.loss for r in resumed.iterations]
     assert len(losses) == 11 and np.allclose(losses, expected, rtol=1e-6, atol=0)

@@ -114,7 +114,7 @@ class Cluster:
         if client is not None:
             self.client = client
         elif scheduler is not None:
-            probe_scheduler(scheduler)
+            probe_scheduler(scheduler, timeout=min(3.0, timeout))
             try:
                 self.client = Client(scheduler, timeout=timeout, direct_to_workers=True)
             except (OSError, TimeoutError) as e:

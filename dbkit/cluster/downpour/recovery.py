@@ -20,14 +20,12 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ...config import SECTIONS, RunConfig
+from ...config import RunConfig
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, CheckpointError, Manifest, ShardState, read_shard, shard_file, write_manifest
-from ...settings import SETTINGS
 from ...telemetry import Checkpointed, ErrorEvent, EventStream, ReplicaEvent, ShardLost
 from ..session import Cluster
 from .fleet import Fleet
@@ -204,14 +202,7 @@ def check_layout_of(ckpt: Checkpoint, layout: AlignedLayout) -> None:
 
 def settings_of(manifest: Manifest) -> dict[str, Any]:
     """The flat settings a checkpoint's run had (``RunConfig.make(**settings_of(m))``), for resuming it."""
-    saved = dict(manifest.config)
-    flat = {k: v for k, v in saved.items() if k not in SECTIONS}
-    flat.update(saved.get("downpour") or {})
-    flat["hidden"] = tuple(flat["hidden"]) if flat.get("hidden") else None
-    flat["slow_replicas"] = tuple((int(i), float(f)) for i, f in (flat.get("slow_replicas") or {}).items())
-    flat["algorithm"] = "downpour"
-    known = {f.name for f in fields(RunConfig)} | set(SETTINGS)
-    return {k: v for k, v in flat.items() if k in known}
+    return {**RunConfig.flat_settings({**manifest.config, "algorithm": "downpour"}), "algorithm": "downpour"}
 
 
 def writable(directory: str) -> None:

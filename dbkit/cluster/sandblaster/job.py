@@ -232,10 +232,21 @@ class SandblasterLBFGS(Job):
         self._start_from = ckpt.load(list(balanced_layout(self.network.size, self.config.shards).ranges))
         return self
 
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike[str], model: str | Network | None = None,
+                        data: str | Dataset | None = None, *, client: Any = None, scheduler: str | None = None,
+                        **settings: Any) -> SandblasterLBFGS:
+        """A job (not started) that goes on from the checkpoint in ``path`` with the settings it was
+        saved with (model, data, replicas, shards, ...), changed by ``settings``."""
+        config = RunConfig.make(**{**SandblasterCheckpoints.settings(path), **settings})
+        job = cls(model if model is not None else config.model, data if data is not None else config.dataset,
+                  config=config, client=client, scheduler=scheduler)
+        return job.start_from(path)
+
     def _checkpoint_if_due(self, coordinator: LBFGSCoordinator) -> None:
         ckpt, server = self._checkpoints, self._res.server
         if ckpt is not None and server is not None and ckpt.due(self.events.now()):
-            it = ckpt.save(server, coordinator.state(), self.events.now())
+            it = ckpt.save(server, coordinator.state(), self.events.now(), self.config.to_dict())
             self.events.emit(Checkpointed, directory=ckpt.directory, step=it, versions=(it,) * server.layout.n_shards)
 
     def _restore_lost_shards(self) -> bool:

@@ -13,11 +13,13 @@ batch gradients, so the run ends where an undisturbed one would.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
 from ...algorithms.sandblaster import CoordinatorState
+from ...config import RunConfig
 from ...ps import CheckpointError, ShardedParameters
 from ...ps.checkpoint import atomic_write
 from ...ps.vector_checkpoint import VectorState, read_vectors, vectors_file
@@ -40,18 +42,29 @@ class SandblasterCheckpoints:
     def due(self, now: float) -> bool:
         return self.saved_at is None or now - self.saved_at >= self.every
 
-    def save(self, server: ShardedParameters, state: CoordinatorState, now: float) -> int:
-        """Shards first, then the state file naming their iteration; older shard files go."""
+    def save(self, server: ShardedParameters, state: CoordinatorState, now: float, config: dict) -> int:
+        """Shards first, then the state file naming their iteration (with the run's ``config``, a
+        ``RunConfig.to_dict()``); older shard files go."""
         it = state.iteration
         server.save_vectors(self.directory, state.vectors, self.model, it)
         doc = {"format": 1, "model": self.model, "iteration": it, "ranges": [list(r) for r in server.layout.ranges],
-               "coordinator": state.to_dict()}
+               "coordinator": state.to_dict(), "config": config}
         atomic_write(Path(self.directory) / STATE_FILE, lambda f: f.write(json.dumps(doc).encode()))
         for old in Path(self.directory).glob("sandblaster-shard-*-iteration-*.npz"):
             if not old.name.endswith(f"-iteration-{it}.npz"):
                 old.unlink(missing_ok=True)
         self.saved_at, self.iteration = now, it
         return it
+
+    @staticmethod
+    def settings(directory: str | os.PathLike[str]) -> dict:
+        """The flat settings the checkpointed run had (``RunConfig.make(**...)``)."""
+        path = Path(directory) / STATE_FILE
+        try:
+            saved = json.loads(path.read_text())["config"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{path}: no usable Sandblaster checkpoint ({type(e).__name__}: {e})") from e
+        return {**RunConfig.flat_settings(saved), "algorithm": "sandblaster"}
 
     def load(self, ranges: list[tuple[int, int]]) -> tuple[CoordinatorState, list[VectorState]]:
         """The last whole checkpoint, every file checked before anything is used."""
