@@ -286,14 +286,16 @@ def test_sandblaster_with_a_shard_worker_killed_mid_batch_ends_where_an_undistur
 
 
 def test_sandblaster_resumed_from_its_checkpoint_goes_on_as_if_never_stopped(tmp_path, local_cluster):
-    """5 iterations, stop; a new job from the checkpoint does 5 more: the same losses as 10 in one go."""
+    """5 iterations, ``checkpoint(path)``; a new job from it does 5 more: the same losses as 10 in one go."""
     settings = dict(replicas=2, shards=2, iterations=10, gtol=0, ftol=0, client=local_cluster.client)
     with dbkit.SandblasterLBFGS("linear", "digits", **settings) as whole:
         whole.fit(steps=10, progress=False)
         expected = [r.loss for r in whole.iterations]
-    with dbkit.SandblasterLBFGS("linear", "digits", checkpoint_dir=str(tmp_path), checkpoint_every=0.01,
-                                **settings) as first:
+    with dbkit.SandblasterLBFGS("linear", "digits", **settings) as first:
+        with pytest.raises(RuntimeError, match="first batch"):
+            first.checkpoint(tmp_path)
         first.fit(steps=5, progress=False)
+        first.checkpoint(tmp_path)  # paused after fit: between iterations
     with pytest.raises(CheckpointError, match="another model or layout"):
         dbkit.SandblasterLBFGS("linear", "digits", **{**settings, "shards": 3}).start_from(tmp_path)
     with dbkit.SandblasterLBFGS.from_checkpoint(tmp_path, client=local_cluster.client) as resumed:  # its settings

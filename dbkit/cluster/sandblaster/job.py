@@ -15,6 +15,7 @@ import math
 import os
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -231,6 +232,21 @@ class SandblasterLBFGS(Job):
         ckpt = SandblasterCheckpoints(os.fspath(path), self.config.checkpoint_every, self.network.fingerprint())
         self._start_from = ckpt.load(list(balanced_layout(self.network.size, self.config.shards).ranges))
         return self
+
+    def checkpoint(self, path: str | os.PathLike[str]) -> Path:
+        """Write a whole checkpoint into the folder ``path`` now: every shard's parameters, gradient and
+        L-BFGS history, and the coordinator's state. Taken between iterations, so the job must be
+        paused (or finished); ``SandblasterLBFGS.from_checkpoint(path)`` goes on from it."""
+        server, coordinator = self._res.server, self._coordinator
+        if server is None or coordinator is None or not coordinator.rows or self.stopped:
+            raise RuntimeError("checkpoint() needs a job that has done its first batch and not been stopped")
+        if self.state == "running":
+            raise RuntimeError("checkpoint() is taken between iterations: pause() the job first")
+        writable(os.fspath(path))
+        ckpt = SandblasterCheckpoints(os.fspath(path), self.config.checkpoint_every, self.network.fingerprint())
+        it = ckpt.save(server, coordinator.state(), self.events.now(), self.config.to_dict())
+        self.events.emit(Checkpointed, directory=os.fspath(path), step=it, versions=(it,) * server.layout.n_shards)
+        return Path(path)
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], model: str | Network | None = None,
