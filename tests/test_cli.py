@@ -287,3 +287,4 @@ def test_sandblaster_stops_at_its_time_budget(tmp_path):
     report = json.loads((tmp_path / "s.json").read_text())
     assert report["config"]["seconds"] == 2 and 1 <= report["sandblaster"]["iterations"] < 100000
     assert "reached" not in report["sandblaster"]["stop_reason"]
+    assert "batch gradients (ended by its step or time budget)" in out.stdout

@@ -31,7 +31,8 @@ def print_summary(report: dict, log: Callable[[str], None] = print) -> None:
             f"(the connectivity requires {b['between_partitions_min'] / 1e6:.2f} MB)")
     if "sandblaster" in report:
         sb = report["sandblaster"]
-        log(f"L-BFGS: {sb['iterations']} iterations, {sb['batch_evaluations']} batch gradients ({sb['stop_reason']}); "
+        why = sb["stop_reason"] or "ended by its step or time budget"  # no L-BFGS stopping rule held
+        log(f"L-BFGS: {sb['iterations']} iterations, {sb['batch_evaluations']} batch gradients ({why}); "
             f"units per replica {sb['units_per_replica']}, backups {sb['backups_issued']} issued / "
             f"{sb['backups_won']} won")
     if report["algorithm"] != "sgd":
