@@ -12,13 +12,13 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..data import DataError, small
+from ..ps.checkpoint import probe_writable
 from .options import add_run_options, add_sandblaster_options, config_from_args
 
 EPILOG = """Paper: Dean et al., "Large Scale Distributed Deep Networks", NIPS 2012.
@@ -99,9 +99,7 @@ def _check_writable(flag: str, path: str | None) -> None:
     if target.is_dir():
         raise ValueError(f"{flag} {path} is a folder; give a file name")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".dbkit-check-"):
-            pass
+        probe_writable(target.parent)
         if target.exists() and not os.access(target, os.W_OK):
             raise PermissionError(f"{path} is read-only")
     except OSError as e:

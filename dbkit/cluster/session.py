@@ -147,6 +147,11 @@ class Cluster:
         return "scheduler" if self._owns_client else "client"
 
     @property
+    def _connected(self) -> bool:
+        """The client's status says it is connected (read only: never a call that could wait)."""
+        return str(getattr(self.client, "status", "running")) in ("running", "newly-created")
+
+    @property
     def scheduler_address(self) -> str:
         try:
             return str(self.client.scheduler.address)
@@ -165,10 +170,10 @@ class Cluster:
         """
         if self._closed:
             return None
-        status = str(getattr(self.client, "status", "running"))
-        if status in ("running", "newly-created"):
+        if self._connected:
             self._down_since = None
             return None
+        status = str(self.client.status)
         now = time.monotonic()
         if self._down_since is None:
             self._down_since = now
@@ -184,7 +189,7 @@ class Cluster:
         return a periodically refreshed copy with no per-worker entries, which once
         made live workers look lost.
         """
-        if str(self.client.status) not in ("running", "newly-created"):  # asking would wait out its reconnect
+        if not self._connected:  # asking would wait out its reconnect
             raise ClusterError(f"not connected to the Dask scheduler at {self.scheduler_address}")
         return sorted(self.client.nthreads())
 
@@ -253,7 +258,7 @@ class Cluster:
             return
         self._closed = True
         _OPEN.discard(self)
-        connected = str(self.client.status) in ("running", "newly-created")
+        connected = self._connected
         try:
             try:
                 self.registry.clear()
@@ -270,7 +275,7 @@ class Cluster:
     def _close_client(self) -> None:
         """Close the client; one cut off from its scheduler is closed at once instead of after its
         reconnect attempts (10 s), and Dask's own lines about the lost connection are not printed."""
-        if str(self.client.status) in ("running", "newly-created", "closed"):
+        if self._connected or str(self.client.status) == "closed":
             self.client.close()
             return
         quiet = logging.getLogger("distributed.client")

@@ -85,6 +85,22 @@ def atomic_write(path: Path, write: Any) -> None:
         raise
 
 
+def probe_writable(directory: str | os.PathLike[str]) -> None:
+    """Make ``directory`` if need be and write (and drop) a file in it; ``OSError`` if this process cannot."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path, prefix=".dbkit-probe-"):
+        pass
+
+
+def writable(directory: str) -> None:
+    """``probe_writable`` for a checkpoint folder: ``ValueError`` naming it, before anything starts."""
+    try:
+        probe_writable(directory)
+    except OSError as e:
+        raise ValueError(f"checkpoint_dir {directory!r} cannot be written: {e.strerror or e}") from e
+
+
 def write_shard(directory: str | Path, state: ShardState) -> Path:
     """Write ``state`` to ``shard-<index>.npz`` in ``directory`` atomically; returns the path."""
     meta = {k: v for k, v in dataclasses.asdict(state).items() if k not in ("params", "opt_state")}

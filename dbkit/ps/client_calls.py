@@ -32,16 +32,11 @@ async def aresolve(value, timeout: float | None = None):
         value = asyncio.wrap_future(value)
     if not inspect.isawaitable(value):
         return resolve(value, timeout)
-    if timeout is None:
-        return await value
     try:
-        return await asyncio.wait_for(_awaited(value), timeout)
-    except asyncio.TimeoutError as e:
+        async with asyncio.timeout(timeout):  # a deadline on this task: no task of its own per call
+            return await value
+    except TimeoutError as e:
         raise TimeoutError(f"a parameter shard did not answer within {timeout:g}s (its worker may be gone)") from e
-
-
-async def _awaited(value):
-    return await value
 
 
 _TAKES_TIMEOUT: dict[type, bool] = {}

@@ -17,15 +17,14 @@ from its last checkpoint. Here:
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ...config import RunConfig
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, CheckpointError, Manifest, ShardState, read_shard, shard_file, write_manifest
+from ...ps.checkpoint import writable
 from ...telemetry import Checkpointed, ErrorEvent, EventStream, ReplicaEvent, ShardLost
 from ..session import Cluster
 from .fleet import Fleet
@@ -203,14 +202,3 @@ def check_layout_of(ckpt: Checkpoint, layout: AlignedLayout) -> None:
 def settings_of(manifest: Manifest) -> dict[str, Any]:
     """The flat settings a checkpoint's run had (``RunConfig.make(**settings_of(m))``), for resuming it."""
     return {**RunConfig.flat_settings({**manifest.config, "algorithm": "downpour"}), "algorithm": "downpour"}
-
-
-def writable(directory: str) -> None:
-    """Make ``directory`` if need be; ``ValueError`` naming it if this process cannot write files there."""
-    path = Path(directory)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".dbkit-probe-"):
-            pass
-    except OSError as e:
-        raise ValueError(f"checkpoint_dir {directory!r} cannot be written: {e.strerror or e}") from e

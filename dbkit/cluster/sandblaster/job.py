@@ -13,7 +13,6 @@ import dataclasses
 import gc
 import math
 import os
-import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,9 @@ from ...data import Dataset
 from ...jobs import FinalState, Gate, Job, JobThread, resolve_job
 from ...nn import Network
 from ...ps import ShardedParameters, ShardFigures, balanced_layout
+from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
-from ...telemetry import BatchDone, ByteCounts, Checkpointed, ReplicaEvent, ShardLost
-from ..downpour.recovery import writable
+from ...telemetry import BatchDone, ByteCounts, ReplicaEvent
 from ..session import Cluster
 from ..shards import start_shards
 from .batch import DaskBatch
@@ -100,13 +99,12 @@ class SandblasterLBFGS(Job):
         self._res = _Resources(self._gate)
         self._batch: DaskBatch | None = None
         self._coordinator: LBFGSCoordinator | None = None
-        self._shard_prefix = "shard"
         self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
         self._checkpoints: SandblasterCheckpoints | None = None
         if config.checkpoint_dir is not None:
             writable(config.checkpoint_dir)
             self._checkpoints = SandblasterCheckpoints(config.checkpoint_dir, config.checkpoint_every,
-                                                       network.fingerprint())
+                                                       network.fingerprint(), self.events)
 
     @property
     def unit_size(self) -> int:
@@ -213,7 +211,9 @@ class SandblasterLBFGS(Job):
                 self._set_state("finished", coordinator.stop_reason)
                 return None
             self._sample(evaluate=True)
-            self._checkpoint_if_due(coordinator)
+            ckpt, server = self._checkpoints, self._res.server
+            if ckpt is not None and server is not None and ckpt.due(self.events.now()):
+                ckpt.save(server, coordinator.state(), self.events.now(), self.config.to_dict())
         except FloatingPointError as e:
             self._diverged(str(e))
             return None
@@ -243,9 +243,8 @@ class SandblasterLBFGS(Job):
         if self.state == "running":
             raise RuntimeError("checkpoint() is taken between iterations: pause() the job first")
         writable(os.fspath(path))
-        ckpt = SandblasterCheckpoints(os.fspath(path), self.config.checkpoint_every, self.network.fingerprint())
-        it = ckpt.save(server, coordinator.state(), self.events.now(), self.config.to_dict())
-        self.events.emit(Checkpointed, directory=os.fspath(path), step=it, versions=(it,) * server.layout.n_shards)
+        SandblasterCheckpoints(os.fspath(path), self.config.checkpoint_every, self.network.fingerprint(),
+                               self.events).save(server, coordinator.state(), self.events.now(), self.config.to_dict())
         return Path(path)
 
     @classmethod
@@ -259,44 +258,18 @@ class SandblasterLBFGS(Job):
                   config=config, client=client, scheduler=scheduler)
         return job.start_from(path)
 
-    def _checkpoint_if_due(self, coordinator: LBFGSCoordinator) -> None:
-        ckpt, server = self._checkpoints, self._res.server
-        if ckpt is not None and server is not None and ckpt.due(self.events.now()):
-            it = ckpt.save(server, coordinator.state(), self.events.now(), self.config.to_dict())
-            self.events.emit(Checkpointed, directory=ckpt.directory, step=it, versions=(it,) * server.layout.n_shards)
-
     def _restore_lost_shards(self) -> bool:
-        """If a shard's worker is gone and a checkpoint was written: new shards from it, the coordinator
-        back at its iteration, the batch under way dropped; True then. The scheduler may take a moment
-        to drop a dead worker: up to 10 s is given."""
+        """Bring lost shards back from the last checkpoint (``SandblasterCheckpoints.bring_back``);
+        True if it did, and the coordinator redoes the iterations since."""
         ckpt, cluster, server, batch, coordinator = (self._checkpoints, self._res.cluster, self._res.server,
                                                      self._batch, self._coordinator)
-        if ckpt is None or ckpt.iteration is None or cluster is None or server is None or batch is None \
-                or coordinator is None or self._known.lost is not None:
+        if ckpt is None or cluster is None or server is None or batch is None or coordinator is None \
+                or self._known.lost is not None:
             return False
-        t0, deadline = time.monotonic(), time.monotonic() + 10.0
-        while True:
-            alive = cluster.workers()
-            dead = [i for i, w in enumerate(server.workers) if w not in alive]
-            if dead or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        if not dead:
+        new = ckpt.bring_back(cluster, server, self._shard_workers, batch, coordinator)
+        if new is None:
             return False
-        done = len(coordinator.rows) - 1
-        live_shard_workers = [w for w in (self._shard_workers or alive) if w in alive] or alive
-        new, state, prefix = ckpt.restore(cluster, server, live_shard_workers)
-        cluster.registry.release(*[f"{self._shard_prefix}{i}" for i in range(server.layout.n_shards)])
-        self._shard_prefix = prefix
-        batch.abandon(new)
-        self._res.server = coordinator.ops = new
-        coordinator.restore(state)
-        for i in dead:
-            self.events.emit(ShardLost, shard=i, worker=server.workers[i], step=state.iteration,
-                             restored_on=new.workers[i], checkpoint_version=state.iteration, version_read=done,
-                             updates_lost=done - state.iteration, seconds=time.monotonic() - t0,
-                             reason=f"its worker {server.workers[i]} is gone; iterations after "
-                                    f"{state.iteration} are redone")
+        self._res.server = new
         return True
 
     def _batch_done(self, d: UnitDispatcher, seconds: float) -> None:

@@ -14,30 +14,36 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
 
+from ...algorithms import LBFGSCoordinator
 from ...algorithms.sandblaster import CoordinatorState
 from ...config import RunConfig
 from ...ps import CheckpointError, ShardedParameters
 from ...ps.checkpoint import atomic_write
 from ...ps.vector_checkpoint import VectorState, read_vectors, vectors_file
+from ...telemetry import Checkpointed, EventStream, ShardLost
 from ..session import Cluster
 from ..shards import start_shards
+from .batch import DaskBatch
 
 STATE_FILE = "sandblaster.json"
 
 
 class SandblasterCheckpoints:
-    """Writes a Sandblaster run's checkpoints into ``directory`` every ``every`` seconds and reads
-    the last whole one back. ``model`` is the network's fingerprint."""
+    """Writes a Sandblaster run's checkpoints into ``directory`` every ``every`` seconds, reads the
+    last whole one back, and brings lost shards back from it (``bring_back``). ``model`` is the
+    network's fingerprint; ``events``, if given, hears of each checkpoint and each shard lost."""
 
-    def __init__(self, directory: str, every: float, model: str) -> None:
-        self.directory, self.every, self.model = directory, every, model
+    def __init__(self, directory: str, every: float, model: str, events: EventStream | None = None) -> None:
+        self.directory, self.every, self.model, self.events = directory, every, model, events
         self.saved_at: float | None = None
         self.iteration: int | None = None  # of the last whole checkpoint
         self.generation = 0  # shards started again so far
+        self.prefix = "shard"  # the names of the shards in use: ``start_shards``' default, then each generation's
 
     def due(self, now: float) -> bool:
         return self.saved_at is None or now - self.saved_at >= self.every
@@ -54,6 +60,8 @@ class SandblasterCheckpoints:
             if not old.name.endswith(f"-iteration-{it}.npz"):
                 old.unlink(missing_ok=True)
         self.saved_at, self.iteration = now, it
+        if self.events is not None:
+            self.events.emit(Checkpointed, directory=self.directory, step=it, versions=(it,) * server.layout.n_shards)
         return it
 
     @staticmethod
@@ -81,16 +89,40 @@ class SandblasterCheckpoints:
                   for i, span in enumerate(ranges)]
         return state, shards
 
-    def restore(self, cluster: Cluster, server: ShardedParameters, workers: list[str]
-                ) -> tuple[ShardedParameters, CoordinatorState, str]:
-        """New shards, on ``workers``, holding the last checkpoint's vectors; returns them, the
-        coordinator's state to go back to, and the new shards' name prefix."""
+    def bring_back(self, cluster: Cluster, server: ShardedParameters, shard_workers: list[str] | None,
+                   batch: DaskBatch, coordinator: LBFGSCoordinator) -> ShardedParameters | None:
+        """If a shard's worker is gone and a checkpoint was written: new shards from it on live workers
+        (the old ones released), the batch under way dropped, the coordinator back at the checkpoint's
+        iteration; returns the new shards (``None``: nothing to bring back). The scheduler may take a
+        moment to drop a dead worker: up to 10 s is given."""
+        if self.iteration is None:
+            return None
+        t0, deadline = time.monotonic(), time.monotonic() + 10.0
+        while True:
+            alive = cluster.workers()
+            dead = [i for i, w in enumerate(server.workers) if w not in alive]
+            if dead or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if not dead:
+            return None
+        done = len(coordinator.rows) - 1
         state, saved = self.load(list(server.layout.ranges))
-        params = np.concatenate([s.vectors["params"] for s in saved])
         self.generation += 1
-        prefix = f"shard-g{self.generation}-"
-        new = start_shards(cluster, params, len(saved), "sgd", 1.0, prefix=prefix, workers=workers,
+        old, self.prefix = self.prefix, f"shard-g{self.generation}-"
+        new = start_shards(cluster, np.concatenate([s.vectors["params"] for s in saved]), len(saved), "sgd", 1.0,
+                           prefix=self.prefix, workers=[w for w in (shard_workers or alive) if w in alive] or alive,
                            layout=server.layout)
         new.load_vectors(saved)
-        return new, state, prefix
+        cluster.registry.release(*[f"{old}{i}" for i in range(server.layout.n_shards)])
+        batch.abandon(new)
+        coordinator.ops = new
+        coordinator.restore(state)
+        for i in dead if self.events is not None else ():
+            self.events.emit(ShardLost, shard=i, worker=server.workers[i], step=state.iteration,
+                             restored_on=new.workers[i], checkpoint_version=state.iteration, version_read=done,
+                             updates_lost=done - state.iteration, seconds=time.monotonic() - t0,
+                             reason=f"its worker {server.workers[i]} is gone; iterations after "
+                                    f"{state.iteration} are redone")
+        return new
 
