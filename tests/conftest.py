@@ -1,5 +1,6 @@
 import contextlib
 import dataclasses
+import shutil
 import time
 from pathlib import Path
 
@@ -79,14 +80,6 @@ def leftovers(cluster, tag: str, timeout: float = 10.0) -> dict:
         time.sleep(0.2)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclasses.dataclass
 class DaskProcesses:
     """What ``real_dask`` started; unpacks as ``(address, workers)``."""
@@ -102,27 +95,46 @@ class DaskProcesses:
 @contextlib.contextmanager
 def real_dask(n_workers: int):
     """A real ``dask scheduler`` and ``n_workers`` ``dask worker`` processes (no nannies) on 127.0.0.1;
-    yields ``DaskProcesses`` (it unpacks as ``(address, worker processes)``). Every process is ended on exit."""
+    yields ``DaskProcesses`` (it unpacks as ``(address, worker processes)``). Every process is ended on exit.
+
+    The scheduler picks its own port (``--port 0``) and writes its address to a scheduler file: a port
+    chosen here and handed over could be taken by another socket before the scheduler binds it (a CI
+    run once lost a test to that). A scheduler that fails to start fails the test with its own log."""
+    import json
     import subprocess
     import sys
+    import tempfile
 
     from distributed import Client
 
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                               "--port", str(port), "--dashboard-address", "127.0.0.1:0"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    folder = Path(tempfile.mkdtemp(prefix="dbkit-real-dask-"))
+    scheduler_file, log = folder / "scheduler.json", folder / "scheduler.log"
+    procs: list[subprocess.Popen] = []
     try:
+        with open(log, "wb") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                 "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file)],
+                stdout=subprocess.DEVNULL, stderr=out))
+        deadline = time.time() + 60
+        address = None
+        while address is None:  # the file is written once the scheduler listens
+            if procs[0].poll() is not None:
+                raise RuntimeError(f"dask scheduler exited ({procs[0].returncode}):\n{log.read_text()[-3000:]}")
+            if time.time() > deadline:
+                raise TimeoutError(f"dask scheduler did not start within 60 s:\n{log.read_text()[-3000:]}")
+            try:
+                address = json.loads(scheduler_file.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
         for _ in range(n_workers):
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
                  "--nthreads", "1", "--dashboard-address", "127.0.0.1:0", "--no-nanny"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.time() + 60
         while True:  # wait for every worker to join
             try:
-                with Client(address, timeout=5) as c:
+                with Client(address, timeout=10) as c:
                     c.wait_for_workers(n_workers, timeout=30)
                     break
             except OSError:
@@ -139,6 +151,7 @@ def real_dask(n_workers: int):
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -51,29 +50,27 @@ CELLS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _server(kind: str, root: Path, home: Path, port: int, token: str) -> subprocess.Popen:
+def _server(kind: str, root: Path, home: Path, token: str) -> tuple[subprocess.Popen, int]:
+    """The server and the port it chose (``port=0``; read from its runtime file, so no port is handed
+    over that another socket could take first)."""
     module, app, _ = FRONT_ENDS[kind]
     settings = home / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"), DBKIT_SMALL="1")
-    cmd = [sys.executable, "-m", module, "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+    cmd = [sys.executable, "-m", module, "--no-browser", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0",
            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
            "--ServerApp.allow_root=True", f"--{app}.expose_app_in_browser=True"]
     proc = subprocess.Popen(cmd, env=env, stdout=open(home / "server.log", "w"), stderr=subprocess.STDOUT)
+    runtime = home / "runtime" / f"jpserver-{proc.pid}.json"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
+            port = int(json.loads(runtime.read_text())["port"])
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2)
-            return proc
-        except OSError:
+            return proc, port
+        except (OSError, ValueError, KeyError):
             time.sleep(0.3)
     proc.terminate()
     raise RuntimeError(f"{module} did not answer: {(home / 'server.log').read_text()[-2000:]}")
@@ -105,8 +102,8 @@ def _notebook_page(kind: str, root: Path, home: Path, notebook: str, failure: Pa
     """
     from playwright.sync_api import sync_playwright
 
-    port, token = _free_port(), secrets.token_hex(16)
-    server = _server(kind, root, home, port, token)
+    token = secrets.token_hex(16)
+    server, port = _server(kind, root, home, token)
     base = f"http://127.0.0.1:{port}"
     try:
         with sync_playwright() as pw:
