@@ -164,11 +164,10 @@ def test_an_address_where_nothing_listens_or_a_web_server_answers_is_refused(web
 
     from dbkit.cluster.session import SchedulerAddressError, probe_scheduler
 
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+    with socket.socket() as s:  # bound, not listening: a connection is refused and nothing else takes the port
         s.bind(("127.0.0.1", 0))
-        closed = f"tcp://127.0.0.1:{s.getsockname()[1]}"
-    with pytest.raises(SchedulerAddressError, match=r"nothing listens at .* \(connection refused\)"):
-        probe_scheduler(closed)
+        with pytest.raises(SchedulerAddressError, match=r"nothing listens at .* \(connection refused\)"):
+            probe_scheduler(f"tcp://127.0.0.1:{s.getsockname()[1]}")
     with pytest.raises(SchedulerAddressError, match=r"is not a Dask scheduler \(it sent nothing within 1s\)"):
         probe_scheduler(web_server, timeout=1.0)
     probe_scheduler("tls://127.0.0.1:1")  # TLS speaks second: left to Dask

@@ -3,6 +3,7 @@ does, a broken peer fails the calls instead of hanging them, bad frames and stra
 the shard untouched, and every thread ends on close. Then on a LocalCluster: the wire is what replicas
 use, and a Cluster stops its workers' wires when it closes."""
 
+import contextlib
 import dataclasses
 import socket
 import struct
@@ -88,14 +89,17 @@ def test_a_stranger_and_an_unknown_shard_are_refused(served):
     with pytest.raises(WireError, match="no shard nope"):
         WireShard(server.address, "nope")
     with pytest.raises(WireError, match="cannot reach"):
-        WireShard(WireAddress("127.0.0.1", _closed_port(), "00" * 16), "s0")
+        with _closed_port() as port:
+            WireShard(WireAddress("127.0.0.1", port, "00" * 16), "s0")
     assert all(s.version == 0 for s in shards.values())
 
 
-def _closed_port() -> int:
+@contextlib.contextmanager
+def _closed_port():
+    """A port bound but not listening while in use: a connection to it is refused, and nothing else can take it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def _hello(address: WireAddress, key: str) -> socket.socket:
