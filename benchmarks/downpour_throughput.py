@@ -15,10 +15,13 @@ The ceiling, measured in the same run: two single-threaded processes computing
 the same gradients at once, with no communication at all, against one alone.
 Two replicas cannot beat it; the target is a fraction of it.
 
-The bound, also measured in the same run: what a Downpour with no framework
-could reach with 2 shards on the 2 processes, if each exchange cost a core only
-the raw loopback socket's CPU (``raw_wire.py``), the shards' arithmetic and the
-replica's per-step extras, perfectly overlapped (``floor`` and ``bound``).
+Downpour with no framework, measured around every round as well: two bare
+processes, each a replica and a shard, exchanging over a raw socket
+(``bare_downpour.py``), at the n of every 2-replica row (``bare``, and the
+row's ``of_bare``). The modelled bound beside it adds up what each exchange
+would cost a core with no framework: the raw loopback socket's CPU
+(``raw_wire.py``), the shards' arithmetic and the replica's per-step extras,
+perfectly overlapped (``floor`` and ``bound``).
 
 The shards apply plain SGD by default, as the baseline does (like for like);
 ``--optimizer sgd,adagrad`` measures Adagrad too, which does more arithmetic
@@ -37,6 +40,7 @@ from threadpoolctl import threadpool_limits
 from dbkit import data, nn
 from dbkit.algorithms import SGDTrainer
 
+from bare_downpour import bare_downpour
 from common import write_json
 
 CASES = {"speech": dict(dataset="speech", model="speech", lr=0.05, adagrad_lr=0.01, batch_size=32),
@@ -173,9 +177,14 @@ def downpour(client, case: dict, replicas: int, n: int, seconds: float, shards: 
 
 
 def _median_row(rows: list[dict]) -> dict:
-    """One configuration measured in several rounds: the round with the median speedup, and every round's."""
+    """One configuration measured in several rounds: the round with the median speedup, and every round's
+    speedup and fraction of the ceiling measured around it (their median is ``of_ceiling_median``)."""
     ranked = sorted(rows, key=lambda r: r["speedup"])
-    return dict(ranked[(len(ranked) - 1) // 2], speedups=[r["speedup"] for r in rows])
+    out = dict(ranked[(len(ranked) - 1) // 2], speedups=[r["speedup"] for r in rows])
+    for key in ("of_ceiling", "of_bare"):
+        if all(key in r for r in rows):
+            out.update({f"{key}s": [r[key] for r in rows], f"{key}_median": statistics.median(r[key] for r in rows)})
+    return out
 
 
 def main(argv=None) -> int:
@@ -206,24 +215,44 @@ def main(argv=None) -> int:
         for name in args.cases.split(","):
             case = dict(CASES[name], **({"batch_size": args.batch_size} if args.batch_size else {}))
             base = baseline(case, args.seconds)
-            if args.ceiling:
-                base["ceiling"] = ceiling(case, args.seconds)
-                base["floor"] = {o: floor(base["parameters"], o) for o in args.optimizer.split(",")}
             modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.overlap]
             configs = [(r, n, overlap, optimizer, transport)
                        for r in map(int, args.replicas.split(",")) for n in map(int, args.n.split(","))
                        for overlap in modes for optimizer in args.optimizer.split(",")
                        for transport in args.transport.split(",")]
+            ceilings = [ceiling(case, args.seconds)] if args.ceiling else []
+            # Downpour with no framework at each n of the 2-replica rows, measured around every round too
+            bare_ns = sorted({n for r, n, *_ in configs if r == 2}) if args.ceiling and args.shards == 2 \
+                and args.partitions == 1 else []
+            bares = [{n: bare_downpour(case, n, args.seconds) for n in bare_ns}] if bare_ns else []
+            if args.ceiling:
+                base["floor"] = {o: floor(base["parameters"], o) for o in args.optimizer.split(",")}
             windows = [base["examples_per_second"]]
             rounds = []  # this machine's speed drifts: each round's rows against the baselines either side
             for _ in range(args.rounds):
                 measured = [downpour(cluster.client, case, r, n, args.seconds, args.shards, overlap, optimizer,
                                      args.partitions, transport) for r, n, overlap, optimizer, transport in configs]
                 windows.append(_sgd_rate(case, args.seconds)[0])
+                if args.ceiling:  # the ceiling drifts too (1.7x-2.1x over a day): measured around every round
+                    ceilings.append(ceiling(case, args.seconds))
+                if bares:
+                    bares.append({n: bare_downpour(case, n, args.seconds) for n in bare_ns})
                 for row in measured:
                     row["speedup"] = row["examples_per_second"] / statistics.mean(windows[-2:])
+                    if ceilings:
+                        row["ceiling"] = statistics.mean(c["ratio"] for c in ceilings[-2:])
+                        row["of_ceiling"] = row["speedup"] / row["ceiling"]
+                    if bares and row["replicas"] == 2 and row["n_push"] in bare_ns:
+                        row["bare"] = statistics.mean(b[row["n_push"]] for b in bares[-2:]) / statistics.mean(
+                            windows[-2:])
+                        row["of_bare"] = row["speedup"] / row["bare"]
                 rounds.append(measured)
             rows = [_median_row([measured[i] for measured in rounds]) for i in range(len(configs))]
+            if ceilings:
+                base["ceiling"] = sorted(ceilings, key=lambda c: c["ratio"])[(len(ceilings) - 1) // 2]
+                base["ceilings"] = [c["ratio"] for c in ceilings]
+            if bares:
+                base["bare_downpour"] = {str(n): [b[n] for b in bares] for n in bare_ns}
             mean = statistics.mean(windows)
             base.update(examples_per_second=mean, step_ms=1e3 * case["batch_size"] / mean, windows=windows)
             for row in rows:
@@ -237,18 +266,21 @@ def main(argv=None) -> int:
                   f"{base['examples_per_second']:.0f} examples/s ({base['step_ms']:.2f} ms/step; mean of the "
                   f"windows before, between and after the rounds: {', '.join(f'{w:.0f}' for w in base['windows'])})")
             if "ceiling" in base:
-                print(f"ceiling: 2 bare processes computing at once give {base['ceiling']['ratio']:.2f}x one alone")
+                print(f"ceiling: 2 bare processes computing at once give {base['ceiling']['ratio']:.2f}x one alone "
+                      f"(median of {len(base['ceilings'])} measurements around the rounds: "
+                      f"{', '.join(f'{c:.2f}' for c in base['ceilings'])})")
                 for o, f in base["floor"].items():
                     print(f"floor ({o}): raw socket round trip of half the model {f['wire_caller_ms']:.2f} ms CPU "
                           f"caller, {f['wire_server_ms']:.2f} ms server; a shard's push_fetch "
                           f"{f['shard_arithmetic_ms']:.2f} ms; a replica's extras {f['replica_extras_ms']:.2f} ms/step")
             print(f"{'replicas':>8} {'n_fetch=n_push':>14} {'overlap':>7} {'shards':>7} {'wire':>6} {'examples/s':>11} "
-                  f"{'x baseline':>10} {'ms/step/replica':>16} {'bound':>6} {'of bound':>8}")
+                  f"{'x baseline':>10} {'ms/step/replica':>16} {'bound':>6} {'of bound':>8} {'bare':>6} {'of bare':>8}")
             for r in rows:
                 print(f"{r['replicas']:>8} {r['n_fetch']:>14} {'on' if r['overlap'] else 'off':>7} {r['optimizer']:>7} "
                       f"{r['transport']:>6} "
                       f"{r['examples_per_second']:>11.0f} {r['speedup']:>10.2f} {r['replica_step_ms']:>16.2f}"
-                      + (f" {r['bound']:>6.2f} {r['speedup'] / r['bound']:>8.0%}" if "bound" in r else ""))
+                      + (f" {r['bound']:>6.2f} {r['speedup'] / r['bound']:>8.0%}" if "bound" in r else " " * 16)
+                      + (f" {r['bare']:>6.2f} {r['of_bare_median']:>8.0%}" if "of_bare_median" in r else ""))
     first_rule, first_transport = args.optimizer.split(",")[0], args.transport.split(",")[0]
 
     def row(name, replicas, n, overlap=True):
@@ -259,12 +291,14 @@ def main(argv=None) -> int:
     two, one = row("speech", 2, 4), row("speech", 1, 1)
     if args.partitions > 1:  # #12's targets are for whole replicas
         two = one = None
-    if two and "ceiling" in results["speech"]["baseline"]:
-        ratio = results["speech"]["baseline"]["ceiling"]["ratio"]
-        print(f"\ntarget (speech, 2 replicas, n = 4, at least 85% of the ceiling {ratio:.2f}x): {two['speedup']:.2f}x "
-              f"= {two['speedup'] / ratio:.0%} of it"
-              + (f"; the framework-free bound is {two['bound']:.2f}x, {two['speedup'] / two['bound']:.0%} of it reached"
-                 if "bound" in two else ""))
+    if two and "of_ceiling_median" in two:
+        print(f"\ntarget (speech, 2 replicas, n = 4, at least 85% of the ceiling): {two['speedup']:.2f}x; "
+              f"{two['of_ceiling_median']:.0%} of the ceiling measured around it (median over the rounds: "
+              f"{', '.join(f'{f:.0%}' for f in two['of_ceilings'])})"
+              + (f"; Downpour with no framework reached {two['bare']:.2f}x "
+                 f"({two['bare'] / two['ceiling']:.0%} of the ceiling), and dbkit {two['of_bare_median']:.0%} of it "
+                 f"(rounds: {', '.join(f'{f:.0%}' for f in two['of_bares'])})" if "of_bare_median" in two else "")
+              + (f"; the modelled framework-free bound is {two['bound']:.2f}x" if "bound" in two else ""))
     if one:
         print(f"target (speech, 1 replica, n = 1, at least 0.8x the baseline): {one['speedup']:.2f}x"
               + (f"; the framework-free bound is {one['bound']:.2f}x" if "bound" in one else ""))

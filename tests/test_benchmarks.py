@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -55,11 +57,29 @@ def test_downpour_throughput(tmp_path):
     ceiling = r["digits"]["baseline"]["ceiling"]
     assert ceiling["one"] > 0 and ceiling["two"] > 0 and ceiling["ratio"] == ceiling["two"] / ceiling["one"]
     assert len(r["digits"]["baseline"]["windows"]) == 2  # before and after the Downpour rows
+    ceilings = r["digits"]["baseline"]["ceilings"]  # likewise the ceiling; each row against the mean of the two
+    assert len(ceilings) == 2 and ceiling["ratio"] in ceilings
+    for row in rows:
+        assert row["of_ceiling_median"] == pytest.approx(row["speedup"] / (sum(ceilings) / 2))
+    # Downpour with no framework, at n = 1 (the 2-replica rows' n), measured around the round as well
+    bare = r["digits"]["baseline"]["bare_downpour"]["1"]
+    assert len(bare) == 2 and all(eps > 0 for eps in bare)
+    for row in rows:
+        assert ("of_bare_median" in row) == (row["replicas"] == 2)
+        if row["replicas"] == 2:
+            assert row["of_bare_median"] == pytest.approx(row["speedup"] / row["bare"])
     floor = r["digits"]["baseline"]["floor"]["sgd"]
     assert all(v > 0 for v in floor.values())
     # a framework-free Downpour still does the exchange's work: at most compute alone, and below the ceiling
     assert all(0 < row["bound"] <= 1 for row in rows if row["replicas"] == 1)
     assert all(0 < row["bound"] < ceiling["ratio"] for row in rows if row["replicas"] == 2)
+
+
+def test_bare_downpour(tmp_path):
+    r = run("bare_downpour", "--case", "digits", "--n", "2", "--seconds", "1", tmp_path=tmp_path)
+    assert r["one"] > 0 and r["two"] > 0 and r["ratio"] == r["two"] / r["one"]
+    # both bare replicas learn through their exchanges: each one's loss falls from its first steps
+    assert len(r["losses"]) == 2 and all(last < first for first, last in r["losses"])
 
 
 def test_raw_wire(tmp_path):
