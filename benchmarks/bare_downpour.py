@@ -90,28 +90,36 @@ def _replica(i: int, case: dict, n: int, seconds: float, ports, ready, start, ou
     conn, _ = server.accept()
     for s in (peer, conn):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    threading.Thread(target=_serve, args=(conn, own, lock, lr), daemon=True).start()
+    server_thread = threading.Thread(target=_serve, args=(conn, own, lock, lr), daemon=True)
+    server_thread.start()
 
     done = threading.Event()
     done.set()
     requests: list = []
     wake = threading.Condition()
 
+    failed: list[BaseException] = []
+
     def exchange() -> None:  # the client's background push-and-fetch
-        while True:
-            with wake:
-                while not requests:
-                    wake.wait()
-                if requests.pop() is None:
-                    peer.sendall(HEADER.pack(0))
-                    return
-            with lock:  # the half held here: updated and read in process
-                np.multiply(sending[mine], lr, out=scratch)
-                own[:] -= scratch
-                fetched[mine] = own
-            peer.sendall(HEADER.pack(sending[theirs].nbytes))
-            peer.sendall(sending[theirs].data.cast("B"))
-            _recv_into(peer, fetched[theirs].data.cast("B"))
+        try:
+            while True:
+                with wake:
+                    while not requests:
+                        wake.wait()
+                    if requests.pop() is None:
+                        peer.sendall(HEADER.pack(0))
+                        return
+                with lock:  # the half held here: updated and read in process
+                    np.multiply(sending[mine], lr, out=scratch)
+                    own[:] -= scratch
+                    fetched[mine] = own
+                peer.sendall(HEADER.pack(sending[theirs].nbytes))
+                peer.sendall(sending[theirs].data.cast("B"))
+                if not _recv_into(peer, fetched[theirs].data.cast("B")):
+                    raise ConnectionError("the peer closed its shard")
+                done.set()
+        except Exception as e:  # noqa: BLE001 - the replica must not wait for ever on a broken exchange
+            failed.append(e)
             done.set()
 
     client = threading.Thread(target=exchange, daemon=True)
@@ -134,6 +142,8 @@ def _replica(i: int, case: dict, n: int, seconds: float, ports, ready, start, ou
         w -= grad
         if k % n == n - 1:
             done.wait()
+            if failed:
+                raise RuntimeError(f"the bare exchange failed: {failed[0]!r}")
             if not taken:
                 w, fetched = fetched, w
             accrued, sending = sending, accrued
@@ -156,17 +166,34 @@ def _replica(i: int, case: dict, n: int, seconds: float, ports, ready, start, ou
             step(k)
             k += 1
         rate = (k - k0) * case["batch_size"] / (time.perf_counter() - t0)
-        done.wait()
+        done.wait()  # then goodbye; and this shard serves until the peer has said goodbye too
         with wake:
             requests.append(None)
             wake.notify()
-        client.join(10)
+        client.join(30)
+        server_thread.join(60)
     out.put((rate, float(np.mean(losses[:20])), float(np.mean(losses[-20:]))))
 
 
-def bare_downpour(case: dict, n: int, seconds: float, losses: list | None = None) -> float:
+def _get(queue, procs, timeout: float):
+    """The next item on ``queue``; a clear error at once if a process died instead of putting it."""
+    import queue as queues
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return queue.get(timeout=0.2)
+        except queues.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a bare Downpour process failed (exit code {dead[0]})") from None
+    raise TimeoutError(f"the bare Downpour processes did not answer within {timeout:.0f} s")
+
+
+def bare_downpour(case: dict, n: int, seconds: float, losses: list | None = None, during=None) -> float:
     """Examples per second of two bare Downpour processes together (see the module docstring); each
-    process's mean loss over its first and last 20 steps is appended to ``losses`` if given."""
+    process's mean loss over its first and last 20 steps is appended to ``losses`` if given, and
+    ``during(pids)`` is called once the window opens (``thread_time.py`` reads the threads' times)."""
     ctx = mp.get_context("spawn")
     ports, ready, start, out = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=_replica, args=(i, case, n, seconds, ports, ready, start, out)) for i in (0, 1)]
@@ -174,10 +201,12 @@ def bare_downpour(case: dict, n: int, seconds: float, losses: list | None = None
         proc.start()
     try:
         for _ in procs:  # both connected, loaded and warm before the window opens
-            ready.get(timeout=120)
+            _get(ready, procs, 120)
         time.sleep(0.5)
         start.set()
-        results = [out.get(timeout=seconds + 120) for _ in procs]
+        if during is not None:
+            during([proc.pid for proc in procs])
+        results = [_get(out, procs, seconds + 120) for _ in procs]
         if losses is not None:
             losses.extend((first, last) for _, first, last in results)
         return sum(rate for rate, _, _ in results)

@@ -82,6 +82,17 @@ def test_bare_downpour(tmp_path):
     assert len(r["losses"]) == 2 and all(last < first for first, last in r["losses"])
 
 
+def test_thread_time(tmp_path):
+    r = run("thread_time", "--n", "2", "--seconds", "2", tmp_path=tmp_path)
+    for name in ("dbkit", "bare"):
+        assert r[name]["step_ms"] > 0 and 0 <= r[name]["idle_cores"] <= os.cpu_count()
+        threads = r[name]["threads"]
+        assert len({t["process"] for t in threads}) == 2  # both processes' busy threads
+        assert all(t["run_ms"] > 0 and t["queued_ms"] >= 0 for t in threads)
+    # dbkit's replicas run as Dask tasks; the names come from the workers' own threads
+    assert any("Dask-Default-Threads" in t["thread"] for t in r["dbkit"]["threads"])
+
+
 def test_raw_wire(tmp_path):
     r = run("raw_wire", "--sizes", "40,400000", "--trips", "20", tmp_path=tmp_path)
     small, large = r["rows"]
