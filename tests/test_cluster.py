@@ -141,6 +141,17 @@ def test_local_workers_get_the_malloc_settings(local_cluster):
     assert all(v == WORKER_MALLOC for v in env.values())
 
 
+def test_local_workers_sample_their_profile_every_100ms_and_the_driver_keeps_its_own_config(local_cluster):
+    import dask
+
+    from dbkit.cluster.session import WORKER_DASK_CONFIG
+
+    key = "distributed.worker.profile.interval"
+    seen = local_cluster.client.run(lambda: __import__("dask").config.get(key))
+    assert set(seen.values()) == {WORKER_DASK_CONFIG[key]} == {"100ms"}
+    assert dask.config.get(key) == "10ms"  # set for the workers' start only, not left in the driver
+
+
 def test_timing_a_roundtrip_and_a_partitioned_step_cleans_up_after_itself(local_cluster):
     from dbkit import nn
     from dbkit.cluster import time_partitioned_step, time_roundtrip

@@ -27,6 +27,12 @@ _OPEN: weakref.WeakSet[Cluster] = weakref.WeakSet()
 # Environment for worker processes dbkit starts (see Cluster.__init__); for your own
 # cluster, set the same in the workers' environment.
 WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(256 * 2**20), "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
+# Dask settings for the workers dbkit starts. Dask's statistical profiler samples every
+# thread's stack every 10 ms by default, holding the GIL each time; a replica computing
+# on a worker pays for it. Every 100 ms the dashboard's Profile page still fills, and
+# the worker's event loop took 0.11-0.13 ms of CPU per replica step instead of 0.21-0.23
+# (speech, 2 replicas, n = 4; ``benchmarks/thread_time.py``, issue #12).
+WORKER_DASK_CONFIG = {"distributed.worker.profile.interval": "100ms"}
 
 
 class ClusterError(RuntimeError):
@@ -124,8 +130,8 @@ class Cluster:
             # glibc's adaptive mmap threshold: then every multi-MB array (a gradient,
             # a fetched shard) is a fresh mmap and page-faults on first touch. Measured
             # here: the speech model's loss_and_grad 20 ms -> 9 ms per step with these.
-            with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}), \
-                    _workers_ignore_group_signals():
+            with dask.config.set({**{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()},
+                                  **WORKER_DASK_CONFIG}), _workers_ignore_group_signals():
                 self.local_cluster = LocalCluster(
                     n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                     host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
