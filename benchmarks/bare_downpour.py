@@ -24,20 +24,9 @@ import struct
 import threading
 import time
 
-from common import write_json
+from common import get_from, recv_exactly, write_json
 
 HEADER = struct.Struct("<q")  # bytes of gradient that follow (0: goodbye)
-
-
-def _recv_into(sock: socket.socket, view: memoryview) -> bool:
-    """Fill ``view``; False if the peer closed first."""
-    got = 0
-    while got < len(view):
-        k = sock.recv_into(view[got:])
-        if k == 0:
-            return False
-        got += k
-    return True
 
 
 def _serve(conn: socket.socket, own, lock: threading.Lock, lr) -> None:
@@ -47,9 +36,9 @@ def _serve(conn: socket.socket, own, lock: threading.Lock, lr) -> None:
     landing, scratch = np.empty_like(own), np.empty_like(own)
     head = bytearray(HEADER.size)
     with conn:
-        while _recv_into(conn, memoryview(head)):
+        while recv_exactly(conn, memoryview(head)):
             (nbytes,) = HEADER.unpack(head)
-            if nbytes == 0 or not _recv_into(conn, landing.data.cast("B")):
+            if nbytes == 0 or not recv_exactly(conn, landing.data.cast("B")):
                 return
             with lock:
                 np.multiply(landing, lr, out=scratch)
@@ -77,16 +66,8 @@ def _replica(i: int, case: dict, n: int, seconds: float, ports, ready, start, ou
     scratch = np.empty_like(own)
 
     server = socket.create_server(("127.0.0.1", 0))
-    ports.put((i, server.getsockname()[1]))
-    peer_port = None
-    while peer_port is None:
-        j, p = ports.get(timeout=120)
-        if j != i:
-            peer_port = p
-        else:
-            ports.put((j, p))
-            time.sleep(0.01)
-    peer = socket.create_connection(("127.0.0.1", peer_port))
+    ports[i].put(server.getsockname()[1])  # each process's port on a queue of its own: read the other's
+    peer = socket.create_connection(("127.0.0.1", ports[1 - i].get(timeout=120)))
     conn, _ = server.accept()
     for s in (peer, conn):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -115,7 +96,7 @@ def _replica(i: int, case: dict, n: int, seconds: float, ports, ready, start, ou
                     fetched[mine] = own
                 peer.sendall(HEADER.pack(sending[theirs].nbytes))
                 peer.sendall(sending[theirs].data.cast("B"))
-                if not _recv_into(peer, fetched[theirs].data.cast("B")):
+                if not recv_exactly(peer, fetched[theirs].data.cast("B")):
                     raise ConnectionError("the peer closed its shard")
                 done.set()
         except Exception as e:  # noqa: BLE001 - the replica must not wait for ever on a broken exchange
@@ -175,38 +156,23 @@ def _replica(i: int, case: dict, n: int, seconds: float, ports, ready, start, ou
     out.put((rate, float(np.mean(losses[:20])), float(np.mean(losses[-20:]))))
 
 
-def _get(queue, procs, timeout: float):
-    """The next item on ``queue``; a clear error at once if a process died instead of putting it."""
-    import queue as queues
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            return queue.get(timeout=0.2)
-        except queues.Empty:
-            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-            if dead:
-                raise RuntimeError(f"a bare Downpour process failed (exit code {dead[0]})") from None
-    raise TimeoutError(f"the bare Downpour processes did not answer within {timeout:.0f} s")
-
-
 def bare_downpour(case: dict, n: int, seconds: float, losses: list | None = None, during=None) -> float:
     """Examples per second of two bare Downpour processes together (see the module docstring); each
     process's mean loss over its first and last 20 steps is appended to ``losses`` if given, and
     ``during(pids)`` is called once the window opens (``thread_time.py`` reads the threads' times)."""
     ctx = mp.get_context("spawn")
-    ports, ready, start, out = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Queue()
+    ports, ready, start, out = (ctx.Queue(), ctx.Queue()), ctx.Queue(), ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=_replica, args=(i, case, n, seconds, ports, ready, start, out)) for i in (0, 1)]
     for proc in procs:
         proc.start()
     try:
         for _ in procs:  # both connected, loaded and warm before the window opens
-            _get(ready, procs, 120)
+            get_from(ready, procs, 120, "bare Downpour processes")
         time.sleep(0.5)
         start.set()
         if during is not None:
             during([proc.pid for proc in procs])
-        results = [_get(out, procs, seconds + 120) for _ in procs]
+        results = [get_from(out, procs, seconds + 120, "bare Downpour processes") for _ in procs]
         if losses is not None:
             losses.extend((first, last) for _, first, last in results)
         return sum(rate for rate, _, _ in results)

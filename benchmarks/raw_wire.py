@@ -18,7 +18,7 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 
-from common import write_json
+from common import get_from, recv_exactly, write_json
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,8 @@ class RawTrip:
 
 
 def _recv_exactly(sock: socket.socket, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise ConnectionError("peer closed")
-        got += n
+    if not recv_exactly(sock, view):
+        raise ConnectionError("peer closed")
 
 
 def _echo(port_out, nbytes: int, trips: int, cpu_out) -> None:
@@ -55,20 +51,6 @@ def _echo(port_out, nbytes: int, trips: int, cpu_out) -> None:
             cpu_out.put(time.process_time() - c0)
 
 
-def _get(queue, proc, timeout: float = 60.0):
-    """The next item ``proc`` puts on ``queue``; a clear error at once if ``proc`` died instead."""
-    import queue as queues
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            return queue.get(timeout=0.2)
-        except queues.Empty:
-            if not proc.is_alive():
-                raise RuntimeError(f"the echo process ended (exit code {proc.exitcode}) before answering") from None
-    raise TimeoutError(f"the echo process did not answer within {timeout:.0f} s")
-
-
 def raw_round_trip(nbytes: int, trips: int = 200) -> RawTrip:
     """Median-free mean cost of ``trips`` round trips of ``nbytes`` each way (after 5 to warm up)."""
     ctx = mp.get_context("spawn")
@@ -76,7 +58,7 @@ def raw_round_trip(nbytes: int, trips: int = 200) -> RawTrip:
     proc = ctx.Process(target=_echo, args=(port_q, nbytes, trips, cpu_q))
     proc.start()
     try:
-        port = _get(port_q, proc)
+        port = get_from(port_q, [proc], 60.0, "echo process")
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             out = memoryview(bytearray(nbytes))
@@ -87,7 +69,7 @@ def raw_round_trip(nbytes: int, trips: int = 200) -> RawTrip:
                 sock.sendall(out)
                 _recv_exactly(sock, back)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        server_cpu = _get(cpu_q, proc)
+        server_cpu = get_from(cpu_q, [proc], 60.0, "echo process")
     finally:
         proc.join(timeout=10)
         if proc.is_alive():
