@@ -42,6 +42,16 @@ def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[st
     return config, dataset, network
 
 
+def job_from_checkpoint(cls: Any, path: str | os.PathLike[str], saved: dict[str, Any], model: Any, data: Any,
+                        client: Any, scheduler: str | None, settings: dict[str, Any]) -> Any:
+    """A job of ``cls`` (not started) that goes on from the checkpoint in ``path``: the ``saved`` settings
+    (those it was written with) changed by ``settings``, its model and data unless given."""
+    config = RunConfig.make(**{**saved, **settings})
+    job = cls(model if model is not None else config.model, data if data is not None else config.dataset,
+              config=config, client=client, scheduler=scheduler)
+    return job.start_from(path)
+
+
 MAX_PARAMETERS = 2**28  # 1 GiB per float32 copy; a run holds several copies in each process
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from ...algorithms import ReplicaFigures
 from ...config import RunConfig
 from ...data import Dataset
-from ...jobs import FinalState, Job, JobThread, Monitor, resolve_job
+from ...jobs import FinalState, Job, JobThread, Monitor, job_from_checkpoint, resolve_job
 from ...nn import Network
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
@@ -410,7 +410,5 @@ class DownpourSGD(Job):
                         **settings: Any) -> DownpourSGD:
         """A job (not started) that trains on from the checkpoint in ``path``, with the settings it was
         saved with (model, data, replicas, shards, ...) changed by ``settings``."""
-        config = RunConfig.make(**{**settings_of(read_manifest(path)), **settings})
-        job = cls(model if model is not None else config.model, data if data is not None else config.dataset,
-                  config=config, client=client, scheduler=scheduler)
-        return job.start_from(path)
+        saved = settings_of(read_manifest(path))
+        return job_from_checkpoint(cls, path, saved, model, data, client, scheduler, settings)

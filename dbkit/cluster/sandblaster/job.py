@@ -23,7 +23,7 @@ from ...algorithms import Iteration, LBFGSCoordinator, ReplicaFigures, Sandblast
 from ...algorithms.sandblaster import CoordinatorState
 from ...config import RunConfig
 from ...data import Dataset
-from ...jobs import FinalState, Gate, Job, JobThread, resolve_job
+from ...jobs import FinalState, Gate, Job, JobThread, job_from_checkpoint, resolve_job
 from ...nn import Network
 from ...ps import ShardedParameters, ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
@@ -253,10 +253,8 @@ class SandblasterLBFGS(Job):
                         **settings: Any) -> SandblasterLBFGS:
         """A job (not started) that goes on from the checkpoint in ``path`` with the settings it was
         saved with (model, data, replicas, shards, ...), changed by ``settings``."""
-        config = RunConfig.make(**{**SandblasterCheckpoints.settings(path), **settings})
-        job = cls(model if model is not None else config.model, data if data is not None else config.dataset,
-                  config=config, client=client, scheduler=scheduler)
-        return job.start_from(path)
+        saved = SandblasterCheckpoints.settings(path)
+        return job_from_checkpoint(cls, path, saved, model, data, client, scheduler, settings)
 
     def _restore_lost_shards(self) -> bool:
         """Bring lost shards back from the last checkpoint (``SandblasterCheckpoints.bring_back``);
