@@ -37,6 +37,7 @@ from ..telemetry import (
     Sampler,
     StateChange,
     build_report,
+    history,
 )
 from . import running
 from .changes import ChangeQueue, ChangeRequest
@@ -256,8 +257,7 @@ class Job(JobHooks):
     @property
     def history(self) -> list[dict]:
         """One row per evaluation: ``t, step, examples, train_loss, test_loss, test_accuracy, replicas``."""
-        return [{"t": s.t, "step": s.step, "examples": s.examples, **s.evaluation.to_dict(),
-                 "replicas": s.live_replicas} for s in self.events.of(Sample) if s.evaluation is not None]
+        return history(self.events)
 
     def replicas(self) -> list[ReplicaFigures]:
         """Every replica's latest figures (steps, pushes, fetches, state, worker, ...), asked afresh."""

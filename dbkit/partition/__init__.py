@@ -12,8 +12,9 @@ parameters so every parameter shard holds one partition's.
 from .alignment import AlignedLayout, aligned_layout
 from .execute import PartitionedNetwork
 from .ownership import Ownership, ownership
+from .places import partition_places
 from .traffic import boundary_floats, describe, inputs_used, needs
 from .worker import PartitionWorker
 
 __all__ = ["AlignedLayout", "Ownership", "PartitionWorker", "PartitionedNetwork", "aligned_layout",
-           "boundary_floats", "describe", "inputs_used", "needs", "ownership"]
+           "boundary_floats", "describe", "inputs_used", "needs", "ownership", "partition_places"]

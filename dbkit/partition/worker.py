@@ -155,6 +155,11 @@ class PartitionWorker:
         the critical path."""
         values = np.ascontiguousarray(values, dtype=np.float32)
         self.bytes_sent += values.nbytes
+        self._post(to, key, values)
+
+    def _post(self, to: int, key: tuple, values: np.ndarray) -> None:
+        """Put a message on its way to partner ``to`` (on this event loop; the simulator's partitions
+        deliver at a virtual time instead)."""
         self._outbox.append(asyncio.ensure_future(self._deliver(to, key, values)))
 
     async def _deliver(self, to: int, key: tuple, values: np.ndarray) -> None:
@@ -276,6 +281,7 @@ class PartitionWorker:
             for w in self.weights:
                 penalty += 0.5 * net.l2 * float(np.dot(self.params[w], self.params[w]))
                 grad[w] += np.float32(net.l2) * self.params[w]
-        await asyncio.gather(*self._outbox)  # every message delivered before the step counts as done
+        if self._outbox:  # every message delivered before the step counts as done
+            await asyncio.gather(*self._outbox)
         return {"partition": j, "loss": loss, "penalty": penalty,
                 "grad": grad if return_grad else None, "bytes_sent": self.bytes_sent}

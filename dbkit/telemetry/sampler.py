@@ -45,4 +45,11 @@ class Sampler:
         return events.emit(Sample, **fields)
 
 
+def history(events: EventStream) -> list[dict]:
+    """One row per evaluated sample: ``t, step, examples, train_loss, test_loss, test_accuracy, replicas``
+    (a job's ``history`` and a report's)."""
+    return [{"t": s.t, "step": s.step, "examples": s.examples, **s.evaluation.to_dict(), "replicas": s.live_replicas}
+            for s in events.of(Sample) if s.evaluation is not None]
+
+
 _ZERO = ReplicaFigures(-1)

@@ -18,7 +18,15 @@ import numpy as np
 from ...config import RunConfig
 from ...data import Dataset
 from ...nn import Network
-from ...partition import AlignedLayout, Ownership, aligned_layout, boundary_floats, inputs_used, ownership
+from ...partition import (
+    AlignedLayout,
+    Ownership,
+    aligned_layout,
+    boundary_floats,
+    inputs_used,
+    ownership,
+    partition_places,
+)
 from ...ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
 from ..partition_actors import PartitionActor
 from ..session import Cluster
@@ -232,10 +240,8 @@ class Placement:
         """Where replica ``index``'s partitions run: round-robin over the workers, partition after
         partition. When the partitions divide the workers evenly, each wrap-around shifts by one, or
         every replica's partition 0 (and its task) would land on the same workers."""
-        workers, k = self.replica_workers, self.partitions
-        first = index * k
-        first += first // len(workers) if len(workers) % k == 0 else 0
-        return [workers[(first + j) % len(workers)] for j in range(k)]
+        workers = self.replica_workers
+        return [workers[m] for m in partition_places(index, self.partitions, len(workers))]
 
     def place_partitions(self, index: int, data: Dataset, rows: np.ndarray, batch_size: int, seed: int,
                          overlap: bool = True) -> list[tuple[str, str]]:

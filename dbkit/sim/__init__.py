@@ -1,0 +1,17 @@
+"""The second runtime: dbkit's own replicas, shards and dispatcher in virtual time, at the paper's scale.
+
+``Cluster(profile, machines)`` describes simulated machines; ``simulate(config,
+cluster)`` runs the job ``config`` describes on them and returns the same JSON
+report a real run writes, marked ``"simulated": true`` with its profile.
+Numpy, SimPy and greenlet only: no Dask.
+"""
+
+from .cost import CostModel
+from .engine import Simulation, SimulationError
+from .layout import Cluster
+from .profile import Profile, ProfileError
+from .profile import load as load_profile
+from .shape import ModelShape
+
+__all__ = ["Cluster", "CostModel", "ModelShape", "Profile", "ProfileError", "Simulation", "SimulationError",
+           "load_profile"]

@@ -1,0 +1,61 @@
+"""Arithmetic in virtual time: a network whose gradient also holds a core for the modelled seconds.
+
+A simulated replica is given ``TimedNetwork(network, ...)`` instead of the
+network: every ``loss_and_grad`` computes the real loss and gradient, then
+holds a core of the replica's machine for the time the cost model gives
+(times ``slow``, for a straggler). So the replica's code is unchanged and its
+steps take virtual time where they take real time on a cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..nn import Network
+from .cost import CostModel
+from .engine import Simulation
+from .machines import Machine
+
+
+class TimedNetwork:
+    """``network`` as seen by one simulated replica (or partition) on ``machine``.
+
+    ``update_floats`` is how many parameters the replica's own per-step vector
+    work covers (its accrue and local step); ``threads`` how many cores one
+    gradient is split across; ``jitter`` (``"exponential"``) draws each
+    computation's time around its mean from ``rng`` instead of taking the mean.
+    """
+
+    def __init__(self, network: Network, sim: Simulation, machine: Machine, cost: CostModel, update_floats: int = 0,
+                 threads: int = 1, fraction: float = 1.0, jitter: str = "none",
+                 rng: np.random.Generator | None = None) -> None:
+        self.network, self.sim, self.machine, self.cost = network, sim, machine, cost
+        self.update_floats, self.threads, self.fraction = int(update_floats), int(threads), float(fraction)
+        self.jitter, self.rng = jitter, rng
+        self.slow = 1.0
+        self.seconds = 0.0  # virtual seconds of arithmetic so far
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.network, name)
+
+    def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray,
+                      with_penalty: bool = True) -> tuple[float, np.ndarray]:
+        out = self.network.loss_and_grad(params, X, y, with_penalty)
+        self.hold(self.cost.gradient_seconds(len(y), self.fraction) + self.cost.update_seconds(self.update_floats))
+        return out
+
+    def penalty_grad(self, params: np.ndarray) -> np.ndarray:
+        out = self.network.penalty_grad(params)
+        self.hold(self.cost.update_seconds(params.size))
+        return out
+
+    def hold(self, seconds: float) -> None:
+        """Hold a core (or ``threads`` of them) for ``seconds`` (times ``slow``), waiting in virtual time."""
+        if self.jitter == "exponential" and self.rng is not None:
+            seconds *= float(self.rng.exponential())
+        seconds *= self.slow
+        self.seconds += seconds
+        if seconds > 0:
+            self.sim.sleep_until(self.machine.cores.reserve(self.sim.now, seconds, self.threads))

@@ -1,0 +1,172 @@
+"""Downpour SGD in virtual time (DistBelief Sec. 4.1): dbkit's own replicas and shards, simulated machines.
+
+Each replica is a ``DownpourReplica`` (or a ``PartitionedDownpourReplica`` of
+``DownpourPartition`` s) with the real network, its own data shard and
+mini-batches, pushing to real ``ParameterShard`` s through ``ShardEnd`` s whose
+answers arrive at virtual times. Staleness, Adagrad's accumulators, warm
+start and their effect on the loss are real; only time is modelled. This
+driver is deliberately thin: it places the parts, runs each replica's loop
+as a task, evaluates every ``eval_every`` steps and stops at the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+
+from ..algorithms import DownpourReplica, PartitionedDownpourReplica, ReplicaFigures
+from ..data import shard_indices
+from ..nn import Network
+from ..partition import aligned_layout, boundary_floats, inputs_used, ownership
+from ..ps import ParameterShard, ShardedParameters
+from .compute import TimedNetwork
+from .layout import lay_out
+from .partition import SimulatedPartition, gather_in_tasks
+from .run import SimulatedRun
+from .shard_service import ShardEnd, ShardService
+
+
+class SimulatedDownpour(SimulatedRun):
+    """Downpour SGD of ``config`` on a simulated ``cluster`` (see ``SimulatedRun``)."""
+
+    algorithm = "downpour"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        c = self.config
+        self.ownership = ownership(self.network, c.downpour.partitions)
+        self.alignment = aligned_layout(self.ownership, c.shards)
+        f = boundary_floats(self.ownership)
+        self.floats_per_example = f["forward"] + f["backward"]
+        self.shards: list[ParameterShard] = []
+        self.replicas: dict[int, Any] = {}
+        self.timed: dict[int, list[TimedNetwork]] = {}
+        self.states: dict[int, str] = {}
+        self.errors: dict[int, str] = {}
+        self.started = self.done = 0
+        self._next_eval = c.eval_every
+        self._waiting = list(range(1, c.replicas)) if c.downpour.warm_start_steps > 0 else []
+
+    def _launch(self) -> None:
+        c = self.config
+        self.layout = layout = lay_out(self.cluster, c.shards)
+        values = self.alignment.to_server(self.initial)
+        self.shards = [ParameterShard(i, a, b, values[a:b], c.optimizer, c.lr)
+                       for i, (a, b) in enumerate(self.alignment.layout.ranges)]
+        self.services = [ShardService(self.sim, s, layout.machine(m), layout.network, self.cost)
+                         for s, m in zip(self.shards, layout.shard_on)]
+        self.rows = shard_indices(self.data.n_train, c.replicas, seed=c.seed)
+        for i in range(c.replicas):
+            if i not in self._waiting:
+                self._start_replica(i)
+
+    # ---- replicas ------------------------------------------------------------------------------
+    def _start_replica(self, i: int) -> None:
+        c, net = self.config, self.network
+        assert self.layout is not None
+        machines = self.layout.add_replica(i, c.downpour.partitions)
+        rows = self.rows[i % len(self.rows)]
+        X, y = self.data.X_train[rows], self.data.y_train[rows]
+        rng = np.random.default_rng([c.seed, i])
+        slow = dict(c.slow_replicas).get(i, 1.0)
+        replica: Any
+        if c.downpour.partitions == 1:
+            server = ShardedParameters([ShardEnd(s, machines[0]) for s in self.services], self.alignment.layout,
+                                       name=f"replica{i}")
+            timed = TimedNetwork(net, self.sim, machines[0], self.cost, update_floats=net.size,
+                                 threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter, rng=rng)
+            self.timed[i] = [timed]
+            replica = DownpourReplica(i, cast(Network, timed), X, y, server, c.batch_size, c.downpour.n_fetch,
+                                      c.downpour.n_push, c.lr, seed=c.seed + i, max_nonfinite=c.downpour.max_nonfinite,
+                                      overlap=c.downpour.overlap)
+        else:
+            parts = self._partitions(i, machines, X, y)
+            self.timed[i] = [p.timed for p in parts]
+            replica = PartitionedDownpourReplica(i, parts, c.downpour.n_fetch, c.downpour.n_push, c.lr,
+                                                 self.floats_per_example, gather=gather_in_tasks(self.sim),
+                                                 max_nonfinite=c.downpour.max_nonfinite)
+        for t in self.timed[i]:
+            t.slow = slow
+        self.replicas[i] = replica
+        self.states[i] = "running"
+        self.sim.spawn(self._loop, i, name=f"replica {i}")
+
+    def _partitions(self, i: int, machines: list, X: np.ndarray, y: np.ndarray) -> list[SimulatedPartition]:
+        c, a, own = self.config, self.alignment, self.ownership
+        parts = [SimulatedPartition(j, own, self.sim, m, self.layout.network, self.cost,  # type: ignore[union-attr]
+                                    threads=self.cluster.spec.machine.threads_per_replica)
+                 for j, m in enumerate(machines)]
+        for j, p in enumerate(parts):
+            p.join(parts)
+            server = ShardedParameters([ShardEnd(self.services[s], machines[j]) for s in a.shards_of[j]],
+                                       a.partition_layout(j), name=f"replica{i}/partition{j}")
+            cols = inputs_used(self.network.layers[0], own.units(0, j))
+            p.attach_now(server, list(a.shards_of[j]), X[:, cols], y, c.batch_size, c.seed + i,
+                         f"{machines[j].name}", c.downpour.overlap)
+        return parts
+
+    def _loop(self, i: int) -> None:
+        """One replica's life: step while the budget lasts, then push what it has accumulated."""
+        replica = self.replicas[i]
+        try:
+            while self._may_step():
+                replica.step()
+                self._stepped()
+                if replica.diverged:
+                    self._ended(i, "diverged", f"{replica.counters.nonfinite_in_a_row} non-finite gradients in a "
+                                               f"row (lr={replica.lr})")
+                    return
+            replica.flush()
+            self.states[i] = "stopped"
+        except Exception as e:  # noqa: BLE001 - a replica's failure must not stop the others
+            self._ended(i, "failed", f"{type(e).__name__}: {e}")
+
+    def _ended(self, i: int, state: str, error: str) -> None:
+        self.states[i], self.errors[i] = state, error
+        if all(s in ("diverged", "failed") for s in self.states.values()) and not self._waiting:
+            self._set_state("diverged" if state == "diverged" else "failed", f"every replica ended: {error}")
+
+    def _may_step(self) -> bool:
+        c = self.config
+        if self.state != "running" or (c.steps is not None and self.started >= c.steps):
+            return False
+        if c.seconds is not None and self.sim.now >= c.seconds:
+            return False
+        self.started += 1
+        return True
+
+    def _stepped(self) -> None:
+        c = self.config
+        self.done += 1
+        if self._waiting and self.done >= c.downpour.warm_start_steps:  # warm start over: the others join
+            waiting, self._waiting = self._waiting, []
+            for i in waiting:
+                self._start_replica(i)
+        if self.done >= self._next_eval:
+            self._next_eval = self.done + c.eval_every
+            self.sample(evaluate=True)
+
+    # ---- figures -------------------------------------------------------------------------------
+    def progress(self) -> int:
+        return self.done
+
+    def _parameters(self) -> np.ndarray:
+        if not self.shards:
+            return self.initial.copy()
+        return self.alignment.from_server(np.concatenate([s.params for s in self.shards]))
+
+    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+        assert self.layout is not None or not self.replicas
+        out = {}
+        for i, r in self.replicas.items():
+            state = self.states[i]
+            out[i] = r.figures().but(worker=self.layout.replica_machines(i)[0].name,  # type: ignore[union-attr]
+                                     state="running" if state == "running" and self.state == "running" else state,
+                                     error=self.errors.get(i), slow=self.timed[i][0].slow)
+        return out
+
+    def _blocks(self) -> dict:
+        a = self.alignment
+        return {"layout": {"partitions": a.partitions, "shards_of_partition": [list(s) for s in a.shards_of],
+                           "relayouts": []}}

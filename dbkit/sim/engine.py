@@ -1,0 +1,132 @@
+"""Virtual time: SimPy's event queue, with dbkit's own code running in greenlets.
+
+The simulator runs the replicas, shards, dispatcher and coordinator that the
+Dask runtime runs, unchanged. Their code is synchronous: a replica's ``step``
+calls ``result()`` on a fetch and waits. Here each of them runs in a
+*task*, a greenlet; waiting (for a virtual future, for a core, for time to
+pass) switches back to the loop, which is SimPy's ``Environment``, and an
+event's callback switches the task back in at the event's virtual time. So
+the same lines of code block on a socket under Dask and on virtual time here,
+and nothing but time is modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import greenlet
+import simpy
+
+
+class SimulationError(RuntimeError):
+    """The simulation was used wrongly (a wait outside a task, a task that failed)."""
+
+
+class Simulation:
+    """The clock, the event queue and the tasks of one simulated run."""
+
+    def __init__(self) -> None:
+        self.env = simpy.Environment()
+        self._loop = greenlet.getcurrent()  # the greenlet that calls ``run``; tasks return to it
+        self.tasks: list[Task] = []
+        self.events = 0  # callbacks scheduled (a measure of the simulation's own work)
+
+    @property
+    def now(self) -> float:
+        """Virtual seconds since the simulation began."""
+        return self.env.now
+
+    def at(self, delay: float, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` on the loop ``delay`` virtual seconds from now."""
+        self.events += 1
+        event = self.env.timeout(delay)
+        event.callbacks.append(lambda _: callback())
+
+    def spawn(self, fn: Callable[..., Any], *args: Any, name: str = "task") -> Task:
+        """Start ``fn(*args)`` as a task at the current virtual time (it runs once the loop reaches it)."""
+        task = Task(self, fn, args, name)
+        self.tasks.append(task)
+        self.at(0.0, task.resume)
+        return task
+
+    def in_task(self) -> bool:
+        return greenlet.getcurrent() is not self._loop
+
+    def _suspend(self) -> Any:
+        """Give the loop control until this task is switched back in; returns what it is given."""
+        if not self.in_task():
+            raise SimulationError("only a simulated task can wait for virtual time")
+        return self._loop.switch()
+
+    def sleep(self, seconds: float) -> None:
+        """The current task waits ``seconds`` of virtual time."""
+        if seconds <= 0.0:
+            return
+        me = greenlet.getcurrent()
+        self.at(seconds, me.switch)
+        self._suspend()
+
+    def sleep_until(self, t: float) -> None:
+        self.sleep(t - self.env.now)
+
+    def wake(self, task_greenlet: greenlet.greenlet) -> None:
+        """Switch a waiting task back in: at once from the loop, else through the loop (a task never
+        switches into another directly, or the first would never be resumed)."""
+        if greenlet.getcurrent() is self._loop:
+            task_greenlet.switch()
+        else:
+            self.at(0.0, task_greenlet.switch)
+
+    def run(self, until: float | None = None) -> None:
+        """Process events until none is left (or virtual time ``until``). A task that raised raises here."""
+        if greenlet.getcurrent() is not self._loop:
+            raise SimulationError("run() is called from the greenlet that made the Simulation")
+        self.env.run(until=until)
+        stuck = [t.name for t in self.tasks if not t.finished]
+        if until is None and stuck:
+            raise SimulationError(f"no event is left, yet {len(stuck)} simulated task(s) wait for one (a deadlock): "
+                                  f"{', '.join(stuck[:5])}")
+        failed = [t for t in self.tasks if t.error is not None]
+        if failed:
+            raise SimulationError(f"simulated task {failed[0].name} failed: "
+                                  f"{type(failed[0].error).__name__}: {failed[0].error}") from failed[0].error
+
+
+class Task:
+    """One greenlet of simulated work; ``finished`` becomes true when its function returns or raises."""
+
+    def __init__(self, sim: Simulation, fn: Callable[..., Any], args: tuple, name: str) -> None:
+        self.sim, self.name = sim, name
+        self.finished = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._waiters: list[greenlet.greenlet] = []
+        self.greenlet = greenlet.greenlet(lambda: self._body(fn, args), parent=sim._loop)
+
+    def _body(self, fn: Callable[..., Any], args: tuple) -> None:
+        try:
+            self.result = fn(*args)
+        except greenlet.GreenletExit:  # collected while waiting (a run stopped at ``until``): not a failure
+            raise
+        except BaseException as e:  # noqa: BLE001 - kept, and raised by Simulation.run
+            self.error = e
+        finally:
+            self.finished = True
+            for waiter in self._waiters:
+                self.sim.wake(waiter)
+
+    def resume(self) -> None:
+        if not self.finished:
+            self.greenlet.switch()
+
+    def join(self) -> Any:
+        """Wait (from another task) until this task has finished; returns its result, or raises its error
+        (which is then the joiner's to handle, not ``Simulation.run``'s)."""
+        if not self.finished:
+            self._waiters.append(greenlet.getcurrent())
+            self.sim._suspend()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return self.result

@@ -1,0 +1,107 @@
+"""A simulated cluster (``Cluster``: a profile and how many machines) and where a job's parts go on it.
+
+Two ways to lay a job out, as on a real cluster:
+
+- **Shared machines.** With a number of machines (``--machines``, or the
+  profile's own: ``here`` has the two workers of the LocalCluster ``dbkit run``
+  starts), shards and replicas are spread round-robin over them as dbkit's
+  Dask placement does (shard ``j`` on machine ``j % M``, replica ``i`` on
+  ``i % M``, partitions as ``dbkit.partition.partition_places``), and the
+  driver (Sandblaster's coordinator) has a machine of its own.
+- **Machines of their own** (a profile with ``machines = 0`` and no
+  ``--machines``, like ``distbelief-2012``): every shard, every partition of
+  every replica and the coordinator on a machine of its own, as in the paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..partition import partition_places
+from .machines import Cores, Machine, Network
+from .profile import Profile, load
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A simulated cluster: ``profile`` (a ``Profile``, a name or a path) and ``machines`` (``None``:
+    the profile's own number, or a machine for every part of the job)."""
+
+    profile: Profile | str = "here"
+    machines: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.machines is not None and (isinstance(self.machines, bool) or not isinstance(self.machines, int)
+                                          or not 1 <= self.machines <= 100_000):
+            raise ValueError(f"machines must be a whole number in [1, 100000], got {self.machines!r}")
+        object.__setattr__(self, "profile", load(self.profile))
+
+    @property
+    def spec(self) -> Profile:
+        assert isinstance(self.profile, Profile)
+        return self.profile
+
+    def describe(self) -> str:
+        m = self.spec.machine
+        count = self.machines or m.machines
+        return (f"simulated cluster, profile {self.spec.name}: "
+                + (f"{count} machines" if count else "a machine for every shard and replica partition")
+                + f" of {m.cores} cores, {m.bandwidth / 1e6:g} MB/s NICs, {m.latency * 1e6:g} us latency")
+
+
+@dataclass
+class Layout:
+    """Machines (each made from ``spec``), and where each shard, each replica partition and the
+    coordinator runs."""
+
+    spec: Profile
+    machines: list[Machine]
+    network: Network
+    shard_on: list[int]
+    replica_on: dict[int, list[int]] = field(default_factory=dict)
+    coordinator_on: int | None = None
+    shared: bool = True
+
+    def machine(self, index: int) -> Machine:
+        return self.machines[index]
+
+    def replica_machines(self, replica: int) -> list[Machine]:
+        return [self.machines[m] for m in self.replica_on[replica]]
+
+    def add_replica(self, replica: int, partitions: int) -> list[Machine]:
+        """Place replica ``replica`` (its ``partitions`` partitions): round-robin on shared machines,
+        else on new machines of its own."""
+        if self.shared:
+            workers = [i for i, m in enumerate(self.machines) if not m.name.startswith("driver")]
+            self.replica_on[replica] = [workers[p] for p in partition_places(replica, partitions, len(workers))]
+        else:
+            names = [f"replica{replica}" + (f"/partition{j}" if partitions > 1 else "") for j in range(partitions)]
+            self.replica_on[replica] = [self._new(name) for name in names]
+        for j, m in enumerate(self.replica_on[replica]):
+            self.machines[m].roles.append(f"replica {replica}" + (f" partition {j}" if partitions > 1 else ""))
+        return self.replica_machines(replica)
+
+    def _new(self, name: str) -> int:
+        m = self.spec.machine
+        self.machines.append(Machine(name, Cores(m.cores), m.bandwidth))
+        return len(self.machines) - 1
+
+
+def lay_out(cluster: Cluster, shards: int, coordinator: bool = False) -> Layout:
+    """The machines of ``cluster`` with ``shards`` shards (and a coordinator) placed; replicas are
+    added with ``Layout.add_replica`` as they start."""
+    spec = cluster.spec
+    count = cluster.machines or spec.machine.machines
+    network = Network(spec.machine.latency)
+    if count:
+        machines = [Machine(f"worker{i}", Cores(spec.machine.cores), spec.machine.bandwidth) for i in range(count)]
+        layout = Layout(spec, machines, network, [j % count for j in range(shards)], shared=True)
+    else:
+        layout = Layout(spec, [], network, [], shared=False)
+        layout.shard_on = [layout._new(f"shard{j}") for j in range(shards)]
+    for j, m in enumerate(layout.shard_on):
+        layout.machines[m].roles.append(f"shard {j}")
+    if coordinator:
+        layout.coordinator_on = layout._new("driver")
+        layout.machines[layout.coordinator_on].roles.append("coordinator")
+    return layout

@@ -1,0 +1,85 @@
+"""Simulated machines: cores that computations hold, and a NIC that messages hold.
+
+A computation holds a core of its machine for the time the cost model gives;
+a message holds the sender's and the receiver's NIC at once for its bytes at
+the slower of their bandwidths, then travels the network's latency. Both are
+first come, first served. Every reservation is made at the current virtual
+time, in the order events happen, so it can be worked out at once (the
+earliest free core, the later of two NICs' free times) instead of with an
+event per queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+
+class Cores:
+    """``n`` identical cores, first come first served."""
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"a machine needs at least one core, got {n}")
+        self.n = n
+        self._free = [0.0] * n  # a heap of the times each core becomes free
+        self.busy_seconds = 0.0
+
+    def reserve(self, now: float, seconds: float, threads: int = 1) -> float:
+        """Hold the earliest free core (or ``threads`` of them, for work split evenly across them) from
+        when it is free; returns when the work ends."""
+        threads = max(1, min(int(threads), self.n))
+        if threads == 1:
+            start = max(now, self._free[0])
+            end = start + seconds
+            heapq.heapreplace(self._free, end)
+            self.busy_seconds += seconds
+            return end
+        taken = [heapq.heappop(self._free) for _ in range(threads)]
+        start = max(now, taken[-1])
+        end = start + seconds / threads
+        for _ in range(threads):
+            heapq.heappush(self._free, end)
+        self.busy_seconds += seconds
+        return end
+
+
+@dataclass
+class Machine:
+    """One simulated machine: ``cores`` and a NIC of ``bandwidth`` bytes per second each way."""
+
+    name: str
+    cores: Cores
+    bandwidth: float
+    tx_free: float = 0.0
+    rx_free: float = 0.0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    messages_sent: int = 0
+    roles: list[str] = field(default_factory=list)
+
+    def utilisation(self, seconds: float) -> float:
+        """Mean busy cores over ``seconds`` of virtual time, as a fraction of all cores."""
+        return self.cores.busy_seconds / (seconds * self.cores.n) if seconds > 0 else 0.0
+
+
+@dataclass
+class Network:
+    """What connects the machines: one ``latency`` for every message between two machines; a message
+    within a machine costs ``local_latency`` and no NIC."""
+
+    latency: float
+    local_latency: float = 0.0
+
+    def transfer(self, now: float, src: Machine, dst: Machine, nbytes: int) -> float:
+        """Send ``nbytes`` from ``src`` to ``dst`` starting no earlier than ``now``; returns when the
+        last byte has arrived."""
+        if src is dst:
+            return now + self.local_latency
+        seconds = nbytes / min(src.bandwidth, dst.bandwidth)
+        start = max(now, src.tx_free, dst.rx_free)
+        src.tx_free = dst.rx_free = start + seconds
+        src.bytes_sent += nbytes
+        dst.bytes_received += nbytes
+        src.messages_sent += 1
+        return start + seconds + self.latency

@@ -1,0 +1,111 @@
+"""Partitions of a replica in virtual time (DistBelief Sec. 3): the real ``DownpourPartition``,
+on a simulated machine.
+
+A partition's forward and backward, its boundary slices and its own shards
+are ``DownpourPartition``'s; three seams of ``PartitionWorker`` are answered
+here instead of on an event loop: ``_compute`` runs a layer part and holds a
+core for the modelled seconds, ``_post`` puts a boundary slice on the network
+(both NICs, the latency) and ``_take`` waits in virtual time for a partner's.
+Each partition's step runs as a task of its own (``gather_in_tasks``), so
+partitions wait for each other as they would on separate machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import greenlet
+import numpy as np
+
+from ..algorithms import DownpourPartition
+from ..partition import Ownership
+from ..ps import ShardedParameters
+from .compute import TimedNetwork
+from .cost import CostModel
+from .engine import Simulation, SimulationError
+from .machines import Machine, Network
+from .shape import LayerShape, layer_shape
+
+
+def finish(coroutine: Coroutine) -> Any:
+    """Run a coroutine that waits only in virtual time (through greenlets) to its end; its value."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coroutine.close()
+    raise SimulationError("a simulated partition awaited something that is not virtual time")
+
+
+def gather_in_tasks(sim: Simulation) -> Callable[[list], list]:
+    """A ``gather`` for ``PartitionedDownpourReplica``: each partition's call runs as a task; their values."""
+    def gather(calls: list) -> list:
+        tasks = [sim.spawn(finish, call, name="partition") for call in calls]
+        return [task.join() for task in tasks]
+
+    return gather
+
+
+class SimulatedPartition(DownpourPartition):
+    """Partition ``index`` of ``ownership.k``, on ``machine``; ``timed`` holds its cores (and its ``slow``)."""
+
+    def __init__(self, index: int, ownership: Ownership, sim: Simulation, machine: Machine, network: Network,
+                 cost: CostModel, threads: int = 1) -> None:
+        super().__init__(index, ownership)
+        self.sim, self.machine, self.links, self.cost = sim, machine, network, cost
+        self.timed = TimedNetwork(ownership.network, sim, machine, cost, threads=threads)
+        self._waiting: dict[tuple, greenlet.greenlet] = {}
+        self._shapes: dict[int, LayerShape] = {}
+
+    def join(self, partners: list[SimulatedPartition]) -> None:
+        finish(self.connect(partners))
+
+    def attach_now(self, server: ShardedParameters, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
+                   batch_size: int, seed: int, worker: str, overlap: bool) -> int:
+        return finish(self.attach(server, shard_ids, X, y, batch_size, seed, worker=worker, overlap=overlap))
+
+    async def _compute(self, fn, *args):
+        """A layer part's arithmetic, then a core held for its modelled seconds (and the partition's own
+        vector work on its parameters, once a step, after its last backward)."""
+        self._check_aborted()
+        out = fn(*args)
+        layer = fn.__self__
+        shape = self._shapes.get(id(layer))
+        if shape is None:
+            shape = self._shapes[id(layer)] = layer_shape(layer)
+        name = fn.__name__
+        batch = args[1].shape[0] if name == "forward" else args[2].shape[0]
+        passes = 1.0 if name in ("forward", "input_grad") else 1.0 + float(bool(args[3]) if len(args) > 3 else 1)
+        self.timed.hold(self.cost.layer_seconds(shape, batch, passes))
+        return out
+
+    async def _take(self, key: tuple) -> np.ndarray:
+        self._check_aborted()
+        if key not in self.mailbox:
+            self._waiting[key] = greenlet.getcurrent()
+            self.sim._suspend()
+        return self.mailbox.pop(key)
+
+    def _post(self, to: int, key: tuple, values: np.ndarray) -> None:
+        partner: SimulatedPartition = self.partners[to]
+        sim, now = self.sim, self.sim.now
+        if partner.machine is self.machine:
+            arrival = now + self.links.local_latency
+        else:
+            nbytes = values.nbytes + self.cost.profile.message.header_bytes
+            cpu = self.cost.message_cpu(nbytes)
+            sent = self.machine.cores.reserve(now, cpu) if cpu > 0 else now
+            arrival = (self.links.transfer(sent, self.machine, partner.machine, nbytes)
+                       + self.cost.profile.message.partition_message_seconds)
+        if arrival <= now:
+            partner.deliver(key, values)
+        else:
+            sim.at(arrival - now, lambda: partner.deliver(key, values))
+
+    def deliver(self, key: tuple, values: np.ndarray) -> None:
+        """A partner's slice has arrived: into the mailbox, and wake the step waiting for it."""
+        self.mailbox[key] = values
+        waiter = self._waiting.pop(key, None)
+        if waiter is not None:
+            self.sim.wake(waiter)

@@ -1,0 +1,212 @@
+"""A simulated cluster's numbers: machines, network, arithmetic and shard costs (a *profile*).
+
+Profiles are JSON files. ``here`` is the last ``dbkit calibrate`` of this
+machine (kept in ``$DBKIT_PROFILES`` or ``~/.config/dbkit/profiles``; the one
+shipped with dbkit was measured where it was written); ``distbelief-2012`` is
+shaped like the paper's cluster, each number's source in its ``comments``.
+Every field is checked on load: a missing field, a malformed file or a
+non-positive rate is refused in one line naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+NAMED = ("here", "distbelief-2012")
+PACKAGED = Path(__file__).parent / "profiles"
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used: says which file and which field."""
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    """Every simulated machine: ``cores``, a NIC of ``bandwidth`` bytes/s each way, ``latency`` seconds
+    one way to any other machine. ``machines``: how many a cluster of this profile has by default
+    (0: as many as the job's layout asks for, each replica and shard on machines of its own)."""
+
+    cores: int
+    bandwidth: float
+    latency: float
+    machines: int = 0
+    threads_per_replica: int = 1
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    """Seconds of a gradient: ``step_seconds + layers * layer_seconds + batch * (dense flops /
+    dense_flops_per_second + local flops / local_flops_per_second + units / elementwise_per_second)``,
+    plus ``update_seconds_per_parameter`` for the replica's accrue, local step and finiteness check."""
+
+    dense_flops_per_second: float
+    local_flops_per_second: float
+    elementwise_per_second: float
+    step_seconds: float
+    layer_seconds: float
+    update_seconds_per_parameter: float
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """A shard's service: ``request_seconds`` per request, plus per float pushed (by update rule),
+    fetched, or touched by a vector command (Sandblaster's dot, axpy, copy)."""
+
+    request_seconds: float
+    push_seconds_per_float_sgd: float
+    push_seconds_per_float_adagrad: float
+    fetch_seconds_per_float: float
+    vector_seconds_per_float: float
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    """What a data message (a fetch, a push, a boundary slice) costs the CPU at each end:
+    ``cpu_seconds`` each, plus ``cpu_seconds_per_byte``; ``header_bytes`` go with every message.
+    ``local_call_seconds``: a call to a shard on the caller's own machine (no NIC).
+    ``control_seconds``: one way of a command (a coordinator's to a shard, a work unit to a replica)."""
+
+    cpu_seconds: float
+    cpu_seconds_per_byte: float
+    header_bytes: int
+    local_call_seconds: float
+    control_seconds: float
+    partition_message_seconds: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named set of machine, network, arithmetic and shard numbers; ``comments`` says what each rests on."""
+
+    name: str
+    description: str
+    machine: MachineSpec
+    compute: ComputeSpec
+    shard: ShardSpec
+    message: MessageSpec
+    comments: dict[str, str] = field(default_factory=dict)
+    measured: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def but(self, **sections: dict[str, Any]) -> Profile:
+        """A copy with some fields of some sections changed: ``profile.but(machine={"cores": 4})``."""
+        changed = {k: _section(type(getattr(self, k)), {**asdict(getattr(self, k)), **v}, k, self.name)
+                   for k, v in sections.items()}
+        return Profile(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **changed})
+
+
+SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "shard": ShardSpec,
+                             "message": MessageSpec}
+#: fields that may be zero (a cost that is absent); all other numbers must be positive
+MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
+               "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
+               "control_seconds", "partition_message_seconds", "push_seconds_per_float_sgd",
+               "push_seconds_per_float_adagrad", "fetch_seconds_per_float", "vector_seconds_per_float"}
+
+
+def _section(kind: type, values: Any, name: str, where: str) -> Any:
+    if not isinstance(values, dict):
+        raise ProfileError(f"profile {where}: {name} must be an object of fields, got {type(values).__name__}")
+    out = {}
+    for f in fields(kind):
+        key = f"{name}.{f.name}"
+        if f.name not in values:
+            if f.default is not dataclass_missing():
+                continue
+            raise ProfileError(f"profile {where}: missing field {key}")
+        v = values[f.name]
+        whole = f.type in ("int", int)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and not float(v).is_integer()):
+            raise ProfileError(f"profile {where}: {key} must be a {'whole ' if whole else ''}number, got {v!r}")
+        if not math.isfinite(v) or v < 0 or (v == 0 and f.name not in MAY_BE_ZERO):
+            raise ProfileError(f"profile {where}: {key} must be a finite number "
+                               f"{'>= 0' if f.name in MAY_BE_ZERO else '> 0'}, got {v!r}")
+        out[f.name] = int(v) if whole else float(v)
+    unknown = sorted(set(values) - {f.name for f in fields(kind)})
+    if unknown:
+        raise ProfileError(f"profile {where}: unknown field {name}.{unknown[0]}")
+    return kind(**out)
+
+
+def dataclass_missing() -> Any:
+    from dataclasses import MISSING
+
+    return MISSING
+
+
+def from_dict(d: Any, where: str = "<dict>") -> Profile:
+    """A checked ``Profile`` from its JSON form; ``ProfileError`` names the first bad field."""
+    if not isinstance(d, dict):
+        raise ProfileError(f"profile {where}: the file must hold one JSON object, got {type(d).__name__}")
+    for key in ("name", *SECTIONS):
+        if key not in d:
+            raise ProfileError(f"profile {where}: missing field {key}")
+    if not isinstance(d["name"], str) or not d["name"]:
+        raise ProfileError(f"profile {where}: name must be a non-empty string, got {d['name']!r}")
+    comments, measured = d.get("comments", {}), d.get("measured", {})
+    if not isinstance(comments, dict) or not all(isinstance(v, str) for v in comments.values()):
+        raise ProfileError(f"profile {where}: comments must map field names to text")
+    if not isinstance(measured, dict):
+        raise ProfileError(f"profile {where}: measured must be an object")
+    unknown = sorted(set(d) - {"name", "description", "comments", "measured", *SECTIONS})
+    if unknown:
+        raise ProfileError(f"profile {where}: unknown field {unknown[0]}")
+    return Profile(name=d["name"], description=str(d.get("description", "")),
+                   **{k: _section(kind, d[k], k, where) for k, kind in SECTIONS.items()},
+                   comments=dict(comments), measured=dict(measured))
+
+
+def user_folder() -> Path:
+    """Where ``dbkit calibrate`` keeps this machine's ``here`` profile."""
+    env = os.environ.get("DBKIT_PROFILES")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "dbkit" / "profiles"
+
+
+def read(path: str | os.PathLike[str]) -> Profile:
+    """A profile from a JSON file (``ProfileError`` if it is missing, malformed or incomplete)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ProfileError(f"profile {p}: cannot be read ({e.strerror or e})") from e
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"profile {p}: not valid JSON (line {e.lineno}: {e.msg})") from e
+    return from_dict(d, str(p))
+
+
+def load(name_or_path: str | os.PathLike[str] | Profile) -> Profile:
+    """A profile by name (``here``: the last calibration, else the shipped one; ``distbelief-2012``)
+    or from a file path."""
+    if isinstance(name_or_path, Profile):
+        return name_or_path
+    name = os.fspath(name_or_path)
+    if name == "here":
+        mine = user_folder() / "here.json"
+        return read(mine if mine.exists() else PACKAGED / "here.json")
+    if name in NAMED:
+        return read(PACKAGED / f"{name}.json")
+    if not Path(name).suffix and not Path(name).exists():
+        raise ProfileError(f"profile {name}: not a named profile ({', '.join(NAMED)}) nor a file")
+    return read(name)
+
+
+def write(profile: Profile, path: str | os.PathLike[str]) -> Path:
+    """Write ``profile`` as JSON (to a temporary file first, then renamed); returns the path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(profile.to_dict(), indent=2))
+    tmp.replace(p)
+    return p

@@ -1,0 +1,156 @@
+"""What every simulated job shares: its simulation and machines, a virtual-time event stream,
+evaluations, and the same JSON report a real run writes, marked simulated.
+
+A simulated report is ``dbkit.telemetry.build_report``'s, so one reader serves
+real and simulated runs, with ``"simulated": true``, its ``"profile"`` and a
+``"simulation"`` block (machines, shard queues, virtual and real seconds).
+Its ``wall_seconds``, ``train_seconds`` and ``t`` are virtual seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..algorithms import Evaluator, ReplicaFigures
+from ..config import RunConfig
+from ..data import Dataset
+from ..nn import Network
+from ..ps import ShardFigures
+from ..telemetry import ByteCounts, EventStream, RunRecord, Sampler, StateChange, build_report, history
+from .cost import CostModel
+from .engine import Simulation
+from .layout import Cluster, Layout
+from .shape import ModelShape
+from .shard_service import ShardService
+
+
+class SimulatedRun(ABC):
+    """One simulated training run of ``config`` on ``cluster``.
+
+    ``start`` shifts its clock (a run that goes on from a warm start begins at
+    the warm start's end); ``initial`` gives its starting parameters (network
+    order; default: the network's seeded initialisation); ``shape`` the model
+    whose arithmetic and bytes the cost model charges (default: the network's own).
+    """
+
+    algorithm: ClassVar[str] = ""
+
+    def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *,
+                 start: float = 0.0, initial: np.ndarray | None = None, shape: ModelShape | None = None,
+                 jitter: str = "none") -> None:
+        self.config, self.network, self.data, self.cluster = config, network, data, cluster
+        self.sim = Simulation()
+        self.shape = shape or ModelShape.of(network)
+        self.cost = CostModel(cluster.spec, self.shape)
+        self.start, self.jitter = float(start), jitter
+        self.initial = network.init_params(config.seed) if initial is None else np.asarray(initial, np.float32)
+        self.events = EventStream(clock=lambda: self.start + self.sim.now)
+        self.sampler = Sampler()
+        self.evaluator = Evaluator(network, data, seed=config.seed)
+        self.state = "created"
+        self.reason = ""
+        self.layout: Layout | None = None
+        self.services: list[ShardService] = []
+        self._real_seconds = 0.0
+        self._last_eval_step = -1
+
+    # ---- what each algorithm fills in ----------------------------------------------------------
+    @abstractmethod
+    def _launch(self) -> None:
+        """Place shards and replicas and spawn their tasks (before the simulation runs)."""
+
+    @abstractmethod
+    def _parameters(self) -> np.ndarray:
+        """The current parameters, network order."""
+
+    @abstractmethod
+    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+        ...
+
+    @abstractmethod
+    def progress(self) -> int:
+        """Steps (Sandblaster: iterations) done so far."""
+
+    def _blocks(self) -> dict:
+        """The algorithm's own blocks of the report."""
+        return {}
+
+    def _bytes(self) -> ByteCounts:
+        return ByteCounts.of(self._replica_figures().values())
+
+    # ---- running -------------------------------------------------------------------------------
+    def run(self) -> dict:
+        """Simulate the whole run (its ``steps`` or virtual ``seconds``) and return its report."""
+        began = time.perf_counter()
+        self._set_state("running")
+        self.sample(evaluate=True)  # the history starts from where the run starts
+        self._launch()
+        self.sim.run()
+        if self._last_eval_step != self.progress():
+            self.sample(evaluate=True)
+        if self.state == "running":
+            self._set_state("finished")
+        self._real_seconds = time.perf_counter() - began
+        return self.report()
+
+    def _set_state(self, state: str, reason: str = "") -> None:
+        self.state, self.reason = state, reason
+        self.events.emit(StateChange, state=state, reason=reason)
+
+    def sample(self, evaluate: bool = False) -> None:
+        evaluation = self.evaluator(self._parameters()) if evaluate else None
+        if evaluate:
+            self._last_eval_step = self.progress()
+        self.sampler.emit(self.events, self._replica_figures(), evaluation, step=self.progress())
+
+    @property
+    def history(self) -> list[dict]:
+        return history(self.events)
+
+    def shard_figures(self) -> list[ShardFigures]:
+        assert self.layout is not None
+        return [dataclasses.replace(s.shard.figures(), worker=s.machine.name) for s in self.services]
+
+    # ---- the report ----------------------------------------------------------------------------
+    def report(self) -> dict:
+        """The JSON report of a real run of the same settings, with ``simulated``, ``profile`` and ``simulation``."""
+        now = self.sim.now
+        replicas = tuple(f for _, f in sorted(self._replica_figures().items()))
+        record = RunRecord(
+            algorithm=self.algorithm, state=self.state, config=self.config.to_dict(), wall_seconds=now,
+            train_seconds=now, final=self.evaluator.final(self._parameters()), history=self.history,
+            replicas=replicas, shards=tuple(self.shard_figures()), bytes=self._bytes(),
+            model={"name": self.network.name, "parameters": self.network.size,
+                   "layers": [layer.describe() for layer in self.network.layers]},
+            dataset=self.data.summary(), cluster=self._cluster_block(), events=self.events.to_dicts(),
+            extra=self._blocks(), steps=self.progress(), ended=self.state if self.state != "running" else None)
+        report = build_report(record)
+        report.update(simulated=True, profile=self.cluster.spec.name, simulation=self._simulation_block(now))
+        return report
+
+    def _cluster_block(self) -> dict[str, Any]:
+        assert self.layout is not None
+        return {"kind": "simulated", "workers": [m.name for m in self.layout.machines],
+                "shard_workers": [self.layout.machines[m].name for m in self.layout.shard_on]}
+
+    def _simulation_block(self, now: float) -> dict[str, Any]:
+        assert self.layout is not None
+        spec = self.cluster.spec
+        return {
+            "profile": spec.name, "profile_description": spec.description, "virtual_seconds": now,
+            "start": self.start, "real_seconds": self._real_seconds, "events": self.sim.events,
+            "model_shape": {"name": self.shape.name, "parameters": self.shape.parameters},
+            "machines": [{"name": m.name, "roles": m.roles, "cores": m.cores.n,
+                          "utilisation": round(m.utilisation(now), 4), "bytes_sent": m.bytes_sent,
+                          "bytes_received": m.bytes_received} for m in self.layout.machines],
+            "shard_queues": [{"shard": i, "served": s.figures.served, "utilisation": round(s.figures.busy / now, 4)
+                              if now > 0 else 0.0, "mean_wait": s.figures.mean_wait(),
+                              "served_by": dict(s.figures.served_by),
+                              "mean_wait_by": {k: s.figures.mean_wait(k) for k in s.figures.served_by},
+                              "longest_queue": s.figures.longest_queue} for i, s in enumerate(self.services)],
+        }

@@ -1,0 +1,242 @@
+"""Parameter shards in virtual time: a queue in front of each shard, and each client's end of it.
+
+``ShardService`` puts a shard (a real ``ParameterShard``, or a ``ShardCounter``
+in cost-only mode) on a simulated machine. Requests are served one at a
+time, first come first served (DistBelief Sec. 4.1: each shard answers on its
+own, so many replicas can saturate few shards); a service holds a core of
+the shard's machine. The shard's own method runs when its service starts, so
+the order of pushes and fetches on each shard, hence staleness and the
+parameters themselves, is the order of virtual time.
+
+``ShardEnd`` is one client's end of one shard, with the methods
+``dbkit.ps.ShardedParameters`` calls (``fetch``, ``push``, ``push_fetch``,
+Sandblaster's vector commands); each returns a ``VirtualFuture`` answered when
+the reply arrives. So ``ShardedParameters``, ``Pending`` and a replica's
+``Exchange`` run unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import greenlet
+
+from .cost import CostModel
+from .engine import Simulation
+from .machines import Machine, Network
+
+
+class VirtualFuture:
+    """An answer that arrives at a virtual time: ``done()`` and ``result()``, as a ``concurrent.futures.Future``."""
+
+    __slots__ = ("_sim", "_done", "_value", "_error", "_waiters")
+
+    def __init__(self, sim: Simulation) -> None:
+        self._sim = sim
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._waiters: list[greenlet.greenlet] = []
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The answer, waiting in virtual time for it (``timeout`` is accepted and not needed: nothing
+        is lost in the simulator, so every answer comes)."""
+        if not self._done:
+            self._waiters.append(greenlet.getcurrent())
+            self._sim._suspend()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def settle(self, value: Any = None, error: BaseException | None = None) -> None:
+        self._done, self._value, self._error = True, value, error
+        for waiter in self._waiters:
+            self._sim.wake(waiter)
+        self._waiters.clear()
+
+
+@dataclass
+class Request:
+    """One call on a shard: what it does (``apply(shard)``), its service seconds, its reply's bytes."""
+
+    kind: str  # fetch, push, push_fetch, or the command's name
+    apply: Callable[[Any], Any]
+    service: float
+    reply_bytes: int
+    client: Machine
+    future: VirtualFuture
+    control: bool
+    client_cpu: float = 0.0  # what taking the reply in costs the client's CPU
+    arrived: float = 0.0
+
+
+@dataclass
+class ServiceFigures:
+    """What a shard's queue saw: requests served, seconds they waited in the queue and were served;
+    ``served_by`` and ``waited_by`` per kind of request (fetch, push, push_fetch, a command)."""
+
+    served: int = 0
+    waited: float = 0.0
+    busy: float = 0.0
+    longest_queue: int = 0
+    served_by: dict[str, int] = field(default_factory=dict)
+    waited_by: dict[str, float] = field(default_factory=dict)
+
+    def mean_wait(self, kind: str | None = None) -> float:
+        """Mean seconds a request (of ``kind``) waited in the queue before its service began."""
+        if kind is None:
+            return self.waited / max(1, self.served)
+        return self.waited_by.get(kind, 0.0) / max(1, self.served_by.get(kind, 0))
+
+
+class ShardService:
+    """``shard`` on ``machine``, serving requests first come first served."""
+
+    def __init__(self, sim: Simulation, shard: Any, machine: Machine, network: Network, cost: CostModel) -> None:
+        self.sim, self.shard, self.machine, self.network, self.cost = sim, shard, machine, network, cost
+        self.queue: deque[Request] = deque()
+        self.busy = False
+        self.figures = ServiceFigures()
+
+    @property
+    def size(self) -> int:
+        return int(self.shard.size)
+
+    @property
+    def optimizer(self) -> str:
+        return str(self.shard.rule.optimizer)
+
+    def arrive(self, request: Request) -> None:
+        """``request`` has reached the shard's machine (now): served at once or queued."""
+        request.arrived = self.sim.now
+        if self.busy:
+            self.queue.append(request)
+            self.figures.longest_queue = max(self.figures.longest_queue, len(self.queue))
+        else:
+            self._serve(request)
+
+    def _serve(self, request: Request) -> None:
+        self.busy = True
+        now = self.sim.now
+        f, kind, waited = self.figures, request.kind, now - request.arrived
+        f.served += 1
+        f.waited += waited
+        f.busy += request.service
+        f.served_by[kind] = f.served_by.get(kind, 0) + 1
+        f.waited_by[kind] = f.waited_by.get(kind, 0.0) + waited
+        end = self.machine.cores.reserve(now, request.service) if request.service > 0 else now
+        try:
+            value, error = request.apply(self.shard), None
+        except Exception as e:  # noqa: BLE001 - the caller gets it, as from a real shard
+            value, error = None, e
+        if end <= now:
+            self._finish(request, value, error)
+        else:
+            self.sim.at(end - now, lambda: self._finish(request, value, error))
+
+    def _finish(self, request: Request, value: Any, error: BaseException | None) -> None:
+        now = self.sim.now
+        client, network = request.client, self.network
+        if client is self.machine:
+            arrival = now + network.local_latency
+        elif request.control:
+            arrival = now + self.cost.profile.message.control_seconds
+        else:
+            arrival = network.transfer(now, self.machine, client, request.reply_bytes)
+        _deliver(self.sim, request, value, error, arrival)
+        self.busy = False
+        if self.queue:
+            self._serve(self.queue.popleft())
+
+
+def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException | None, arrival: float) -> None:
+    """The reply reaches its client at ``arrival``; a data reply then costs the client's CPU to take in."""
+    cpu = request.client_cpu
+    if arrival <= sim.now and cpu <= 0:
+        request.future.settle(value, error)
+        return
+
+    def arrived() -> None:
+        done = request.client.cores.reserve(sim.now, cpu) if cpu > 0 else sim.now
+        if done <= sim.now:
+            request.future.settle(value, error)
+        else:
+            sim.at(done - sim.now, lambda: request.future.settle(value, error))
+
+    sim.at(max(0.0, arrival - sim.now), arrived)
+
+
+class ShardEnd:
+    """``client``'s end of ``service``: the calls ``ShardedParameters`` makes, each a ``VirtualFuture``."""
+
+    def __init__(self, service: ShardService, client: Machine) -> None:
+        self.service, self.client = service, client
+        self.sim, self.cost = service.sim, service.cost
+        self.local = client is service.machine
+
+    # ---- Downpour: the data plane ---------------------------------------------------------------
+    def fetch(self) -> VirtualFuture:
+        n = self.service.size
+        return self._call("fetch", lambda s: s.fetch(), self.cost.fetch_seconds(n), 0, n)
+
+    def push(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
+             first_version: int | None = None) -> VirtualFuture:
+        n = self.service.size
+        return self._call("push", lambda s: s.push(grad, fetched_version, pusher, examples, first_version),
+                          self.cost.push_seconds(n, self.service.optimizer), n, 0)
+
+    def push_fetch(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
+                   first_version: int | None = None) -> VirtualFuture:
+        n = self.service.size
+        return self._call("push_fetch", lambda s: s.push_fetch(grad, fetched_version, pusher, examples, first_version),
+                          self.cost.push_seconds(n, self.service.optimizer) + self.cost.fetch_seconds(n), n, n)
+
+    # ---- Sandblaster: replicas move vectors, the coordinator sends commands ------------------------
+    def fetch_vector(self, name: str) -> VirtualFuture:
+        n = self.service.size
+        return self._call("fetch_vector", lambda s: s.fetch_vector(name), self.cost.fetch_seconds(n), 0, n)
+
+    def accumulate(self, name: str, values, units: tuple = ()) -> VirtualFuture:
+        n = self.service.size
+        return self._call("accumulate", lambda s: s.accumulate(name, values, units), self.cost.vector_seconds(n), n, 0)
+
+    def __getattr__(self, method: str) -> Callable[..., VirtualFuture]:
+        """Any other shard method (``dot``, ``axpy``, ``copy``, ``figures``, ``set_lr`` ...) as a command:
+        a small message each way and, for a vector command, a pass over the shard's floats."""
+        if method.startswith("_"):
+            raise AttributeError(method)
+        vector = method in ("dot", "axpy", "scale", "copy", "zero", "load_vectors", "save_vectors")
+        seconds = self.cost.vector_seconds(self.service.size) if vector else self.cost.profile.shard.request_seconds
+
+        def command(*args: Any, **kwargs: Any) -> VirtualFuture:
+            return self._call(method, lambda s: getattr(s, method)(*args, **kwargs), seconds, 0, 0, control=True)
+
+        return command
+
+    def _call(self, kind: str, apply: Callable[[Any], Any], service: float, floats_up: int, floats_down: int,
+              control: bool = False) -> VirtualFuture:
+        sim, cost, svc = self.sim, self.cost, self.service
+        future = VirtualFuture(sim)
+        up, down = cost.message_bytes(floats_up), cost.message_bytes(floats_down)
+        request = Request(kind, apply, service, down, self.client, future, control)
+        now = sim.now
+        if self.local:  # a shard on the caller's own machine: a call in process, no NIC
+            arrival = now + cost.profile.message.local_call_seconds
+        elif control:
+            arrival = now + cost.profile.message.control_seconds
+        else:
+            sent = self.client.cores.reserve(now, cost.message_cpu(up)) if cost.message_cpu(up) > 0 else now
+            arrival = svc.network.transfer(sent, self.client, svc.machine, up)
+            request.service += cost.message_cpu(up) + cost.message_cpu(down)  # the server takes it in, answers
+            request.client_cpu = cost.message_cpu(down)
+        if arrival <= now:
+            svc.arrive(request)
+        else:
+            sim.at(arrival - now, lambda: svc.arrive(request))
+        return future

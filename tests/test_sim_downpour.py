@@ -1,0 +1,135 @@
+"""Downpour in virtual time against independent references: plain SGD, a schedule worked out by hand,
+the M/D/1 queue's formula, and itself (same seed, same report)."""
+
+import pytest
+
+from dbkit import data, nn
+from dbkit.algorithms import SGDTrainer
+from dbkit.config import RunConfig
+from dbkit.sim import Cluster, load_profile
+from dbkit.sim.downpour import SimulatedDownpour
+from dbkit.telemetry import validate_report
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+FREE = dict(message={"cpu_seconds": 0.0, "cpu_seconds_per_byte": 0.0, "local_call_seconds": 0.0,
+                     "control_seconds": 0.0, "partition_message_seconds": 0.0},
+            shard={"request_seconds": 0.0, "push_seconds_per_float_sgd": 0.0, "push_seconds_per_float_adagrad": 0.0,
+                   "fetch_seconds_per_float": 0.0, "vector_seconds_per_float": 0.0},
+            machine={"latency": 0.0, "bandwidth": 1e300})
+
+
+def free_communication(**compute):
+    """The ``here`` profile with every cost of communication and of the shards at zero."""
+    base = load_profile("here")
+    return base.but(**FREE, compute={**compute} if compute else {})
+
+
+def downpour(net, data, cluster, **settings):
+    cfg = RunConfig.make(algorithm="downpour", **{"optimizer": "sgd", "lr": 0.05, **settings})
+    return SimulatedDownpour(cfg, net, data, cluster)
+
+
+def test_one_replica_with_free_communication_is_plain_sgd_bit_for_bit(digits):
+    net = nn.build("mlp", 64, 10, l2=1e-4)
+    base = SGDTrainer(net, digits, lr=0.05)
+    for _ in range(60):
+        base.step()
+    run = downpour(net, digits, Cluster(free_communication()), replicas=1, shards=1, steps=60)
+    report = run.run()
+    assert report["steps"] == 60 and validate_report(report) == []
+    assert run._parameters().tobytes() == base.params.tobytes()
+
+
+def test_the_overlapped_client_with_real_costs_is_not_plain_sgd(digits):
+    # The check above means something: with communication that takes time, the overlapped client
+    # computes on parameters one exchange old and the result differs.
+    net = nn.build("mlp", 64, 10, l2=1e-4)
+    base = SGDTrainer(net, digits, lr=0.05)
+    for _ in range(60):
+        base.step()
+    run = downpour(net, digits, Cluster("here"), replicas=1, shards=1, steps=60)
+    run.run()
+    assert run._parameters().tobytes() != base.params.tobytes()
+
+
+@pytest.mark.parametrize("replicas", [2, 3, 5])
+def test_staleness_follows_from_the_schedule(digits, replicas):
+    # Free communication, one shard, equal replicas on machines of their own, each step's compute the same:
+    # every replica pushes once per round, in replica order. In the first round replica i finds the i pushes
+    # before it; from then on every push finds the other replicas' pushes since its own: staleness R - 1.
+    net = nn.build("linear", 64, 10)
+    rounds = 10
+    run = downpour(net, digits, Cluster(free_communication(), machines=replicas), replicas=replicas, shards=1,
+                   steps=replicas * rounds, eval_every=10**6)
+    report = run.run()
+    expected = {k: 1 for k in range(replicas - 1)}
+    expected[replicas - 1] = replicas * rounds - (replicas - 1)
+    assert dict(run.shards[0].staleness) == expected
+    assert report["shards"][0]["staleness"]["max"] == replicas - 1
+    assert [r["steps"] for r in report["replicas"]] == [rounds] * replicas
+
+
+def test_a_replica_twice_as_slow_pushes_half_as_often_and_sees_more_staleness(digits):
+    # Two replicas, one twice as slow (its machine), free communication: in the time the slow one takes one
+    # step the fast one takes two, so the slow one's pushes find 2 pushes since its fetch, the fast one's 0 or 1.
+    net = nn.build("linear", 64, 10)
+    run = downpour(net, digits, Cluster(free_communication(), machines=2), replicas=2, shards=1, steps=30,
+                   slow_replicas={1: 2.0}, eval_every=10**6)
+    report = run.run()
+    fast, slow = report["replicas"]
+    assert fast["steps"] == 20 and slow["steps"] == 10
+    assert slow["staleness"]["p50"] == 2 and fast["staleness"]["max"] <= 1
+
+
+def test_same_seed_same_report(digits):
+    def once():
+        net = nn.build("mlp", 64, 10, l2=1e-4)
+        r = downpour(net, digits, Cluster("here"), replicas=3, shards=2, optimizer="adagrad", steps=300,
+                     eval_every=100).run()
+        for key in ("created", "simulation"):
+            r.pop(key)
+        return r
+
+    a, b = once(), once()
+    assert a == b
+    assert a["history"][-1]["test_accuracy"] > 0.8
+
+
+def _queue_run(digits, replicas, service, compute, steps, jitter="exponential"):
+    """``replicas`` replicas pushing (never fetching after the first) to one shard whose every push is
+    served in ``service`` seconds; each replica computes for ``compute`` seconds on average."""
+    net = nn.build("linear", 64, 10)
+    profile = free_communication(step_seconds=compute, layer_seconds=0.0, dense_flops_per_second=1e300,
+                                 elementwise_per_second=1e300, update_seconds_per_parameter=0.0)
+    profile = profile.but(shard={"request_seconds": service}, machine={"machines": 0})  # each on its own machine
+    cfg = RunConfig.make(algorithm="downpour", optimizer="sgd", lr=0.01, replicas=replicas, shards=1,
+                         n_fetch=100_000, n_push=1, steps=steps, eval_every=10**9)
+    run = SimulatedDownpour(cfg, net, digits, Cluster(profile), jitter=jitter)
+    run.run()
+    return run
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_a_shard_fed_poisson_pushes_queues_as_m_d_1(digits, rho):
+    # Many replicas with exponential compute times make the pushes a Poisson stream of rate R / compute;
+    # a push is served in a fixed time D. M/D/1: mean wait in the queue = rho D / (2 (1 - rho)).
+    R, D = 100, 1e-3
+    run = _queue_run(digits, R, D, compute=R * D / rho, steps=30_000)
+    measured = run.services[0].figures.mean_wait("push")  # not the replicas' first fetches, all at t = 0
+    assert measured == pytest.approx(rho * D / (2 * (1 - rho)), rel=0.1)
+
+
+def test_pushes_per_second_saturate_at_the_shards_service_rate(digits):
+    D, compute = 1e-3, 4e-3
+    rates = []
+    for R in (1, 2, 8, 32):
+        run = _queue_run(digits, R, D, compute, steps=400 * R, jitter="none")
+        rates.append(run.services[0].figures.served / run.sim.now)
+    assert rates[0] == pytest.approx(1 / compute, rel=0.02)  # alone: its push is served while it computes on
+    assert rates[-1] == pytest.approx(1 / D, rel=0.02)  # many: the shard is the bottleneck
+    assert rates == sorted(rates)
