@@ -22,6 +22,21 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.cluster)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shipped_profiles(tmp_path_factory):
+    """The simulator's ``here`` profile is the one dbkit ships, not this machine user's last calibration."""
+    import os
+
+    folder = tmp_path_factory.mktemp("profiles")
+    before = os.environ.get("DBKIT_PROFILES")
+    os.environ["DBKIT_PROFILES"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("DBKIT_PROFILES", None)
+    else:
+        os.environ["DBKIT_PROFILES"] = before
+
+
 @pytest.fixture(autouse=True)
 def in_process_tests_start_no_cluster(request, monkeypatch):
     """A test without the ``cluster`` marker that starts a Dask cluster fails: the marker must be true."""

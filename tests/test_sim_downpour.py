@@ -1,6 +1,8 @@
 """Downpour in virtual time against independent references: plain SGD, a schedule worked out by hand,
 the M/D/1 queue's formula, and itself (same seed, same report)."""
 
+import dataclasses
+
 import pytest
 
 from dbkit import data, nn
@@ -20,13 +22,14 @@ FREE = dict(message={"cpu_seconds": 0.0, "cpu_seconds_per_byte": 0.0, "local_cal
                      "control_seconds": 0.0, "partition_message_seconds": 0.0},
             shard={"request_seconds": 0.0, "push_seconds_per_float_sgd": 0.0, "push_seconds_per_float_adagrad": 0.0,
                    "fetch_seconds_per_float": 0.0, "vector_seconds_per_float": 0.0},
-            machine={"latency": 0.0, "bandwidth": 1e300})
+            machine={"latency": 0.0, "bandwidth": 1e300, "cpu_factor": 1.0})
 
 
 def free_communication(**compute):
-    """The ``here`` profile with every cost of communication and of the shards at zero."""
-    base = load_profile("here")
-    return base.but(**FREE, compute={**compute} if compute else {})
+    """The ``here`` profile with every cost of communication and of the shards at zero (and no measured
+    table of message costs); arithmetic as calibrated, or as ``compute`` says."""
+    base = dataclasses.replace(load_profile("here"), measured={})
+    return base.but(**FREE, compute=compute)
 
 
 def downpour(net, data, cluster, **settings):

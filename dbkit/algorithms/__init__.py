@@ -16,7 +16,7 @@ from .sandblaster import Iteration, LBFGSCoordinator
 from .sandblaster_replica import SandblasterReplica, SandblasterReplicaFigures
 from .schedule import Schedule, StepActions, check_rates
 from .sgd import SGDTrainer, TrainingDiverged
-from .work_units import LocalBatch, WorkUnit, make_units
+from .work_units import LocalBatch, WorkUnit, default_unit_size, make_units
 
 __all__ = [
     "Assignment", "Decisions", "DownpourPartition", "DownpourReplica", "Evaluation", "Evaluator",
@@ -24,6 +24,6 @@ __all__ = [
     "PartitionFigures", "PartitionStep", "PartitionedDownpourReplica", "ReplicaBook", "ReplicaCounters",
     "ReplicaFigures", "ReplicaSettings", "SGDTrainer", "SandblasterReplica", "SandblasterReplicaFigures",
     "Schedule", "Slot", "StepActions", "TrainingDiverged", "UnitDispatcher", "UnitRecord", "UnitResult",
-    "WorkUnit", "check_rates", "full_batch_loss", "make_units", "run_replica_loop", "two_loop",
+    "WorkUnit", "check_rates", "default_unit_size", "full_batch_loss", "make_units", "run_replica_loop", "two_loop",
     "two_loop_numpy", "wolfe_search",
 ]

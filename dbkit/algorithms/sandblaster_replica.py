@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,13 +38,18 @@ class SandblasterReplicaFigures:
 
 
 class SandblasterReplica:
-    """State of replica ``index``; ``slow_factor`` > 1 makes each unit take that many times longer."""
+    """State of replica ``index``; ``slow_factor`` > 1 makes each unit take that many times longer.
 
-    def __init__(self, index: int, slow_factor: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
+    ``lock`` guards its state between a unit and a flush of the same replica (default a thread lock;
+    the simulator gives one that waits in virtual time).
+    """
+
+    def __init__(self, index: int, slow_factor: float = 1.0, sleep: Callable[[float], None] = time.sleep,
+                 lock: AbstractContextManager | None = None) -> None:
         self.index = index
         self.slow_factor = float(slow_factor)
         self.sleep = sleep
-        self.lock = threading.Lock()
+        self.lock = lock if lock is not None else threading.Lock()
         self.batch: int | None = None
         self.params: np.ndarray | None = None
         self.pending: dict[int, tuple[np.ndarray, frozenset[int]]] = {}

@@ -41,6 +41,12 @@ def make_units(n_examples: int, unit_size: int) -> list[WorkUnit]:
     return [WorkUnit(i, a, min(a + unit_size, n_examples)) for i, a in enumerate(starts)] + [WorkUnit(PENALTY)]
 
 
+def default_unit_size(n_examples: int, replicas: int) -> int:
+    """Examples per work unit when none is set: about a tenth of one replica's share of the batch, so a
+    batch has many more units than replicas (DistBelief Sec. 4.2)."""
+    return max(1, n_examples // (10 * replicas))
+
+
 def unit_gradient(network: Network, params: np.ndarray, X: np.ndarray, y: np.ndarray, unit: WorkUnit,
                   n_total: int) -> tuple[float, np.ndarray]:
     """A unit's part of the batch objective and of its gradient."""

@@ -6,6 +6,7 @@ report a real run writes, marked ``"simulated": true`` with its profile.
 Numpy, SimPy and greenlet only: no Dask.
 """
 
+from .api import simulate, simulated_run
 from .cost import CostModel
 from .engine import Simulation, SimulationError
 from .layout import Cluster
@@ -14,4 +15,4 @@ from .profile import load as load_profile
 from .shape import ModelShape
 
 __all__ = ["Cluster", "CostModel", "ModelShape", "Profile", "ProfileError", "Simulation", "SimulationError",
-           "load_profile"]
+           "load_profile", "simulate", "simulated_run"]

@@ -32,7 +32,8 @@ class TimedNetwork:
                  threads: int = 1, fraction: float = 1.0, jitter: str = "none",
                  rng: np.random.Generator | None = None) -> None:
         self.network, self.sim, self.machine, self.cost = network, sim, machine, cost
-        self.update_floats, self.threads, self.fraction = int(update_floats), int(threads), float(fraction)
+        self.threads, self.fraction = int(threads), float(fraction)
+        self.per_step = cost.update_seconds(update_floats) if update_floats else 0.0  # a Downpour replica's own work
         self.jitter, self.rng = jitter, rng
         self.slow = 1.0
         self.seconds = 0.0  # virtual seconds of arithmetic so far
@@ -43,7 +44,7 @@ class TimedNetwork:
     def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray,
                       with_penalty: bool = True) -> tuple[float, np.ndarray]:
         out = self.network.loss_and_grad(params, X, y, with_penalty)
-        self.hold(self.cost.gradient_seconds(len(y), self.fraction) + self.cost.update_seconds(self.update_floats))
+        self.hold(self.cost.gradient_seconds(len(y), self.fraction) + self.per_step)
         return out
 
     def penalty_grad(self, params: np.ndarray) -> np.ndarray:
@@ -55,7 +56,7 @@ class TimedNetwork:
         """Hold a core (or ``threads`` of them) for ``seconds`` (times ``slow``), waiting in virtual time."""
         if self.jitter == "exponential" and self.rng is not None:
             seconds *= float(self.rng.exponential())
-        seconds *= self.slow
+        seconds *= self.slow * (1.0 + self.cost.profile.compute.contention * max(0, self.machine.replicas - 1))
         self.seconds += seconds
         if seconds > 0:
-            self.sim.sleep_until(self.machine.cores.reserve(self.sim.now, seconds, self.threads))
+            self.sim.sleep_until(self.machine.reserve(self.sim.now, seconds, self.threads))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .profile import Profile
 from .shape import LayerShape, ModelShape
 
@@ -30,6 +32,9 @@ class CostModel:
         """One core's seconds for the loss and gradient of ``batch`` examples (``fraction`` of the
         model's arithmetic: a partition's share), not counting the replica's own vector work."""
         c = self.profile.compute
+        line = self.profile.measured.get("gradients", {}).get(self.shape.key)
+        if line is not None:  # this very model was timed by ``dbkit calibrate``: its own line in the batch size
+            return (line[0] + line[1] * batch) * fraction
         dense_f, local_f, units = self.shape.gradient_flops()
         per_example = (dense_f / c.dense_flops_per_second + local_f / c.local_flops_per_second
                        + units / c.elementwise_per_second)
@@ -49,8 +54,15 @@ class CostModel:
         return (c.layer_seconds if layer.has_params else 0.0) + passes * batch * layer.flops / rate
 
     def update_seconds(self, floats: int) -> float:
-        """The replica's own vector work on ``floats`` parameters per step (accrue, local step, check)."""
-        return floats * self.profile.compute.update_seconds_per_parameter
+        """A replica's own work per step beyond its gradient: a fixed part, and its vector work on ``floats``
+        parameters (accrue, local step, finiteness check)."""
+        c = self.profile.compute
+        return c.replica_step_seconds + floats * c.update_seconds_per_parameter
+
+    def task_seconds(self) -> float:
+        """One way of a work unit or a flush sent to a replica."""
+        m = self.profile.message
+        return m.task_seconds or m.control_seconds
 
     def push_seconds(self, floats: int, optimizer: str) -> float:
         s = self.profile.shard
@@ -69,7 +81,19 @@ class CostModel:
     def message_bytes(self, floats: int) -> int:
         return FLOAT * int(floats) + self.profile.message.header_bytes
 
-    def message_cpu(self, nbytes: int) -> float:
-        """CPU seconds a data message costs each of its ends."""
+    def message_cpu(self, nbytes: int, end: str = "client") -> float:
+        """CPU seconds a data message of ``nbytes`` costs one of its ends (``client``: a replica's, ``server``:
+        a shard's; ``local``: a call between the two on one machine): from the profile's measured table where
+        it has one (interpolated between its sizes, and beyond its largest at the last step's cost per
+        byte), else its line (and nothing for a local call)."""
         m = self.profile.message
-        return m.cpu_seconds + nbytes * m.cpu_seconds_per_byte
+        table = self.profile.measured.get("wire_cpu")
+        if not table:
+            return 0.0 if end == "local" else m.wire_scale * (m.cpu_seconds + nbytes * m.cpu_seconds_per_byte)
+        col = {"client": 1, "server": 2, "local": 3}[end]
+        sizes = [row[0] for row in table]
+        if nbytes >= sizes[-1] and len(table) > 1:
+            (b0, *c0), (b1, *c1) = table[-2], table[-1]
+            per_byte = (c1[col - 1] - c0[col - 1]) / (b1 - b0)
+            return m.wire_scale * (c1[col - 1] + (nbytes - b1) * max(0.0, per_byte))
+        return m.wire_scale * float(np.interp(nbytes, sizes, [row[col] for row in table]))

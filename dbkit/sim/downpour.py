@@ -54,7 +54,8 @@ class SimulatedDownpour(SimulatedRun):
         values = self.alignment.to_server(self.initial)
         self.shards = [ParameterShard(i, a, b, values[a:b], c.optimizer, c.lr)
                        for i, (a, b) in enumerate(self.alignment.layout.ranges)]
-        self.services = [ShardService(self.sim, s, layout.machine(m), layout.network, self.cost)
+        self.services = [ShardService(self.sim, s, layout.machine(m), layout.network, self.cost,
+                                     self.float_scale)
                          for s, m in zip(self.shards, layout.shard_on)]
         self.rows = shard_indices(self.data.n_train, c.replicas, seed=c.seed)
         for i in range(c.replicas):
@@ -74,7 +75,7 @@ class SimulatedDownpour(SimulatedRun):
         if c.downpour.partitions == 1:
             server = ShardedParameters([ShardEnd(s, machines[0]) for s in self.services], self.alignment.layout,
                                        name=f"replica{i}")
-            timed = TimedNetwork(net, self.sim, machines[0], self.cost, update_floats=net.size,
+            timed = TimedNetwork(net, self.sim, machines[0], self.cost, update_floats=self.shape.parameters,
                                  threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter, rng=rng)
             self.timed[i] = [timed]
             replica = DownpourReplica(i, cast(Network, timed), X, y, server, c.batch_size, c.downpour.n_fetch,

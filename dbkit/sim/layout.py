@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..partition import partition_places
 from .machines import Cores, Machine, Network
-from .profile import Profile, load
+from .profile import MachineSpec, Profile, load
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,9 @@ class Cluster:
         count = self.machines or m.machines
         return (f"simulated cluster, profile {self.spec.name}: "
                 + (f"{count} machines" if count else "a machine for every shard and replica partition")
-                + f" of {m.cores} cores, {m.bandwidth / 1e6:g} MB/s NICs, {m.latency * 1e6:g} us latency")
+                + f" of {m.cores} core{'s' if m.cores != 1 else ''}, {m.bandwidth / 1e6:g} MB/s NICs, "
+                f"{m.latency * 1e6:g} us latency"
+                + (f", sharing one host of {m.host_cores} cores" if m.host_cores and (count or 0) > 1 else ""))
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Layout:
     replica_on: dict[int, list[int]] = field(default_factory=dict)
     coordinator_on: int | None = None
     shared: bool = True
+    host: Cores | None = None  # the one computer the machines are processes of (a LocalCluster), if any
 
     def machine(self, index: int) -> Machine:
         return self.machines[index]
@@ -78,13 +81,19 @@ class Layout:
             names = [f"replica{replica}" + (f"/partition{j}" if partitions > 1 else "") for j in range(partitions)]
             self.replica_on[replica] = [self._new(name) for name in names]
         for j, m in enumerate(self.replica_on[replica]):
+            self.machines[m].replicas += 1
             self.machines[m].roles.append(f"replica {replica}" + (f" partition {j}" if partitions > 1 else ""))
         return self.replica_machines(replica)
 
     def _new(self, name: str) -> int:
-        m = self.spec.machine
-        self.machines.append(Machine(name, Cores(m.cores), m.bandwidth))
+        self.machines.append(_machine(self.spec.machine, name, self.host))
         return len(self.machines) - 1
+
+
+def _machine(m: MachineSpec, name: str, host: Cores | None) -> Machine:
+    """A machine of ``m``'s kind; on ``host`` when its machines are processes of one computer."""
+    return Machine(name, Cores(m.cores), m.bandwidth, cpu_factor=m.cpu_factor, host=host,
+                   host_slowdown=m.host_slowdown if host is not None else 1.0)
 
 
 def lay_out(cluster: Cluster, shards: int, coordinator: bool = False) -> Layout:
@@ -94,13 +103,15 @@ def lay_out(cluster: Cluster, shards: int, coordinator: bool = False) -> Layout:
     count = cluster.machines or spec.machine.machines
     network = Network(spec.machine.latency)
     if count:
-        machines = [Machine(f"worker{i}", Cores(spec.machine.cores), spec.machine.bandwidth) for i in range(count)]
-        layout = Layout(spec, machines, network, [j % count for j in range(shards)], shared=True)
+        m = spec.machine
+        host = Cores(m.host_cores) if m.host_cores else None
+        machines = [_machine(m, f"worker{i}", host) for i in range(count)]
+        layout = Layout(spec, machines, network, [j % count for j in range(shards)], shared=True, host=host)
     else:
         layout = Layout(spec, [], network, [], shared=False)
         layout.shard_on = [layout._new(f"shard{j}") for j in range(shards)]
-    for j, m in enumerate(layout.shard_on):
-        layout.machines[m].roles.append(f"shard {j}")
+    for j, where in enumerate(layout.shard_on):
+        layout.machines[where].roles.append(f"shard {j}")
     if coordinator:
         layout.coordinator_on = layout._new("driver")
         layout.machines[layout.coordinator_on].roles.append("coordinator")

@@ -43,6 +43,11 @@ class Cores:
         self.busy_seconds += seconds
         return end
 
+    def free_at(self, threads: int = 1) -> float:
+        """When ``threads`` of the cores are next free at once."""
+        threads = max(1, min(int(threads), self.n))
+        return self._free[0] if threads == 1 else sorted(self._free)[threads - 1]
+
 
 @dataclass
 class Machine:
@@ -57,6 +62,23 @@ class Machine:
     bytes_received: int = 0
     messages_sent: int = 0
     roles: list[str] = field(default_factory=list)
+    cpu_factor: float = 1.0
+    replicas: int = 0  # replicas (or replica partitions) placed here
+    host: Cores | None = None  # the cores of the host this machine shares with others (worker processes)
+    host_slowdown: float = 1.0  # what other processes on the host take of its cores: their time is stretched
+
+    def reserve(self, now: float, seconds: float, threads: int = 1) -> float:
+        """Hold a core (or ``threads``) for ``seconds`` of work at this machine's speed; returns when it ends.
+        On a shared host the work also holds one of the host's cores, from when both are free."""
+        if seconds <= 0:
+            return now
+        seconds *= self.cpu_factor
+        if self.host is None:
+            return self.cores.reserve(now, seconds, threads)
+        seconds *= self.host_slowdown
+        start = max(now, self.cores.free_at(threads), self.host.free_at(threads))
+        self.host.reserve(start, seconds, threads)
+        return self.cores.reserve(start, seconds, threads)
 
     def utilisation(self, seconds: float) -> float:
         """Mean busy cores over ``seconds`` of virtual time, as a fraction of all cores."""

@@ -95,7 +95,7 @@ class SimulatedPartition(DownpourPartition):
         else:
             nbytes = values.nbytes + self.cost.profile.message.header_bytes
             cpu = self.cost.message_cpu(nbytes)
-            sent = self.machine.cores.reserve(now, cpu) if cpu > 0 else now
+            sent = self.machine.reserve(now, cpu)
             arrival = (self.links.transfer(sent, self.machine, partner.machine, nbytes)
                        + self.cost.profile.message.partition_message_seconds)
         if arrival <= now:

@@ -29,20 +29,36 @@ class ProfileError(ValueError):
 class MachineSpec:
     """Every simulated machine: ``cores``, a NIC of ``bandwidth`` bytes/s each way, ``latency`` seconds
     one way to any other machine. ``machines``: how many a cluster of this profile has by default
-    (0: as many as the job's layout asks for, each replica and shard on machines of its own)."""
+    (0: as many as the job's layout asks for, each replica and shard on machines of its own).
+    ``cpu_factor``: every computation on a machine takes this many times its measured seconds (a Dask
+    worker's own threads make its Python slower than a bare process's). ``host_cores``: when not 0, the
+    ``machines`` are processes sharing one host of this many cores (dbkit's LocalCluster: two worker
+    processes and the driver on one computer), and ``host_load`` of those cores are busy with work not
+    simulated (the scheduler's and the driver's event loops)."""
 
     cores: int
     bandwidth: float
     latency: float
     machines: int = 0
     threads_per_replica: int = 1
+    cpu_factor: float = 1.0
+    host_cores: int = 0
+    host_load: float = 0.0
+
+    @property
+    def host_slowdown(self) -> float:
+        """How much longer work takes on a host whose cores others use ``host_load`` of."""
+        return self.host_cores / max(1e-9, self.host_cores - self.host_load) if self.host_cores else 1.0
 
 
 @dataclass(frozen=True)
 class ComputeSpec:
     """Seconds of a gradient: ``step_seconds + layers * layer_seconds + batch * (dense flops /
-    dense_flops_per_second + local flops / local_flops_per_second + units / elementwise_per_second)``,
-    plus ``update_seconds_per_parameter`` for the replica's accrue, local step and finiteness check."""
+    dense_flops_per_second + local flops / local_flops_per_second + units / elementwise_per_second)``
+    (or, for a model measured by ``dbkit calibrate``, its own line ``measured["gradients"]``); a replica's
+    step adds ``replica_step_seconds`` and ``update_seconds_per_parameter`` for its accrue, local step and
+    finiteness check. ``contention``: each other replica on the same machine makes a replica's arithmetic
+    take this fraction longer (threads taking turns at one interpreter lock)."""
 
     dense_flops_per_second: float
     local_flops_per_second: float
@@ -50,6 +66,8 @@ class ComputeSpec:
     step_seconds: float
     layer_seconds: float
     update_seconds_per_parameter: float
+    replica_step_seconds: float = 0.0
+    contention: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -69,7 +87,10 @@ class MessageSpec:
     """What a data message (a fetch, a push, a boundary slice) costs the CPU at each end:
     ``cpu_seconds`` each, plus ``cpu_seconds_per_byte``; ``header_bytes`` go with every message.
     ``local_call_seconds``: a call to a shard on the caller's own machine (no NIC).
-    ``control_seconds``: one way of a command (a coordinator's to a shard, a work unit to a replica)."""
+    ``control_seconds``: one way of a command (a coordinator's to a shard); ``task_seconds``: one way of a
+    work unit or a flush sent to a replica (0: as a command); ``partition_message_seconds``: what a
+    boundary message between partitions costs beyond its bytes. ``wire_scale`` multiplies every data
+    message's CPU (a real Dask worker's exchanges against the calibration rig's)."""
 
     cpu_seconds: float
     cpu_seconds_per_byte: float
@@ -77,6 +98,8 @@ class MessageSpec:
     local_call_seconds: float
     control_seconds: float
     partition_message_seconds: float
+    task_seconds: float = 0.0
+    wire_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +129,7 @@ SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "sh
                              "message": MessageSpec}
 #: fields that may be zero (a cost that is absent); all other numbers must be positive
 MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
+               "replica_step_seconds", "task_seconds", "contention",
                "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
                "control_seconds", "partition_message_seconds", "push_seconds_per_float_sgd",
                "push_seconds_per_float_adagrad", "fetch_seconds_per_float", "vector_seconds_per_float"}

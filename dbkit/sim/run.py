@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..algorithms import Evaluator, ReplicaFigures
+from ..algorithms import Evaluation, Evaluator, ReplicaFigures
 from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
@@ -28,6 +28,8 @@ from .layout import Cluster, Layout
 from .shape import ModelShape
 from .shard_service import ShardService
 
+NAN = float("nan")
+
 
 class SimulatedRun(ABC):
     """One simulated training run of ``config`` on ``cluster``.
@@ -36,16 +38,21 @@ class SimulatedRun(ABC):
     the warm start's end); ``initial`` gives its starting parameters (network
     order; default: the network's seeded initialisation); ``shape`` the model
     whose arithmetic and bytes the cost model charges (default: the network's own).
+    ``cost_only``: ``network`` is a small stand-in that keeps the classes running, and every message,
+    shard service and replica update is charged for ``shape``'s parameters; the report holds no accuracy
+    (its evaluations are null) and says ``"cost_only": true``.
     """
 
     algorithm: ClassVar[str] = ""
 
     def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *,
                  start: float = 0.0, initial: np.ndarray | None = None, shape: ModelShape | None = None,
-                 jitter: str = "none") -> None:
+                 jitter: str = "none", cost_only: bool = False) -> None:
         self.config, self.network, self.data, self.cluster = config, network, data, cluster
         self.sim = Simulation()
         self.shape = shape or ModelShape.of(network)
+        self.cost_only = cost_only
+        self.float_scale = self.shape.parameters / network.size if cost_only else 1.0
         self.cost = CostModel(cluster.spec, self.shape)
         self.start, self.jitter = float(start), jitter
         self.initial = network.init_params(config.seed) if initial is None else np.asarray(initial, np.float32)
@@ -81,7 +88,11 @@ class SimulatedRun(ABC):
         return {}
 
     def _bytes(self) -> ByteCounts:
-        return ByteCounts.of(self._replica_figures().values())
+        counts = ByteCounts.of(self._replica_figures().values())
+        if self.cost_only:  # the stand-in's bytes, as the costed model's
+            counts = dataclasses.replace(counts, fetched=int(counts.fetched * self.float_scale),
+                                         pushed=int(counts.pushed * self.float_scale))
+        return counts
 
     # ---- running -------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -102,8 +113,13 @@ class SimulatedRun(ABC):
         self.state, self.reason = state, reason
         self.events.emit(StateChange, state=state, reason=reason)
 
+    def _evaluate(self, final: bool = False) -> Evaluation:
+        if self.cost_only:  # the stand-in's accuracy says nothing about the model costed
+            return Evaluation(NAN, NAN, NAN, NAN if final else None)
+        return self.evaluator.final(self._parameters()) if final else self.evaluator(self._parameters())
+
     def sample(self, evaluate: bool = False) -> None:
-        evaluation = self.evaluator(self._parameters()) if evaluate else None
+        evaluation = self._evaluate() if evaluate else None
         if evaluate:
             self._last_eval_step = self.progress()
         self.sampler.emit(self.events, self._replica_figures(), evaluation, step=self.progress())
@@ -123,14 +139,17 @@ class SimulatedRun(ABC):
         replicas = tuple(f for _, f in sorted(self._replica_figures().items()))
         record = RunRecord(
             algorithm=self.algorithm, state=self.state, config=self.config.to_dict(), wall_seconds=now,
-            train_seconds=now, final=self.evaluator.final(self._parameters()), history=self.history,
+            train_seconds=now, final=self._evaluate(final=True), history=self.history,
             replicas=replicas, shards=tuple(self.shard_figures()), bytes=self._bytes(),
-            model={"name": self.network.name, "parameters": self.network.size,
-                   "layers": [layer.describe() for layer in self.network.layers]},
+            model=({"name": self.shape.name, "parameters": self.shape.parameters,
+                    "layers": [layer.kind for layer in self.shape.layers], "stand_in": self.network.name}
+                   if self.cost_only else {"name": self.network.name, "parameters": self.network.size,
+                                           "layers": [layer.describe() for layer in self.network.layers]}),
             dataset=self.data.summary(), cluster=self._cluster_block(), events=self.events.to_dicts(),
             extra=self._blocks(), steps=self.progress(), ended=self.state if self.state != "running" else None)
         report = build_report(record)
-        report.update(simulated=True, profile=self.cluster.spec.name, simulation=self._simulation_block(now))
+        report.update(simulated=True, profile=self.cluster.spec.name, simulation=self._simulation_block(now),
+                      cost_only=self.cost_only)
         return report
 
     def _cluster_block(self) -> dict[str, Any]:

@@ -80,6 +80,11 @@ class ModelShape:
         return sum(layer.params for layer in self.layers)
 
     @property
+    def key(self) -> str:
+        """Its name and size: how a profile's measured gradient times are looked up."""
+        return f"{self.name}:{self.parameters}"
+
+    @property
     def classes(self) -> int:
         return self.layers[-1].out_size
 

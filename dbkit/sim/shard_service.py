@@ -98,8 +98,10 @@ class ServiceFigures:
 class ShardService:
     """``shard`` on ``machine``, serving requests first come first served."""
 
-    def __init__(self, sim: Simulation, shard: Any, machine: Machine, network: Network, cost: CostModel) -> None:
+    def __init__(self, sim: Simulation, shard: Any, machine: Machine, network: Network, cost: CostModel,
+                 float_scale: float = 1.0) -> None:
         self.sim, self.shard, self.machine, self.network, self.cost = sim, shard, machine, network, cost
+        self.float_scale = float_scale  # cost-only: the stand-in shard is charged as this many times its size
         self.queue: deque[Request] = deque()
         self.busy = False
         self.figures = ServiceFigures()
@@ -107,6 +109,11 @@ class ShardService:
     @property
     def size(self) -> int:
         return int(self.shard.size)
+
+    @property
+    def floats(self) -> int:
+        """The floats its messages and services are charged for."""
+        return int(round(self.shard.size * self.float_scale))
 
     @property
     def optimizer(self) -> str:
@@ -130,7 +137,7 @@ class ShardService:
         f.busy += request.service
         f.served_by[kind] = f.served_by.get(kind, 0) + 1
         f.waited_by[kind] = f.waited_by.get(kind, 0.0) + waited
-        end = self.machine.cores.reserve(now, request.service) if request.service > 0 else now
+        end = self.machine.reserve(now, request.service)
         try:
             value, error = request.apply(self.shard), None
         except Exception as e:  # noqa: BLE001 - the caller gets it, as from a real shard
@@ -163,7 +170,7 @@ def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException
         return
 
     def arrived() -> None:
-        done = request.client.cores.reserve(sim.now, cpu) if cpu > 0 else sim.now
+        done = request.client.reserve(sim.now, cpu)
         if done <= sim.now:
             request.future.settle(value, error)
         else:
@@ -182,28 +189,28 @@ class ShardEnd:
 
     # ---- Downpour: the data plane ---------------------------------------------------------------
     def fetch(self) -> VirtualFuture:
-        n = self.service.size
+        n = self.service.floats
         return self._call("fetch", lambda s: s.fetch(), self.cost.fetch_seconds(n), 0, n)
 
     def push(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
              first_version: int | None = None) -> VirtualFuture:
-        n = self.service.size
+        n = self.service.floats
         return self._call("push", lambda s: s.push(grad, fetched_version, pusher, examples, first_version),
                           self.cost.push_seconds(n, self.service.optimizer), n, 0)
 
     def push_fetch(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
                    first_version: int | None = None) -> VirtualFuture:
-        n = self.service.size
+        n = self.service.floats
         return self._call("push_fetch", lambda s: s.push_fetch(grad, fetched_version, pusher, examples, first_version),
                           self.cost.push_seconds(n, self.service.optimizer) + self.cost.fetch_seconds(n), n, n)
 
     # ---- Sandblaster: replicas move vectors, the coordinator sends commands ------------------------
     def fetch_vector(self, name: str) -> VirtualFuture:
-        n = self.service.size
+        n = self.service.floats
         return self._call("fetch_vector", lambda s: s.fetch_vector(name), self.cost.fetch_seconds(n), 0, n)
 
     def accumulate(self, name: str, values, units: tuple = ()) -> VirtualFuture:
-        n = self.service.size
+        n = self.service.floats
         return self._call("accumulate", lambda s: s.accumulate(name, values, units), self.cost.vector_seconds(n), n, 0)
 
     def __getattr__(self, method: str) -> Callable[..., VirtualFuture]:
@@ -212,7 +219,7 @@ class ShardEnd:
         if method.startswith("_"):
             raise AttributeError(method)
         vector = method in ("dot", "axpy", "scale", "copy", "zero", "load_vectors", "save_vectors")
-        seconds = self.cost.vector_seconds(self.service.size) if vector else self.cost.profile.shard.request_seconds
+        seconds = self.cost.vector_seconds(self.service.floats) if vector else self.cost.profile.shard.request_seconds
 
         def command(*args: Any, **kwargs: Any) -> VirtualFuture:
             return self._call(method, lambda s: getattr(s, method)(*args, **kwargs), seconds, 0, 0, control=True)
@@ -227,14 +234,17 @@ class ShardEnd:
         request = Request(kind, apply, service, down, self.client, future, control)
         now = sim.now
         if self.local:  # a shard on the caller's own machine: a call in process, no NIC
-            arrival = now + cost.profile.message.local_call_seconds
+            send = 0.0 if control else cost.message_cpu(up, "local")
+            arrival = self.client.reserve(now, send) + cost.profile.message.local_call_seconds
+            request.client_cpu = 0.0 if control else cost.message_cpu(down, "local")
         elif control:
             arrival = now + cost.profile.message.control_seconds
         else:
-            sent = self.client.cores.reserve(now, cost.message_cpu(up)) if cost.message_cpu(up) > 0 else now
+            send = cost.message_cpu(up, "client")
+            sent = self.client.reserve(now, send)
             arrival = svc.network.transfer(sent, self.client, svc.machine, up)
-            request.service += cost.message_cpu(up) + cost.message_cpu(down)  # the server takes it in, answers
-            request.client_cpu = cost.message_cpu(down)
+            request.service += cost.message_cpu(up, "server") + cost.message_cpu(down, "server")  # in, and answer
+            request.client_cpu = cost.message_cpu(down, "client")
         if arrival <= now:
             svc.arrive(request)
         else:

@@ -25,6 +25,7 @@ from .partition_plot import plot_partitions
 from .plot import plot_history
 from .report import REQUIRED, RunRecord, build_report, validate_report, write_report
 from .sampler import Sampler, history
+from .sandblaster_block import sandblaster_block
 from .summary import RunSummary, SummaryTable, summarize
 
 __all__ = [
@@ -32,5 +33,5 @@ __all__ = [
     "EventStream", "LADDER", "REQUIRED", "Relayout", "ReplicaEvent", "RunRecord", "Sample", "Sampler", "StateChange",
     "TimeToAccuracy", "build_report", "compare_runs", "diverged_at", "plot_history", "plot_lines", "plot_partitions",
     "plot_timelines", "time_to_accuracy", "times_to_accuracy", "RunSummary", "SummaryTable", "summarize",
-    "validate_report", "write_report", "history",
+    "validate_report", "write_report", "history", "sandblaster_block",
 ]

@@ -9,7 +9,6 @@ between L-BFGS iterations; settings change between batches.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import math
 import os
@@ -19,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from ...algorithms import Iteration, LBFGSCoordinator, ReplicaFigures, SandblasterReplica, Slot, UnitDispatcher
+from ...algorithms import (
+    Iteration,
+    LBFGSCoordinator,
+    ReplicaFigures,
+    SandblasterReplica,
+    Slot,
+    UnitDispatcher,
+    default_unit_size,
+)
 from ...algorithms.sandblaster import CoordinatorState
 from ...config import RunConfig
 from ...data import Dataset
@@ -28,7 +35,7 @@ from ...nn import Network
 from ...ps import ShardedParameters, ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
-from ...telemetry import BatchDone, ByteCounts, ReplicaEvent
+from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, sandblaster_block
 from ..session import Cluster
 from ..shards import start_shards
 from .batch import DaskBatch
@@ -109,7 +116,7 @@ class SandblasterLBFGS(Job):
     @property
     def unit_size(self) -> int:
         c = self.config
-        return c.sandblaster.work_unit_size or max(1, self.data.n_train // (10 * c.replicas))
+        return c.sandblaster.work_unit_size or default_unit_size(self.data.n_train, c.replicas)
 
     @property
     def dispatcher(self) -> UnitDispatcher:
@@ -326,7 +333,7 @@ class SandblasterLBFGS(Job):
             if "replicas" in changes:
                 self._resize(new.replicas)
             if "work_unit_size" in changes or "replicas" in changes:
-                batch.set_unit_size(s.work_unit_size or max(1, self.data.n_train // (10 * new.replicas)))
+                batch.set_unit_size(s.work_unit_size or default_unit_size(self.data.n_train, new.replicas))
             if "slow_replicas" in changes:
                 slow = dict(new.slow_replicas)
                 registry = self._res.cluster.registry if self._res.cluster else None
@@ -382,14 +389,6 @@ class SandblasterLBFGS(Job):
         return ByteCounts(sum(s.bytes_fetched for s in final.shards), sum(s.bytes_pushed for s in final.shards))
 
     def _report_blocks(self, final: FinalState) -> dict:
-        c, b = self._coordinator, self._batch
-        d = b.dispatcher if b is not None else None
-        return {"sandblaster": {
-            "iterations": self._progress(), "batch_evaluations": c.evaluations if c else 0,
-            "stop_reason": c.stop_reason if c else "", "work_unit_size": self.unit_size,
-            "work_units_per_batch": len(d.units) if d else 0,
-            "units_per_replica": {str(k): v for k, v in sorted(d.units_done.items())} if d else {},
-            "backups_issued": d.backups_issued if d else 0, "backups_won": d.backups_won if d else 0,
-            "batch_seconds_median": float(np.median(b.batch_seconds)) if b and b.batch_seconds else 0.0,
-            "lost_replicas": [dataclasses.asdict(x) for x in d.lost] if d else [],
-            "rows": [dataclasses.asdict(r) for r in self.iterations]}}
+        b = self._batch
+        return sandblaster_block(self._coordinator, b.dispatcher if b is not None else None,
+                                 b.batch_seconds if b is not None else [], self.unit_size)

@@ -1,0 +1,60 @@
+"""``simulate(config, cluster)``: the job a ``RunConfig`` describes, in virtual time, and its report."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..config import RunConfig
+from ..data import Dataset
+from ..jobs import resolve_job
+from ..nn import Network
+from .downpour import SimulatedDownpour
+from .layout import Cluster
+from .memory import check_memory
+from .run import SimulatedRun
+from .sandblaster import SimulatedSandblaster
+from .shape import ModelShape
+
+RUNS: dict[str, type[SimulatedRun]] = {"downpour": SimulatedDownpour, "sandblaster": SimulatedSandblaster}
+
+
+def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network: Network | None = None,
+                  data: Dataset | str | os.PathLike[str] | None = None, shape: str | ModelShape | None = None,
+                  cost_only: bool = False, **options: Any) -> SimulatedRun:
+    """The simulated run of ``config`` (Downpour or Sandblaster) on ``cluster`` (default: ``Cluster()``, the
+    ``here`` profile), not yet run; ``shape`` names the model whose arithmetic and bytes are charged
+    (default: the network's own).
+
+    ``cost_only``: no arrays of the model's size. dbkit's classes run on a stand-in (the linear model on
+    the digits) while every computation, message and shard service is charged for ``shape``: time, bytes,
+    queues and staleness for models of billions of parameters, and no accuracy.
+    """
+    if config.algorithm not in RUNS:
+        raise ValueError(f"the simulator runs {' and '.join(RUNS)}; {config.algorithm} is the single-process "
+                         "baseline (dbkit run sgd)")
+    for setting, value in (("scheduler", config.scheduler), ("checkpoint_dir", config.checkpoint_dir)):
+        if value is not None:
+            raise ValueError(f"{setting} does not apply to a simulation (it runs no Dask cluster and loses no machine)")
+    cluster = cluster or Cluster()
+    model = ModelShape.named(shape) if isinstance(shape, str) else shape
+    if cost_only:
+        if config.algorithm == "downpour" and config.downpour.partitions > 1:
+            raise ValueError("cost-only runs whole replicas; for partitioned ones, their step is costed by "
+                             "dbkit simulate fig3 (or simulate with numerics)")
+        config, _, named = resolve_job(config.algorithm, network if network is not None else config.model,
+                                       data if data is not None else config.dataset, config, {})
+        model = model or ModelShape.of(named)  # (a preset is small; a named shape is never built)
+        _, stand_in_data, stand_in = resolve_job(config.algorithm, "linear", "digits", config, {})
+        return RUNS[config.algorithm](config, stand_in, stand_in_data, cluster, shape=model, cost_only=True,
+                                      **options)
+    config, dataset, net = resolve_job(config.algorithm, network if network is not None else config.model,
+                                       data if data is not None else config.dataset, config, {})
+    check_memory(max(net.size, model.parameters if model else 0), config.replicas, config.algorithm,
+                 config.sandblaster.memory)
+    return RUNS[config.algorithm](config, net, dataset, cluster, shape=model, **options)
+
+
+def simulate(config: RunConfig, cluster: Cluster | None = None, **kwargs: Any) -> dict:
+    """Simulate ``config`` on ``cluster`` and return its report (``"simulated": true``, with the profile)."""
+    return simulated_run(config, cluster, **kwargs).run()
