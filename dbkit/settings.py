@@ -127,8 +127,8 @@ _TABLE = [
     Setting("target_accuracy", "float", 0.0, 1.0, lo_open=True, optional=True,
             help="test accuracy whose time to reach the report gives (the paper's Fig. 4 and 5)"),
     # machines
-    Setting("replicas", "int", 1, 256, help="model replicas, each training on its own data shard"),
-    Setting("shards", "int", 1, 256, help="parameter server shards, each owning a slice of the parameters"),
+    Setting("replicas", "int", 1, 10_000, help="model replicas, each training on its own data shard"),
+    Setting("shards", "int", 1, 10_000, help="parameter server shards, each owning a slice of the parameters"),
     Setting("workers", "int", 1, 256, help="LocalCluster worker processes"),
     Setting("scheduler", "text", optional=True, help="address of a running Dask scheduler"),
     Setting("slow_replicas", "factors",

@@ -43,3 +43,12 @@ def test_top_level_names_load_lazily():
     assert "DownpourSGD" in dir(dbkit)
     with pytest.raises(AttributeError):
         dbkit.NoSuchThing
+
+
+def test_a_whole_simulation_loads_no_dask_widgets_or_matplotlib():
+    # dbkit.sim is the second runtime: numpy, SimPy and greenlet only (matplotlib only to draw a figure).
+    run = ("from dbkit.config import RunConfig\nfrom dbkit.sim import Cluster, simulate\n"
+           "from dbkit.sim.figures import figure3\n"
+           "r = simulate(RunConfig.make(algorithm='downpour', replicas=3, shards=2, steps=30), Cluster('here'))\n"
+           "assert r['simulated'] and figure3()['models']")
+    assert loaded_after(run) == ""

@@ -120,6 +120,7 @@ class UnitDispatcher:
         self.started: dict[int, float] = {}
         self.skip: dict[int, frozenset[int]] = {}
         self._timeline: list[list] = []  # [replica, unit, start, end, backup, won]
+        self._open: dict[tuple[int, int], list] = {}  # (replica, unit): its copy's record while it runs
 
     def live(self) -> list[Slot]:
         return [s for s in self.slots if s.alive]
@@ -161,7 +162,9 @@ class UnitDispatcher:
         self.started.setdefault(unit.index, now)
         slot.unit, slot.is_backup = unit, backup
         slot.sent, slot.pending = slot.pending, Decisions()
-        self._timeline.append([slot.index, unit.index, now, None, backup, False])
+        record = [slot.index, unit.index, now, None, backup, False]
+        self._timeline.append(record)
+        self._open[(slot.index, unit.index)] = record
         return Assignment(slot.index, unit, self.batch, backup, slot.sent, self.skip.get(unit.index, frozenset()))
 
     def _next_unit(self, slot: Slot) -> tuple[WorkUnit | None, bool]:
@@ -203,10 +206,9 @@ class UnitDispatcher:
             self.backups_won += slot.is_backup
         else:
             slot.pending = slot.pending + Decisions(discard=(u,))
-        for rec in reversed(self._timeline):
-            if rec[0] == slot.index and rec[1] == u and rec[3] is None:
-                rec[3], rec[5] = self.clock(), won
-                break
+        rec = self._open.pop((slot.index, u), None)  # (a dict, not a scan: a batch may have 10^5 copies)
+        if rec is not None:
+            rec[3], rec[5] = self.clock(), won
 
     def lose(self, slot: Slot, reason: str, landed: Callable[[], list[set[int]]]) -> None:
         """Replica ``slot`` is gone: its unit in flight and its committed, unpushed units are done again.

@@ -89,7 +89,9 @@ class LBFGSCoordinator:
     """
 
     def __init__(self, ops, evaluate: Callable[[str], float], memory: int = 10, max_iterations: int = 100,
-                 gtol: float = 1e-5, ftol: float = 1e-9, c1: float = 1e-4, c2: float = 0.9) -> None:
+                 gtol: float = 1e-5, ftol: float = 1e-9, c1: float = 1e-4, c2: float = 0.9,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock  # the seconds its rows' ``t`` count (a simulation's virtual clock)
         self.memory, self.max_iterations = check("memory", memory), check("iterations", max_iterations)
         self.gtol, self.ftol = check("gtol", gtol), check("ftol", ftol)
         self.ops, self.evaluate = ops, evaluate
@@ -160,7 +162,7 @@ class LBFGSCoordinator:
 
     def begin(self) -> Iteration:
         """Evaluate the starting point (iteration 0)."""
-        self._start = time.perf_counter()
+        self._start = self.clock()
         self._f = self._eval("params")
         self.ops.copy("acc", "grad")
         self._gnorm = math.sqrt(self.ops.dot("grad", "grad"))
@@ -216,6 +218,6 @@ class LBFGSCoordinator:
         return self.rows
 
     def _record(self, k: int, f: float, gnorm: float, t: float, evals: int) -> Iteration:
-        row = Iteration(k, round(time.perf_counter() - self._start, 4), f, gnorm, t, evals)
+        row = Iteration(k, round(self.clock() - self._start, 4), f, gnorm, t, evals)
         self.rows.append(row)
         return row

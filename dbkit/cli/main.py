@@ -20,6 +20,8 @@ from pathlib import Path
 from ..data import DataError, small
 from ..ps.checkpoint import probe_writable
 from .options import add_run_options, add_sandblaster_options, config_from_args
+from .simulate import FIGURES, calibrate_from_args, figure_from_args, print_figure, simulate_from_args
+from .simulate import add_parsers as add_simulate_parsers
 
 EPILOG = """Paper: Dean et al., "Large Scale Distributed Deep Networks", NIPS 2012.
 Set DBKIT_SMALL=1 for small, quick sizes (CI, Binder)."""
@@ -29,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dbkit", description="DistBelief on Dask: run, watch and compare "
                                 "distributed training algorithms.", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,demo}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,demo,simulate,calibrate}")
     run = sub.add_parser("run", help="train with one algorithm and write a JSON report")
     algos = run.add_subparsers(dest="algorithm", required=True, metavar="{sgd,downpour,sandblaster}")
     sgd = algos.add_parser("sgd", help="synchronous mini-batch SGD, the single-process baseline",
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "2-worker LocalCluster, on the bundled digits, and writes a report and a plot.")
     demo.add_argument("--out", default="dbkit-demo", help="folder for report.json and plot.png (default: %(default)s)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_simulate_parsers(sub)
     return p
 
 
@@ -69,7 +72,25 @@ def _write_outputs(report: dict, report_path: str | None, plot_path: str | None)
         print(f"report: {write_report(report, report_path)}")
     if plot_path:
         title = f"{report['algorithm']} on {report['config']['dataset']} ({report['config']['model']})"
+        if report.get("simulated"):
+            title = f"simulated ({report['profile']} profile): {title}"
         print(f"plot: {plot_history(report['history'], plot_path, title)}")
+
+
+def _figure(args: argparse.Namespace) -> int:
+    """``dbkit simulate fig3|fig4|fig5``: the figure's report and PNG."""
+    from ..sim.figures import plot_figure
+    from ..telemetry import write_report
+
+    for flag, path in (("--report", args.report), ("--plot", args.plot)):
+        _check_writable(flag, path)
+    report = figure_from_args(args)
+    print_figure(report)
+    if args.report:
+        print(f"report: {write_report(report, args.report)}")
+    if args.plot:
+        print(f"plot: {plot_figure(report, args.plot)}")
+    return 0
 
 
 @contextmanager
@@ -122,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     from .summary import print_summary
 
     try:
+        if args.command == "calibrate":
+            if args.out:
+                _check_writable("--out", args.out)
+            return calibrate_from_args(args)
         if args.command == "demo":
             steps = 800 if small() else 3000
             config = RunConfig.make(algorithm="downpour", dataset="digits", model="mlp", steps=steps, replicas=3,
@@ -129,13 +154,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dbkit demo: Downpour SGD with Adagrad, 3 replicas and 2 parameter shards on a LocalCluster, "
                   f"{steps} steps in all")
             report_path, plot_path = str(Path(args.out) / "report.json"), str(Path(args.out) / "plot.png")
+        elif args.command == "simulate" and args.kind in FIGURES:
+            return _figure(args)
+        elif args.command == "simulate":
+            report_path, plot_path = args.report, args.plot
         else:
             config = config_from_args(args, args.algorithm)
             report_path, plot_path = args.report, args.plot
         for flag, path in (("--report", report_path), ("--plot", plot_path)):
             _check_writable(flag, path)  # before training, not after it
         with _sigterm_as_interrupt():
-            report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None))
+            if args.command == "simulate":
+                report = simulate_from_args(args, progress=not args.quiet)
+            else:
+                report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None))
         print_summary(report)
         _write_outputs(report, report_path, plot_path)
         if report.get("interrupted"):

@@ -7,10 +7,18 @@ from collections.abc import Callable
 
 def print_summary(report: dict, log: Callable[[str], None] = print) -> None:
     f = report["final"]
+    if report.get("simulated"):
+        s = report["simulation"]
+        log(f"simulated on profile {report['profile']}: {report['wall_seconds']:.4g} virtual seconds, computed in "
+            f"{s['real_seconds']:.1f}s; every time below is virtual")
     log(f"{report['algorithm']}: {report['state']}, {report['steps']} steps, {report['examples_per_second']:.0f} "
-        f"examples/s, {report['wall_seconds']:.1f}s wall")
-    log(f"final: test accuracy {f['test_accuracy']:.4f}, test loss {f['test_loss']:.4f}, "
-        f"full-batch training loss {f['full_batch_loss']:.4f}")
+        f"examples/s, {report['wall_seconds']:.1f}s {'virtual' if report.get('simulated') else 'wall'}")
+    if report.get("cost_only"):
+        log(f"cost-only: the time and bytes of {report['model']['name']} ({report['model']['parameters']:,} "
+            "parameters), no numerics, so no losses or accuracies")
+    else:
+        log(f"final: test accuracy {f['test_accuracy']:.4f}, test loss {f['test_loss']:.4f}, "
+            f"full-batch training loss {f['full_batch_loss']:.4f}")
     target = report["config"].get("target_accuracy")
     reached = [t for t in report.get("time_to_accuracy", []) if t["seconds"] is not None]
     if target is not None:

@@ -28,18 +28,26 @@ class CostModel:
     profile: Profile
     shape: ModelShape
 
-    def gradient_seconds(self, batch: int, fraction: float = 1.0) -> float:
-        """One core's seconds for the loss and gradient of ``batch`` examples (``fraction`` of the
-        model's arithmetic: a partition's share), not counting the replica's own vector work."""
+    def __post_init__(self) -> None:  # a gradient's line in the batch size, worked out once (asked every step)
         c = self.profile.compute
         line = self.profile.measured.get("gradients", {}).get(self.shape.key)
         if line is not None:  # this very model was timed by ``dbkit calibrate``: its own line in the batch size
-            return (line[0] + line[1] * batch) * fraction
-        dense_f, local_f, units = self.shape.gradient_flops()
-        per_example = (dense_f / c.dense_flops_per_second + local_f / c.local_flops_per_second
-                       + units / c.elementwise_per_second)
-        layers = sum(1 for layer in self.shape.layers if layer.has_params)
-        return c.step_seconds + layers * c.layer_seconds + batch * per_example * fraction
+            fixed, per_example, scaled = float(line[0]), float(line[1]), True
+        else:
+            dense_f, local_f, units = self.shape.gradient_flops()
+            per_example = (dense_f / c.dense_flops_per_second + local_f / c.local_flops_per_second
+                           + units / c.elementwise_per_second)
+            layers = sum(1 for layer in self.shape.layers if layer.has_params)
+            fixed, scaled = c.step_seconds + layers * c.layer_seconds, False
+        object.__setattr__(self, "_line", (fixed, per_example, scaled))
+
+    def gradient_seconds(self, batch: int, fraction: float = 1.0) -> float:
+        """One core's seconds for the loss and gradient of ``batch`` examples (``fraction`` of the
+        model's arithmetic: a partition's share), not counting the replica's own vector work."""
+        fixed, per_example, scaled = self._line  # type: ignore[attr-defined]
+        if scaled:  # a measured line: a partition does its share of all of it
+            return (fixed + per_example * batch) * fraction
+        return fixed + batch * per_example * fraction
 
     def layer_seconds(self, layer: LayerShape, batch: int, passes: float = 1.0) -> float:
         """One core's seconds for ``passes`` forward-sized passes of one layer over ``batch`` examples

@@ -35,6 +35,12 @@ class Cores:
             heapq.heapreplace(self._free, end)
             self.busy_seconds += seconds
             return end
+        if threads == self.n:  # every core: from when the last is free (a list of equal times is a heap)
+            start = max(now, max(self._free))
+            end = start + seconds / threads
+            self._free = [end] * threads
+            self.busy_seconds += seconds
+            return end
         taken = [heapq.heappop(self._free) for _ in range(threads)]
         start = max(now, taken[-1])
         end = start + seconds / threads
@@ -46,7 +52,9 @@ class Cores:
     def free_at(self, threads: int = 1) -> float:
         """When ``threads`` of the cores are next free at once."""
         threads = max(1, min(int(threads), self.n))
-        return self._free[0] if threads == 1 else sorted(self._free)[threads - 1]
+        if threads == 1:
+            return self._free[0]
+        return max(self._free) if threads == self.n else sorted(self._free)[threads - 1]
 
 
 @dataclass

@@ -47,16 +47,17 @@ class SimulatedRun(ABC):
 
     def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *,
                  start: float = 0.0, initial: np.ndarray | None = None, shape: ModelShape | None = None,
-                 jitter: str = "none", cost_only: bool = False) -> None:
+                 jitter: str = "none", cost_only: bool = False, stop_at: float | None = None) -> None:
         self.config, self.network, self.data, self.cluster = config, network, data, cluster
         self.sim = Simulation()
         self.shape = shape or ModelShape.of(network)
         self.cost_only = cost_only
+        self.stop_at = stop_at  # a test accuracy at which the run stops (Figs. 4 and 5: time to an accuracy)
         self.float_scale = self.shape.parameters / network.size if cost_only else 1.0
         self.cost = CostModel(cluster.spec, self.shape)
         self.start, self.jitter = float(start), jitter
         self.initial = network.init_params(config.seed) if initial is None else np.asarray(initial, np.float32)
-        self.events = EventStream(clock=lambda: self.start + self.sim.now)
+        self.events = EventStream(clock=lambda: self.start + self.sim.now, origin=0.0)  # t from the warm start's 0
         self.sampler = Sampler()
         self.evaluator = Evaluator(network, data, seed=config.seed)
         self.state = "created"
@@ -123,6 +124,9 @@ class SimulatedRun(ABC):
         if evaluate:
             self._last_eval_step = self.progress()
         self.sampler.emit(self.events, self._replica_figures(), evaluation, step=self.progress())
+        if (evaluation is not None and self.stop_at is not None and self.state == "running"
+                and evaluation.test_accuracy >= self.stop_at):
+            self._set_state("finished", f"test accuracy reached {self.stop_at:g}")
 
     @property
     def history(self) -> list[dict]:

@@ -11,6 +11,7 @@ Stragglers are slow machines here (``slow_replicas``), not sleeps.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, cast
 
 import numpy as np
@@ -78,7 +79,8 @@ class SimulatedSandblaster(SimulatedRun):
             slots.append(Slot(i, machine.name))
         self.dispatcher = UnitDispatcher(slots, make_units(self.data.n_train, self.unit_size), s.backup, s.balance,
                                          clock=self.events.now)
-        self.coordinator = LBFGSCoordinator(self.ops, self._batch, s.memory, s.iterations, s.gtol, s.ftol)
+        self.coordinator = LBFGSCoordinator(self.ops, self._batch, s.memory, s.iterations, s.gtol, s.ftol,
+                                            clock=self.events.now)
         self.results = Mailbox(self.sim)  # finished units, for the coordinator
         self.sim.spawn(self._coordinate, name="coordinator")
 
@@ -89,7 +91,8 @@ class SimulatedSandblaster(SimulatedRun):
         try:
             coordinator.begin()
             self.sample(evaluate=True)
-            while (c.steps is None or self.progress() < c.steps) and (c.seconds is None or self.sim.now < c.seconds):
+            while (self.state == "running" and (c.steps is None or self.progress() < c.steps)
+                   and (c.seconds is None or self.sim.now < c.seconds)):
                 if coordinator.iterate() is None:
                     self._set_state("finished", coordinator.stop_reason)
                     return
@@ -119,13 +122,21 @@ class SimulatedSandblaster(SimulatedRun):
     def _run_units(self, d: UnitDispatcher, vector: str) -> None:
         """Hand out units as replicas become free until every unit has a winner. A copy still running then
         (a backup's loser, a straggler) is not waited for: its result comes later and is discarded."""
+        idle = deque(s for s in d.live() if not s.busy)  # only a free replica can take a unit: no scan of all
         while not d.complete:
-            for slot in d.live():
+            while idle:
+                slot = idle[0]
+                if slot.busy or not slot.alive:
+                    idle.popleft()
+                    continue
                 job = d.assign(slot)
-                if job is not None:
-                    self.sim.spawn(self._unit, slot, job, vector, name=f"unit on replica {slot.index}")
+                if job is None:  # nothing to hand out now (no unit, no backup): nor to the other idle ones
+                    break
+                idle.popleft()
+                self.sim.spawn(self._unit, slot, job, vector, name=f"unit on replica {slot.index}")
             slot, result = self.results.get()
             d.finished(slot, result)
+            idle.append(slot)
 
     def _unit(self, slot: Slot, job: Assignment, vector: str) -> None:
         """A work unit's round trip: the assignment travels, the replica computes it, the result travels."""

@@ -96,14 +96,16 @@ class ServiceFigures:
 
 
 class ShardService:
-    """``shard`` on ``machine``, serving requests first come first served."""
+    """``shard`` on ``machine``, serving requests first come first served, as many at once as the machine has
+    cores (a Python shard, one at a time: the ``here`` profile's machines have one core each)."""
 
     def __init__(self, sim: Simulation, shard: Any, machine: Machine, network: Network, cost: CostModel,
                  float_scale: float = 1.0) -> None:
         self.sim, self.shard, self.machine, self.network, self.cost = sim, shard, machine, network, cost
         self.float_scale = float_scale  # cost-only: the stand-in shard is charged as this many times its size
         self.queue: deque[Request] = deque()
-        self.busy = False
+        self.servers = machine.cores.n
+        self.in_service = 0
         self.figures = ServiceFigures()
 
     @property
@@ -122,14 +124,14 @@ class ShardService:
     def arrive(self, request: Request) -> None:
         """``request`` has reached the shard's machine (now): served at once or queued."""
         request.arrived = self.sim.now
-        if self.busy:
+        if self.in_service >= self.servers:
             self.queue.append(request)
             self.figures.longest_queue = max(self.figures.longest_queue, len(self.queue))
         else:
             self._serve(request)
 
     def _serve(self, request: Request) -> None:
-        self.busy = True
+        self.in_service += 1
         now = self.sim.now
         f, kind, waited = self.figures, request.kind, now - request.arrived
         f.served += 1
@@ -157,7 +159,7 @@ class ShardService:
         else:
             arrival = network.transfer(now, self.machine, client, request.reply_bytes)
         _deliver(self.sim, request, value, error, arrival)
-        self.busy = False
+        self.in_service -= 1
         if self.queue:
             self._serve(self.queue.popleft())
 

@@ -176,11 +176,11 @@ E = TypeVar("E", bound=Event)
 
 
 class EventStream:
-    """The append-only, numbered list of a job's events."""
+    """The append-only, numbered list of a job's events; ``t`` counts from ``origin`` (default: now)."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, origin: float | None = None) -> None:
         self._clock = clock
-        self._origin = clock()
+        self._origin = clock() if origin is None else origin
         self._events: list[Event] = []
         self._by_kind: dict[type, list[Event]] = {}
         self._lock = threading.Lock()

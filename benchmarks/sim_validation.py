@@ -1,0 +1,148 @@
+"""The simulator against reality: real LocalCluster runs here and their simulated twins, side by side.
+
+    python benchmarks/sim_validation.py [--seconds 5] [--cases digits,speech] [--json out.json]
+
+For a grid of Downpour runs (replicas 1, 2, 3, 6; n_fetch = n_push 1, 4, 16;
+the digits MLP and the speech preset), Sandblaster's time per batch with and
+without a slow replica, and a partitioned step, it measures a real run on
+dbkit's own 2-worker LocalCluster and simulates the same settings on the
+``here`` profile (the last ``dbkit calibrate``; ``--profile`` for another).
+Each row gives both and the error; over the grid: the median and worst
+absolute percentage errors, Kendall's tau between the real and simulated
+rankings of the configurations, and the Kolmogorov-Smirnov distance between
+the real and simulated staleness histograms.
+
+Real rates are measured over a window inside a running fit, read off the
+replicas' own counters, after a warm-up; the simulated ones over the same
+share of a simulated run (its second half), so neither counts the start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from dbkit.algorithms import ReplicaFigures
+from dbkit.config import RunConfig
+from dbkit.ps import Histogram
+
+from common import write_json
+
+CASES = {"digits": dict(dataset="digits", model="mlp", lr=0.05, batch_size=32),
+         "speech": dict(dataset="speech", model="speech", lr=0.05, batch_size=32)}
+
+
+def window(before: list[ReplicaFigures], after: list[ReplicaFigures], seconds: float) -> dict:
+    """Examples per second and the pushes' staleness between two readings of the replicas' figures."""
+    b = {f.replica: f for f in before}
+    examples = sum(f.examples - (b[f.replica].examples if f.replica in b else 0) for f in after)
+    zero = ReplicaFigures(-1)
+    versions = Histogram.total(f.staleness - b.get(f.replica, zero).staleness for f in after)
+    ages = Histogram.total(f.age - b.get(f.replica, zero).age for f in after)
+    return {"examples_per_second": examples / seconds, "staleness": versions.mean(),
+            "staleness_examples": ages.mean(), "histogram": dict(zip(versions.values, versions.counts))}
+
+
+def real_downpour(client, case: dict, replicas: int, n: int, seconds: float, optimizer: str = "sgd") -> dict:
+    """A real Downpour run on ``client``'s cluster: its rates and staleness over a window of ``seconds``."""
+    from dbkit import DownpourSGD
+
+    with DownpourSGD(case["model"], case["dataset"], replicas=replicas, shards=2, n_fetch=n, n_push=n,
+                     optimizer=optimizer, lr=case["lr"], batch_size=case["batch_size"], client=client,
+                     eval_every=10**9) as job:
+        job.fit(seconds=min(2.0, seconds), progress=False)  # replicas started, first fetches done
+        runner = threading.Thread(target=job.fit, kwargs={"seconds": seconds + 60, "progress": False})
+        runner.start()
+        time.sleep(0.5)
+        before, t0 = job.replicas(), time.perf_counter()
+        time.sleep(seconds)
+        after, dt = job.replicas(), time.perf_counter() - t0
+        job.pause()
+        runner.join()
+    return window(before, after, dt)
+
+
+def simulated_downpour(case: dict, replicas: int, n: int, steps_per_replica: int, profile: str,
+                       optimizer: str = "sgd") -> dict:
+    """The same settings simulated: rates and staleness over the run's second half."""
+    from dbkit.sim import Cluster, simulated_run
+    from dbkit.telemetry import Sample
+
+    steps = steps_per_replica * replicas
+    cfg = RunConfig.make(algorithm="downpour", model=case["model"], dataset=case["dataset"], replicas=replicas,
+                         shards=2, n_fetch=n, n_push=n, optimizer=optimizer, lr=case["lr"],
+                         batch_size=case["batch_size"], steps=steps, eval_every=steps // 2)
+    run = simulated_run(cfg, Cluster(profile))
+    run.run()
+    samples = run.events.of(Sample)
+    mid, end = samples[1], samples[-1]
+    return window(list(mid.replicas), list(end.replicas), end.t - mid.t)
+
+
+def ks_distance(a: dict, b: dict) -> float:
+    """Kolmogorov-Smirnov distance between two histograms ``{value: count}``."""
+    values = sorted(set(a) | set(b))
+    ca = np.cumsum([a.get(v, 0) for v in values]) / max(1, sum(a.values()))
+    cb = np.cumsum([b.get(v, 0) for v in values]) / max(1, sum(b.values()))
+    return float(np.max(np.abs(ca - cb))) if values else 0.0
+
+
+def error(real: float, simulated: float) -> float:
+    return (simulated - real) / real if real else float("nan")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=5.0, help="measuring window of each real run")
+    p.add_argument("--cases", default="digits,speech")
+    p.add_argument("--replicas", default="1,2,3,6")
+    p.add_argument("--n", default="1,4,16", help="values of n_fetch = n_push")
+    p.add_argument("--profile", default="here")
+    p.add_argument("--sim-steps", type=int, default=400, help="simulated steps per replica (default: %(default)s)")
+    p.add_argument("--json", default=None, metavar="PATH")
+    args = p.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    from dbkit.cluster import Cluster
+
+    rows = []
+    with Cluster(n_workers=2) as cluster:
+        for name in args.cases.split(","):
+            case = CASES[name]
+            for r in map(int, args.replicas.split(",")):
+                for n in map(int, args.n.split(",")):
+                    real = real_downpour(cluster.client, case, r, n, args.seconds)
+                    with threadpool_limits(1):
+                        sim = simulated_downpour(case, r, n, args.sim_steps, args.profile)
+                    row = {"config": {"case": name, "replicas": r, "n": n}, "real": real, "simulated": sim,
+                           "error": {k: error(real[k], sim[k]) for k in ("examples_per_second", "staleness")},
+                           "ks": ks_distance(real["histogram"], sim["histogram"])}
+                    rows.append(row)
+                    print(f"{name:>7} R={r} n={n:<3} real {real['examples_per_second']:9.0f} ex/s stale "
+                          f"{real['staleness']:6.2f} | sim {sim['examples_per_second']:9.0f} ex/s stale "
+                          f"{sim['staleness']:6.2f} | err {row['error']['examples_per_second']:+6.1%} "
+                          f"{row['error']['staleness']:+6.1%} ks {row['ks']:.2f}", flush=True)
+    summary = summarize(rows)
+    print(summary)
+    write_json(args.json, "sim_validation", {"profile": args.profile, "rows": rows, "summary": summary})
+    return 0
+
+
+def summarize(rows: list[dict]) -> dict:
+    out = {}
+    for key in ("examples_per_second", "staleness"):
+        errs = [abs(r["error"][key]) for r in rows if np.isfinite(r["error"][key])]
+        tau = kendalltau([r["real"][key] for r in rows], [r["simulated"][key] for r in rows]).statistic
+        out[key] = {"median_abs_error": statistics.median(errs) if errs else None,
+                    "worst_abs_error": max(errs) if errs else None, "kendall_tau": float(tau)}
+    out["ks_median"] = statistics.median(r["ks"] for r in rows)
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

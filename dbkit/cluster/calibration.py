@@ -1,0 +1,140 @@
+"""What Dask's control plane costs on this machine, for ``dbkit calibrate`` (the simulator's ``here``
+profile): a command from the driver to a shard actor, a task sent to a worker and its result, and an
+actor call from one worker to another (a boundary slice between partitions). One-way seconds: half
+the median round trip, on dbkit's own 2-worker LocalCluster."""
+
+from __future__ import annotations
+
+import time
+from itertools import count
+
+import numpy as np
+
+from .session import Cluster
+from .shards import start_shards
+
+_keys = count()
+
+
+def _nothing() -> int:
+    return 0
+
+
+def _peer_calls(key: str, worker: str, calls: int) -> float:
+    """From a task: the median round trip of ``calls`` actor calls to the shard ``key`` on ``worker``."""
+    from distributed.actor import Actor
+
+    from ..ps import ParameterShard
+
+    shard = Actor(ParameterShard, worker, key)
+    times = []
+    for _ in range(calls + 1):
+        t = time.perf_counter()
+        shard.dot("params", "params").result()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times[1:]))
+
+
+def _median(fn, calls: int) -> float:
+    fn()
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def time_worker_steps(cluster: Cluster, seconds: float = 1.5) -> dict[str, float]:
+    """Seconds per step of one replica with no exchange (n_fetch = n_push = 10**5) in a real worker, for
+    the models the calibration rig times in a bare process (``dbkit.sim.calibrate_rig.RIG_MODELS``)."""
+    import threading
+
+    from ..sim.calibrate_rig import RIG_MODELS
+    from .downpour import DownpourSGD
+
+    out = {}
+    for model, dataset in RIG_MODELS:
+        with DownpourSGD(model, dataset, replicas=1, shards=2, n_fetch=100_000, n_push=100_000, optimizer="sgd",
+                         lr=1e-6, batch_size=32, client=cluster.client, eval_every=10**9) as job:
+            job.fit(seconds=0.5, progress=False)
+            runner = threading.Thread(target=job.fit, kwargs={"seconds": seconds + 30, "progress": False})
+            runner.start()
+            time.sleep(0.3)
+            s0, t0 = sum(f.steps for f in job.replicas()), time.perf_counter()
+            time.sleep(seconds)
+            s1, t1 = sum(f.steps for f in job.replicas()), time.perf_counter()
+            job.pause()
+            runner.join()
+        out[model] = (t1 - t0) / max(1, s1 - s0)
+    return out
+
+
+def time_real_steps(cluster: Cluster, seconds: float = 1.5, rounds: int = 3) -> dict[int, float]:
+    """Seconds per step of one replica of the digits MLP exchanging every step and every 16th
+    (``{n: seconds}``, n_fetch = n_push = n, the median of ``rounds`` runs): what ``dbkit calibrate``
+    fits the rig's costs to, the arithmetic and the exchanges of a real worker each scaled by one number."""
+    import threading
+
+    from .downpour import DownpourSGD
+
+    out: dict[int, list[float]] = {1: [], 16: []}
+    for _ in range(rounds):
+        for n in out:
+            with DownpourSGD("mlp", "digits", replicas=1, shards=2, n_fetch=n, n_push=n, optimizer="sgd", lr=1e-6,
+                             batch_size=32, client=cluster.client, eval_every=10**9) as job:
+                job.fit(seconds=0.5, progress=False)
+                runner = threading.Thread(target=job.fit, kwargs={"seconds": seconds + 30, "progress": False})
+                runner.start()
+                time.sleep(0.3)
+                s0, t0 = sum(f.steps for f in job.replicas()), time.perf_counter()
+                time.sleep(seconds)
+                s1, t1 = sum(f.steps for f in job.replicas()), time.perf_counter()
+                job.pause()
+                runner.join()
+            out[n].append((t1 - t0) / max(1, s1 - s0))
+    return {n: float(np.median(v)) for n, v in out.items()}
+
+
+def time_host_load(cluster: Cluster, seconds: float = 1.5) -> float:
+    """Cores' worth of CPU the driver's process (with the LocalCluster's scheduler in it) uses while two
+    replicas of the digits MLP train on the workers (n_fetch = n_push = 16): the share of the host's cores
+    that the simulated workers cannot have."""
+    import threading
+
+    from .downpour import DownpourSGD
+
+    with DownpourSGD("mlp", "digits", replicas=2, shards=2, n_fetch=16, n_push=16, optimizer="sgd", lr=1e-6,
+                     batch_size=32, client=cluster.client, eval_every=10**9) as job:
+        job.fit(seconds=0.5, progress=False)
+        runner = threading.Thread(target=job.fit, kwargs={"seconds": seconds + 30, "progress": False})
+        runner.start()
+        time.sleep(0.3)
+        c0, t0 = time.process_time(), time.perf_counter()
+        time.sleep(seconds)
+        c1, t1 = time.process_time(), time.perf_counter()
+        job.pause()
+        runner.join()
+    return (c1 - c0) / (t1 - t0)
+
+
+def time_control_plane(quick: bool = False) -> tuple[dict[str, float], dict[str, float], float, dict[int, float]]:
+    """``control_seconds``, ``task_seconds`` and ``partition_message_seconds`` (one way) on a LocalCluster,
+    ``time_worker_steps`` on it, ``time_host_load`` and ``time_real_steps``."""
+    calls = 30 if quick else 100
+    tag = f"calibrate{next(_keys)}-{time.time_ns()}"
+    with Cluster(n_workers=2) as cluster:
+        first, second = cluster.workers()[:2]
+        ps = start_shards(cluster, np.zeros(16, np.float32), 1, "sgd", 1e-6, prefix=f"{tag}-", workers=[second])
+        shard = ps.shards[0]
+        actor = _median(lambda: shard.dot("params", "params").result(), calls)
+        task = _median(lambda: cluster.submit_on(second, _nothing, key=f"{tag}-t{time.perf_counter_ns()}").result(),
+                       calls)
+        peer = cluster.submit_on(first, _peer_calls, str(shard.key), second, calls, key=f"{tag}-peer").result()
+        ps.close()
+        cluster.registry.release(f"{tag}-0")
+        steps = time_worker_steps(cluster, 0.8 if quick else 1.5)
+        load = time_host_load(cluster, 0.8 if quick else 1.5)
+        real = time_real_steps(cluster, 0.8 if quick else 1.5, 1 if quick else 3)
+    control = {"control_seconds": actor / 2, "task_seconds": task / 2, "partition_message_seconds": peer / 2}
+    return control, steps, load, real

@@ -1,0 +1,171 @@
+"""Fig. 4, simulated: test accuracy against time for single-replica SGD, Downpour (20 replicas), Downpour with
+Adagrad (20 and 200) and Sandblaster L-BFGS (2000), all from one warm start of plain SGD (DistBelief Sec. 5).
+
+With numerics: every method runs dbkit's own replicas and shards on simulated machines of ``profile``, on the
+kit's ``signals`` generator with many training examples (the paper's data were vast; with a few thousand
+examples, 200 replicas' staleness would span epochs). Each run stops at the target accuracy or its budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...config import RunConfig
+from ...data import Dataset, SignalsConfig, make_signals
+from ..api import simulated_run
+from ..layout import Cluster
+from . import paper
+
+
+@dataclass(frozen=True)
+class Method:
+    """One curve: ``algorithm`` (downpour or sandblaster) with ``replicas``, ``optimizer`` and ``lr``;
+    ``role`` is its name in the paper's figure (``"Downpour Adagrad 200"``)."""
+
+    role: str
+    algorithm: str
+    replicas: int
+    optimizer: str = "sgd"
+    lr: float = 0.05
+
+    def name(self, replicas: int) -> str:
+        """Its label with ``replicas`` replicas (the paper's when they are the paper's number)."""
+        base = self.role.rsplit(" ", 1)[0] if self.replicas > 1 else self.role
+        return f"{base} {replicas}" if self.replicas > 1 else base
+
+
+METHODS = (Method("SGD", "downpour", 1, "sgd", 0.05), Method("Downpour 20", "downpour", 20, "sgd", 0.01),
+           Method("Downpour Adagrad 20", "downpour", 20, "adagrad", 0.02),
+           Method("Sandblaster 2000", "sandblaster", 2000),
+           Method("Downpour Adagrad 200", "downpour", 200, "adagrad", 0.02))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every method shares: the data, model, shards, exchange rates, warm start, target and budget."""
+
+    profile: str = "distbelief-2012"
+    train_examples: int = 200_000
+    model: str = "mlp"
+    shards: int = 32
+    sandblaster_shards: int = 8
+    n: int = 4
+    batch_size: int = 32
+    warm_steps: int = 300
+    target: float = 0.55
+    seconds: float = 6.0
+    seed: int = 0
+    replica_scale: float = 1.0  # every method's replicas times this (SGD stays one)
+
+    @classmethod
+    def small(cls) -> Setup:
+        """A tenth of the replicas and of the data, and a short budget (tests, ``DBKIT_SMALL=1``)."""
+        return cls(train_examples=20_000, shards=4, sandblaster_shards=2, target=0.45, seconds=1.0, warm_steps=100,
+                   replica_scale=0.1)
+
+    def replicas(self, method: Method) -> int:
+        return 1 if method.replicas == 1 else max(2, round(method.replicas * self.replica_scale))
+
+
+def dataset(setup: Setup) -> Dataset:
+    """``signals`` with ``setup.train_examples`` training examples and the usual 2,000 test examples."""
+    n = setup.train_examples
+    X, y = make_signals(SignalsConfig(n_train=n, n_test=2_000, seed=setup.seed))
+    return Dataset(X[:n], y[:n], X[n:], y[n:], name=f"signals ({n:,} training examples)", n_classes=10)
+
+
+def warm_start(setup: Setup, data: Dataset) -> tuple[np.ndarray, float, float]:
+    """Plain SGD, one replica, ``warm_steps`` steps: the parameters, the simulated seconds and the accuracy."""
+    cfg = RunConfig.make(algorithm="downpour", dataset="signals", model=setup.model, replicas=1, shards=setup.shards,
+                         optimizer="sgd", lr=0.05, batch_size=setup.batch_size, steps=setup.warm_steps,
+                         eval_every=setup.warm_steps, seed=setup.seed)
+    run = simulated_run(cfg, Cluster(setup.profile), data=data)
+    run.run()
+    params = run._parameters()
+    return params, run.sim.now, float(run.evaluator(params).test_accuracy)
+
+
+def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray, start: float,
+               replicas: int | None = None) -> dict:
+    """One method from the warm start until the target or the budget: its curve and time to the target."""
+    r = replicas or setup.replicas(method)
+    began = time.perf_counter()
+    if method.algorithm == "sandblaster":
+        cfg = RunConfig.make(algorithm="sandblaster", dataset="signals", model=setup.model, replicas=r,
+                             shards=setup.sandblaster_shards, steps=None, seconds=setup.seconds, eval_every=1,
+                             iterations=10_000, seed=setup.seed)
+    else:
+        cfg = RunConfig.make(algorithm="downpour", dataset="signals", model=setup.model, replicas=r,
+                             shards=setup.shards, optimizer=method.optimizer, lr=method.lr,
+                             batch_size=setup.batch_size, steps=None, seconds=setup.seconds, n_fetch=setup.n,
+                             n_push=setup.n, eval_every=max(25, 10 * r), seed=setup.seed)
+    run = simulated_run(cfg, Cluster(setup.profile), data=data, start=start, initial=initial, stop_at=setup.target)
+    run.run()
+    t = [float(h["t"]) for h in run.history]
+    acc = [float(h["test_accuracy"]) for h in run.history]
+    reached = next((ti for ti, a in zip(t, acc) if a >= setup.target), None)
+    machines = r + cfg.shards + (1 if method.algorithm == "sandblaster" else 0)
+    return {"replicas": r, "machines": machines, "t": t, "test_accuracy": acc, "time_to_target": reached,
+            "state": run.state, "steps": run.progress(), "real_seconds": time.perf_counter() - began,
+            "settings": {"algorithm": method.algorithm, "optimizer": method.optimizer if method.algorithm ==
+                         "downpour" else "lbfgs", "lr": method.lr if method.algorithm == "downpour" else None,
+                         "shards": cfg.shards}}
+
+
+def figure4(setup: Setup | None = None, methods: tuple[Method, ...] = METHODS,
+            progress: Callable[[str], None] | None = None) -> dict:
+    """The Fig. 4 report: per method its accuracy curve against simulated seconds and its time to the target.
+
+    Parameters
+    ----------
+    setup
+        Shared settings (default ``Setup()``; ``Setup.small()`` for a quick run).
+    methods
+        The curves (default: the paper's five).
+    progress
+        Called with a line as each method starts and ends.
+    """
+    setup = setup or Setup()
+    say = progress or (lambda line: None)
+    began = time.perf_counter()
+    data = dataset(setup)
+    say(f"warm start: plain SGD, {setup.warm_steps} steps ...")
+    initial, start, warm_accuracy = warm_start(setup, data)
+    out, roles = {}, {}
+    for m in methods:
+        name = m.name(setup.replicas(m))
+        say(f"{name}: {setup.replicas(m)} replicas ...")
+        out[name], roles[m.role] = run_method(m, setup, data, initial, start), name
+        out[name]["role_in_paper"] = m.role
+        reached = out[name]["time_to_target"]
+        say(f"  {name}: " + (f"reached {setup.target:g} at {reached:.3f} simulated s" if reached is not None
+                             else f"did not reach {setup.target:g} within {setup.seconds:g} simulated s")
+            + f" ({out[name]['real_seconds']:.0f} s of computing)")
+    never = float("inf")
+    order = sorted(out, key=lambda k: -(out[k]["time_to_target"] if out[k]["time_to_target"] is not None else never))
+    return {"figure": "fig4", "simulated": True, "profile": setup.profile, "target": setup.target,
+            "dataset": data.name, "model": setup.model, "warm_start": {"steps": setup.warm_steps, "seconds": start,
+                                                                       "test_accuracy": warm_accuracy},
+            "setup": setup.__dict__, "methods": out, "order_slowest_to_fastest": order, "paper": paper.FIG4,
+            "differences": differences(order, out, roles), "real_seconds": time.perf_counter() - began}
+
+
+def differences(order: list[str], methods: dict[str, dict], roles: dict[str, str]) -> list[str]:
+    """How the simulated order differs from the paper's, and why (as far as the runs show)."""
+    expected = [roles[m] for m in paper.FIG4["order_slowest_to_fastest"] if m in roles]
+    got = [k for k in order if k in expected]
+    if got == expected:
+        return []
+    notes = [f"simulated order, slowest to fastest: {', '.join(got)}; the paper's (its roles): {', '.join(expected)}"]
+    many, few = methods.get(roles.get("Downpour Adagrad 200", "")), methods.get(roles.get("Downpour Adagrad 20", ""))
+    if many and few and (many["time_to_target"] or float("inf")) > (few["time_to_target"] or float("inf")):
+        notes.append(f"{many['replicas']} Adagrad replicas took {many['steps']:,} steps against {few['replicas']} "
+                     f"replicas' {few['steps']:,}, yet learned less per second: each push is about "
+                     f"{many['replicas']} versions stale, and on a model this small a step is short next to the "
+                     "shards' service and the network, so the replicas add fewer steps than they add staleness "
+                     "(the paper's models took seconds a step)")
+    return notes

@@ -1,0 +1,67 @@
+"""The simulated figures as PNGs, each titled "simulated" with its profile, the paper's numbers beside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def plot_figure(report: dict, path: str | Path) -> Path:
+    """Draw a ``figure3``/``figure4``/``figure5`` report to ``path`` (PNG); returns the path."""
+    from matplotlib.figure import Figure  # no pyplot: works headless and in any backend
+
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    kind = report["figure"]
+    {"fig3": _fig3, "fig4": _fig4, "fig5": _fig5}[kind](ax, report)
+    fig.suptitle(f"simulated ({report['profile']} profile): {TITLES[kind]}", fontsize=11)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+TITLES = {"fig3": "speed-up against machines per model (DistBelief Fig. 3)",
+          "fig4": "test accuracy against time (DistBelief Fig. 4)",
+          "fig5": "time to a fixed accuracy against machines (DistBelief Fig. 5)"}
+
+
+def _fig3(ax: Any, report: dict) -> None:
+    for i, (name, m) in enumerate(report["models"].items()):
+        ax.plot(m["machines"], m["speedup"], marker="o", color=f"C{i}",
+                label=f"{name} ({m['parameters'] / 1e6:,.0f}M, {m['connectivity']})")
+    colors = {name: f"C{i}" for i, name in enumerate(report["models"])}
+    for p in report["paper"]["points"]:
+        marker = "^" if p["relation"] == ">" else "s"
+        ax.scatter([p["machines"]], [p["speedup"]], marker=marker, s=90, facecolors="none",
+                   edgecolors=colors.get(p["model"], "k"), linewidths=2, zorder=5, label=p["label"])
+    ax.set(xscale="log", xlabel="machines per model instance", ylabel="training speed-up (one step)",
+           title=f"cost-only, mini-batch of {report['batch']}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _fig4(ax: Any, report: dict) -> None:
+    for i, (name, m) in enumerate(report["methods"].items()):
+        ax.plot(m["t"], m["test_accuracy"], marker=".", color=f"C{i}", label=f"{name} ({m['replicas']} replicas)")
+        if m["time_to_target"] is not None:
+            ax.axvline(m["time_to_target"], color=f"C{i}", alpha=0.3, linestyle=":")
+    ax.axhline(report["target"], color="k", alpha=0.4, linestyle="--", label=f"target {report['target']:g}")
+    order = " < ".join(report["paper"]["order_slowest_to_fastest"])
+    ax.set(xlabel="simulated seconds", ylabel="test accuracy",
+           title=f"{report['dataset']}, {report['model']}; paper, slowest to fastest: {order}")
+    ax.title.set_fontsize(8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _fig5(ax: Any, report: dict) -> None:
+    for i, (name, m) in enumerate(report["methods"].items()):
+        pts = [(k, t) for k, t in zip(m["machines"], m["time_to_target"]) if t is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=name)
+    ax.set(xscale="log", yscale="log", xlabel="machines", ylabel=f"simulated seconds to accuracy {report['target']:g}",
+           title="paper: " + "; ".join(report["paper"]["findings"]))
+    ax.title.set_fontsize(8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)

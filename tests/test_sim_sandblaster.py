@@ -1,0 +1,75 @@
+"""Sandblaster L-BFGS in virtual time against scipy, with balancing and backups checked by their counts."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from dbkit import data, nn
+from dbkit.config import RunConfig
+from dbkit.sim import Cluster, load_profile
+from dbkit.sim.sandblaster import SimulatedSandblaster
+from dbkit.telemetry import validate_report
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+@pytest.fixture(scope="module")
+def reference(digits):
+    """scipy's L-BFGS on the same objective, to a tight tolerance (the Sandblaster tests' reference)."""
+    net = nn.build("linear", 64, 10, l2=1e-2)
+    X = digits.X_train.astype(np.float64)
+    return scipy.optimize.minimize(lambda p: net.loss_and_grad(p, X, digits.y_train),
+                                   net.init_params(0).astype(np.float64), jac=True, method="L-BFGS-B",
+                                   options=dict(maxiter=1000, gtol=1e-9, ftol=1e-15))
+
+
+def sandblaster(digits, cluster, **settings):
+    net = nn.build("linear", 64, 10, l2=1e-2)
+    cfg = RunConfig.make(algorithm="sandblaster", model="linear", l2=1e-2, steps=10**6, eval_every=1,
+                         **{"iterations": 200, "gtol": 1e-6, "ftol": 1e-12, "shards": 2, **settings})
+    return SimulatedSandblaster(cfg, net, digits, cluster), net
+
+
+@pytest.mark.parametrize("replicas,slow", [(1, ()), (3, ((0, 5.0),)), (30, ((1, 20.0), (2, 20.0)))])
+def test_reaches_scipys_loss_whatever_the_replicas_and_stragglers(digits, reference, replicas, slow):
+    run, net = sandblaster(digits, Cluster("here"), replicas=replicas, slow_replicas=slow)
+    report = run.run()
+    assert validate_report(report) == [] and report["simulated"] is True
+    assert run.state == "finished"
+    ours = net.loss(run._parameters().astype(np.float64), digits.X_train.astype(np.float64), digits.y_train)
+    assert abs(ours - reference.fun) <= 1e-6 * reference.fun  # as test_sandblaster's tolerance against scipy
+    assert report["sandblaster"]["iterations"] <= reference.nit + 10
+
+
+def compute_bound():
+    """The ``here`` profile with work units' messages free: a unit's time is its arithmetic."""
+    base = dataclasses.replace(load_profile("here"), measured={})
+    return base.but(message={"task_seconds": 1e-9, "control_seconds": 1e-9, "cpu_seconds": 0.0,
+                             "cpu_seconds_per_byte": 0.0}, machine={"latency": 0.0})
+
+
+def test_a_straggler_gets_fewer_units_and_each_unit_is_won_once(digits):
+    run, _ = sandblaster(digits, Cluster(compute_bound(), machines=4), replicas=3, slow_replicas=((0, 5.0),),
+                         work_unit_size=20, iterations=5)
+    report = run.run()
+    sb = report["sandblaster"]
+    units = {int(k): v for k, v in sb["units_per_replica"].items()}
+    assert units[0] < min(units[1], units[2])  # balancing: the slow replica did less
+    n_units = len(run.dispatcher.units)
+    assert sum(units.values()) == n_units * sb["batch_evaluations"]  # every unit of every batch won exactly once
+    assert sb["backups_issued"] > 0 and 0 <= sb["backups_won"] <= sb["backups_issued"]
+
+
+def test_same_seed_same_report(digits):
+    reports = []
+    for _ in range(2):
+        run, _ = sandblaster(digits, Cluster("here"), replicas=4, slow_replicas=((1, 3.0),), iterations=5)
+        r = run.run()
+        r["simulation"].pop("real_seconds")
+        reports.append(r)
+    assert reports[0] == reports[1]
