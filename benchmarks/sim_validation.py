@@ -50,11 +50,15 @@ def window(before: list[ReplicaFigures], after: list[ReplicaFigures], seconds: f
 
 def real_downpour(client, case: dict, replicas: int, n: int, seconds: float, optimizer: str = "sgd") -> dict:
     """A real Downpour run on ``client``'s cluster: its rates and staleness over a window of ``seconds``."""
+    return real_window(client, seconds, model=case["model"], data=case["dataset"], replicas=replicas, shards=2,
+                       n_fetch=n, n_push=n, optimizer=optimizer, lr=case["lr"], batch_size=case["batch_size"])
+
+
+def real_window(client, seconds: float, **settings) -> dict:
+    """A real Downpour job of ``settings`` on ``client``'s cluster, measured over ``seconds`` once running."""
     from dbkit import DownpourSGD
 
-    with DownpourSGD(case["model"], case["dataset"], replicas=replicas, shards=2, n_fetch=n, n_push=n,
-                     optimizer=optimizer, lr=case["lr"], batch_size=case["batch_size"], client=client,
-                     eval_every=10**9) as job:
+    with DownpourSGD(client=client, eval_every=10**9, **settings) as job:
         job.fit(seconds=min(2.0, seconds), progress=False)  # replicas started, first fetches done
         runner = threading.Thread(target=job.fit, kwargs={"seconds": seconds + 60, "progress": False})
         runner.start()
@@ -84,6 +88,43 @@ def simulated_downpour(case: dict, replicas: int, n: int, steps_per_replica: int
     return window(list(mid.replicas), list(end.replicas), end.t - mid.t)
 
 
+def real_sandblaster(client, replicas: int, slow: float, iterations: int) -> dict:
+    """A real Sandblaster run of the linear model on the digits: its median seconds per batch gradient."""
+    from dbkit import SandblasterLBFGS
+
+    slow_replicas = ((0, slow),) if slow > 1 else ()
+    with SandblasterLBFGS("linear", "digits", replicas=replicas, shards=2, iterations=iterations, l2=1e-3,
+                          slow_replicas=slow_replicas, client=client, eval_every=10**6) as job:
+        job.fit(progress=False)
+        report = job.report()
+    return {"batch_seconds": report["sandblaster"]["batch_seconds_median"]}
+
+
+def simulated_sandblaster(replicas: int, slow: float, iterations: int, profile: str) -> dict:
+    from dbkit.sim import Cluster, simulate
+
+    cfg = RunConfig.make(algorithm="sandblaster", model="linear", dataset="digits", replicas=replicas, shards=2,
+                         iterations=iterations, l2=1e-3, slow_replicas=((0, slow),) if slow > 1 else (),
+                         steps=iterations, eval_every=10**6)
+    return {"batch_seconds": simulate(cfg, Cluster(profile))["sandblaster"]["batch_seconds_median"]}
+
+
+def real_partitioned(client, partitions: int, seconds: float) -> dict:
+    """A real partitioned replica of the digits MLP: examples per second over a window."""
+    measured = real_window(client, seconds, model="mlp", data="digits", replicas=1, shards=partitions,
+                           partitions=partitions, optimizer="sgd", lr=0.05)
+    return {"examples_per_second": measured["examples_per_second"]}
+
+
+def simulated_partitioned(partitions: int, steps: int, profile: str) -> dict:
+    from dbkit.sim import Cluster, simulate
+
+    cfg = RunConfig.make(algorithm="downpour", model="mlp", dataset="digits", replicas=1, shards=partitions,
+                         partitions=partitions, optimizer="sgd", lr=0.05, steps=steps, eval_every=10**6)
+    report = simulate(cfg, Cluster(profile))
+    return {"examples_per_second": report["examples_per_second"]}
+
+
 def ks_distance(a: dict, b: dict) -> float:
     """Kolmogorov-Smirnov distance between two histograms ``{value: count}``."""
     values = sorted(set(a) | set(b))
@@ -92,8 +133,11 @@ def ks_distance(a: dict, b: dict) -> float:
     return float(np.max(np.abs(ca - cb))) if values else 0.0
 
 
-def error(real: float, simulated: float) -> float:
-    return (simulated - real) / real if real else float("nan")
+def error(real: float, simulated: float, floor: float = 0.0) -> float:
+    """The simulated value's error relative to the real one (or to ``floor`` when the real one is smaller:
+    staleness is compared in versions against at least one version, as a replica alone has almost none)."""
+    scale = max(abs(real), floor)
+    return (simulated - real) / scale if scale else float("nan")
 
 
 def main(argv=None) -> int:
@@ -104,6 +148,8 @@ def main(argv=None) -> int:
     p.add_argument("--n", default="1,4,16", help="values of n_fetch = n_push")
     p.add_argument("--profile", default="here")
     p.add_argument("--sim-steps", type=int, default=400, help="simulated steps per replica (default: %(default)s)")
+    p.add_argument("--sandblaster", default="1,4", help="slow replica factors of the Sandblaster rows ('' for none)")
+    p.add_argument("--partitions", default="2", help="partitions of the partitioned-step rows ('' for none)")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
@@ -120,26 +166,51 @@ def main(argv=None) -> int:
                     with threadpool_limits(1):
                         sim = simulated_downpour(case, r, n, args.sim_steps, args.profile)
                     row = {"config": {"case": name, "replicas": r, "n": n}, "real": real, "simulated": sim,
-                           "error": {k: error(real[k], sim[k]) for k in ("examples_per_second", "staleness")},
+                           "error": {"examples_per_second": error(real["examples_per_second"],
+                                                                  sim["examples_per_second"]),
+                                     "staleness": error(real["staleness"], sim["staleness"], floor=1.0),
+                                     "staleness_examples": error(real["staleness_examples"],
+                                                                 sim["staleness_examples"], floor=32.0)},
                            "ks": ks_distance(real["histogram"], sim["histogram"])}
                     rows.append(row)
                     print(f"{name:>7} R={r} n={n:<3} real {real['examples_per_second']:9.0f} ex/s stale "
                           f"{real['staleness']:6.2f} | sim {sim['examples_per_second']:9.0f} ex/s stale "
                           f"{sim['staleness']:6.2f} | err {row['error']['examples_per_second']:+6.1%} "
                           f"{row['error']['staleness']:+6.1%} ks {row['ks']:.2f}", flush=True)
+        others = []
+        for slow in [float(x) for x in args.sandblaster.split(",") if x]:
+            real = real_sandblaster(cluster.client, 3, slow, 8)
+            with threadpool_limits(1):
+                sim = simulated_sandblaster(3, slow, 8, args.profile)
+            others.append({"config": {"case": "sandblaster", "replicas": 3, "slow": slow}, "real": real,
+                           "simulated": sim, "error": {"batch_seconds": error(real["batch_seconds"],
+                                                                              sim["batch_seconds"])}})
+        for k in [int(x) for x in args.partitions.split(",") if x]:
+            real = real_partitioned(cluster.client, k, args.seconds)
+            with threadpool_limits(1):
+                sim = simulated_partitioned(k, args.sim_steps, args.profile)
+            others.append({"config": {"case": "partitioned", "partitions": k}, "real": real, "simulated": sim,
+                           "error": {"examples_per_second": error(real["examples_per_second"],
+                                                                  sim["examples_per_second"])}})
+        for row in others:
+            (key, err), = row["error"].items()
+            print(f"{row['config']}: real {row['real'][key]:.4g} sim {row['simulated'][key]:.4g} ({key}) "
+                  f"err {err:+6.1%}", flush=True)
     summary = summarize(rows)
     print(summary)
-    write_json(args.json, "sim_validation", {"profile": args.profile, "rows": rows, "summary": summary})
+    write_json(args.json, "sim_validation", {"profile": args.profile, "rows": rows, "other_rows": others,
+                                             "summary": summary})
     return 0
 
 
 def summarize(rows: list[dict]) -> dict:
     out = {}
-    for key in ("examples_per_second", "staleness"):
+    for key in ("examples_per_second", "staleness", "staleness_examples"):
         errs = [abs(r["error"][key]) for r in rows if np.isfinite(r["error"][key])]
         tau = kendalltau([r["real"][key] for r in rows], [r["simulated"][key] for r in rows]).statistic
+        tau = float(tau) if np.isfinite(tau) else None
         out[key] = {"median_abs_error": statistics.median(errs) if errs else None,
-                    "worst_abs_error": max(errs) if errs else None, "kendall_tau": float(tau)}
+                    "worst_abs_error": max(errs) if errs else None, "kendall_tau": tau}
     out["ks_median"] = statistics.median(r["ks"] for r in rows)
     return out
 

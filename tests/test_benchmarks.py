@@ -121,3 +121,22 @@ def test_downpour_throughput_with_partitioned_replicas(tmp_path):
             "--overlap", "on", "--partitions", "2", "--no-ceiling", tmp_path=tmp_path)
     (row,) = r["digits"]["downpour"]
     assert row["partitions"] == 2 and row["examples_per_second"] > 0 and "bound" not in row
+
+
+def test_sim_speed(tmp_path):
+    r = run("sim_speed", "--replicas", "10", "--steps", "20", tmp_path=tmp_path)
+    assert r["replicas"] == 10 and r["steps"] == 20 and r["events"] > 0
+    assert r["plain_seconds"] > 0 and r["same_classes_seconds"] > 0 and r["simulated_seconds"] > 0
+    assert r["ratio"] == r["simulated_seconds"] / r["plain_seconds"] and r["fig3_seconds"] >= 0
+
+
+def test_sim_validation_predicts_one_communication_bound_point(tmp_path):
+    # The one validation point CI runs: 2 replicas of the digits MLP exchanging every step, real and simulated
+    # on the shipped profile. A prediction, not a timing: the margin is generous (runs vary by a third here).
+    r = run("sim_validation", "--cases", "digits", "--replicas", "2", "--n", "1", "--seconds", "2",
+            "--sandblaster", "", "--partitions", "", tmp_path=tmp_path)
+    (row,) = r["rows"]
+    assert row["config"] == {"case": "digits", "replicas": 2, "n": 1} and r["other_rows"] == []
+    assert 0.4 <= row["simulated"]["examples_per_second"] / row["real"]["examples_per_second"] <= 2.5
+    assert abs(row["simulated"]["staleness"] - row["real"]["staleness"]) <= 1.0  # about 3 versions, both
+    assert 0 <= row["ks"] <= 1 and set(r["summary"]) >= {"examples_per_second", "staleness", "ks_median"}

@@ -144,6 +144,10 @@ def calibrate_from_args(args: argparse.Namespace) -> int:
     print(f"  fitted to real steps of the digits MLP ({real['1'] * 1e6:.0f} us exchanging every step, "
           f"{real['16'] * 1e6:.0f} us every 16th): arithmetic x{profile.machine.cpu_factor:.2f}, "
           f"exchanges x{profile.message.wire_scale:.2f} the rig's")
+    fit = profile.measured["fit"]
+    if "speech_real" in fit:
+        print(f"  megabyte messages fitted to a real step of the speech preset ({fit['speech_real']['1'] * 1e3:.1f} ms "
+              f"exchanging every step): x{fit['large_message_scale']:.2f} the rig's")
     print(f"  the driver and scheduler keep {profile.machine.host_load:.2f} of the host's "
           f"{profile.machine.host_cores} cores busy while replicas train")
     for size, client, server, local in profile.measured["wire_cpu"]:

@@ -19,6 +19,9 @@ What is measured, each with one BLAS thread as dbkit's replicas run:
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -195,15 +198,15 @@ def time_exchanges(shard: dict[str, float], gradients: dict[str, list[float]], q
     return sorted(table), rows, extras
 
 
-def simulated_step(profile: Profile, n: int, steps: int = 400) -> float:
-    """Simulated seconds per step of one replica of the digits MLP with two shards on ``profile``'s
-    cluster, exchanging every ``n`` steps (over the run's second half)."""
+def simulated_step(profile: Profile, n: int, steps: int = 400, model: str = "mlp", dataset: str = "digits") -> float:
+    """Simulated seconds per step of one replica of ``model`` with two shards on ``profile``'s cluster,
+    exchanging every ``n`` steps (over the run's second half)."""
     from ..config import RunConfig
     from ..telemetry import Sample
     from .api import simulated_run
     from .layout import Cluster
 
-    cfg = RunConfig.make(algorithm="downpour", model="mlp", dataset="digits", replicas=1, shards=2, n_fetch=n,
+    cfg = RunConfig.make(algorithm="downpour", model=model, dataset=dataset, replicas=1, shards=2, n_fetch=n,
                          n_push=n, optimizer="sgd", lr=1e-6, batch_size=32, steps=steps, eval_every=steps // 2)
     run = simulated_run(cfg, Cluster(profile))
     run.run()
@@ -231,8 +234,31 @@ def fit_to_real(profile: Profile, real: dict[int, float]) -> tuple[Profile, dict
                     "simulated_unscaled": {str(n): t for n, t in sim.items()}}
 
 
+def fit_large_messages(profile: Profile, real_step: float, model: str = "speech", dataset: str = "speech",
+                       steps: int = 100) -> tuple[Profile, float]:
+    """Scale the message table's largest row (megabytes: the rig's copies there are not the worker's) so that
+    one simulated replica of ``model`` exchanging every step steps as fast as the real one (bisection on
+    the scale, in log space: a step's time grows with it)."""
+    table = [list(row) for row in profile.measured["wire_cpu"]]
+    last = table[-1]
+
+    def with_scale(scale: float) -> Profile:
+        scaled = [*table[:-1], [last[0], *(c * scale for c in last[1:])]]
+        return dataclasses.replace(profile, measured={**profile.measured, "wire_cpu": scaled})
+
+    lo, hi = math.log(0.01), math.log(10.0)
+    for _ in range(9):
+        mid = (lo + hi) / 2
+        if simulated_step(with_scale(math.exp(mid)), 1, steps, model, dataset) > real_step:
+            hi = mid
+        else:
+            lo = mid
+    scale = math.exp((lo + hi) / 2)
+    return with_scale(scale), scale
+
+
 def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_load: float = 0.0,
-              real_steps: dict[int, float] | None = None, quick: bool = False,
+              real_steps: dict[str, dict[int, float]] | None = None, quick: bool = False,
               log: Callable[[str], None] = print) -> Profile:
     """The ``here`` profile of this machine. ``control`` holds the Dask control plane's one-way times
     (``control_seconds``, ``task_seconds``, ``partition_message_seconds``); ``worker_steps`` the seconds per
@@ -269,7 +295,7 @@ def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_lo
         name="here", description=f"this machine as measured by dbkit calibrate on {measured['date']}: the two "
         "worker processes of dbkit run's LocalCluster, each one core (a worker's Python runs one thread at a time)",
         machine=MachineSpec(cores=1, bandwidth=1e10, latency=0.0, machines=2, threads_per_replica=1,
-                            cpu_factor=cpu_factor, host_cores=host_cores,
+                            cpu_factor=cpu_factor, host_cores=host_cores, switch_seconds=sys.getswitchinterval(),
                             host_load=min(host_load, host_cores - 0.25)),
         compute=ComputeSpec(**fitted, update_seconds_per_parameter=per_parameter, replica_step_seconds=fixed,
                             contention=contention),
@@ -278,8 +304,23 @@ def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_lo
         comments=COMMENTS, measured=measured)
     if real_steps:
         log("the rig's costs fitted to real steps in a worker ...")
-        profile, fit = fit_to_real(profile, real_steps)
+        profile, fit = fit_to_real(profile, real_steps["mlp"])
         measured["fit"] = fit
+        if "speech" in real_steps:
+            log("megabyte messages and BLAS-bound arithmetic fitted to real steps of the speech preset ...")
+            measured["wire_cpu_rig"] = [list(row) for row in table]
+            real = real_steps["speech"]
+            key = next(k for k in lines if k.startswith("speech:"))
+            factor, scale = 1.0, 1.0
+            for _ in range(2):  # the arithmetic from the 16-step exchange, then the messages from every step
+                trial = dataclasses.replace(profile, measured={**profile.measured, "gradient_factor": {key: 1.0}})
+                factor = max(0.2, real[16] / simulated_step(trial, 16, 100, "speech", "speech"))
+                trial = dataclasses.replace(profile, measured={**profile.measured, "gradient_factor": {key: factor}})
+                profile, step = fit_large_messages(trial, real[1])
+                scale *= step
+            fit.update(speech_real={str(n): t for n, t in real.items()}, large_message_scale=scale,
+                       speech_gradient_factor=factor)
+            profile.measured.update(fit=fit, wire_cpu_rig=measured["wire_cpu_rig"])
     return profile
 
 
@@ -289,6 +330,9 @@ COMMENTS = {
     "machine.host_cores": "the cores this process may run on: the workers and the driver are processes of one "
                           "computer, so a computation holds its process (one Python thread at a time) and one of "
                           "these cores",
+    "machine.switch_seconds": "Python's switch interval (sys.getswitchinterval()): a request or reply reaching a "
+                              "worker while every core of the host computes waits for a thread to let go, at most "
+                              "this long",
     "machine.host_load": "cores' worth of CPU the driver's process (the LocalCluster's scheduler runs in it) used "
                          "while two replicas trained (time_host_load): the workers' share of the host is the rest",
     "machine.bandwidth": "10 GB/s: loopback moves bytes as fast as the CPU copies them; that CPU is in "
@@ -300,6 +344,12 @@ COMMENTS = {
                           "with no exchange at all",
     "message.wire_scale": "what a real Dask worker's exchanges cost over the rig's (measured.wire_cpu), fitted with "
                           "machine.cpu_factor to the same two real runs",
+    "measured.gradient_factor": "per model, its measured gradient line in a real worker over the rig's (after "
+                                "machine.cpu_factor): fitted to a real step of the speech preset exchanging every "
+                                "16th step, whose arithmetic is BLAS-bound where the MLP's is Python-bound",
+    "measured.wire_cpu_rig": "the message table as the rig measured it; measured.wire_cpu's largest row is scaled "
+                             "(measured.fit.large_message_scale) to a real step of the speech preset exchanging "
+                             "every step",
     "compute.contention": "two and three replicas computing on threads of one process held to one core, against "
                           "one alone: what each other replica adds to a step (threads take turns at one lock)",
     "measured.wire_cpu": "per message size in bytes: CPU seconds of the caller of a remote shard (its replica "

@@ -32,7 +32,8 @@ class CostModel:
         c = self.profile.compute
         line = self.profile.measured.get("gradients", {}).get(self.shape.key)
         if line is not None:  # this very model was timed by ``dbkit calibrate``: its own line in the batch size
-            fixed, per_example, scaled = float(line[0]), float(line[1]), True
+            worker = self.profile.measured.get("gradient_factor", {}).get(self.shape.key, 1.0)  # in a real worker
+            fixed, per_example, scaled = float(line[0]) * worker, float(line[1]) * worker, True
         else:
             dense_f, local_f, units = self.shape.gradient_flops()
             per_example = (dense_f / c.dense_flops_per_second + local_f / c.local_flops_per_second
@@ -71,6 +72,10 @@ class CostModel:
         """One way of a work unit or a flush sent to a replica."""
         m = self.profile.message
         return m.task_seconds or m.control_seconds
+
+    def partition_call_seconds(self) -> float:
+        """One way of a partitioned replica's call to one of its partitions each step (an actor call)."""
+        return self.profile.message.partition_message_seconds
 
     def push_seconds(self, floats: int, optimizer: str) -> float:
         s = self.profile.shard

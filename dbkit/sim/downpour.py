@@ -85,7 +85,8 @@ class SimulatedDownpour(SimulatedRun):
             parts = self._partitions(i, machines, X, y)
             self.timed[i] = [p.timed for p in parts]
             replica = PartitionedDownpourReplica(i, parts, c.downpour.n_fetch, c.downpour.n_push, c.lr,
-                                                 self.floats_per_example, gather=gather_in_tasks(self.sim),
+                                                 self.floats_per_example,
+                                                 gather=gather_in_tasks(self.sim, self.cost.partition_call_seconds()),
                                                  max_nonfinite=c.downpour.max_nonfinite)
         for t in self.timed[i]:
             t.slow = slow

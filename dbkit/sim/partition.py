@@ -38,10 +38,19 @@ def finish(coroutine: Coroutine) -> Any:
     raise SimulationError("a simulated partition awaited something that is not virtual time")
 
 
-def gather_in_tasks(sim: Simulation) -> Callable[[list], list]:
-    """A ``gather`` for ``PartitionedDownpourReplica``: each partition's call runs as a task; their values."""
+def gather_in_tasks(sim: Simulation, call_seconds: float = 0.0) -> Callable[[list], list]:
+    """A ``gather`` for ``PartitionedDownpourReplica``: each partition's call runs as a task, reached and
+    answered after ``call_seconds`` each way (the replica's call to a partition actor); their values."""
+    def call(coroutine: Any) -> Any:
+        if call_seconds > 0:
+            sim.sleep(call_seconds)
+        value = finish(coroutine)
+        if call_seconds > 0:
+            sim.sleep(call_seconds)
+        return value
+
     def gather(calls: list) -> list:
-        tasks = [sim.spawn(finish, call, name="partition") for call in calls]
+        tasks = [sim.spawn(call, c, name="partition") for c in calls]
         return [task.join() for task in tasks]
 
     return gather

@@ -34,7 +34,8 @@ class MachineSpec:
     worker's own threads make its Python slower than a bare process's). ``host_cores``: when not 0, the
     ``machines`` are processes sharing one host of this many cores (dbkit's LocalCluster: two worker
     processes and the driver on one computer), and ``host_load`` of those cores are busy with work not
-    simulated (the scheduler's and the driver's event loops)."""
+    simulated (the scheduler's and the driver's event loops). ``switch_seconds``: a machine is a Python
+    process whose interpreter lets a waiting thread in after this long (``dbkit.sim.interpreter``; 0: not)."""
 
     cores: int
     bandwidth: float
@@ -44,6 +45,7 @@ class MachineSpec:
     cpu_factor: float = 1.0
     host_cores: int = 0
     host_load: float = 0.0
+    switch_seconds: float = 0.0
 
     @property
     def host_slowdown(self) -> float:
@@ -129,7 +131,7 @@ SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "sh
                              "message": MessageSpec}
 #: fields that may be zero (a cost that is absent); all other numbers must be positive
 MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
-               "replica_step_seconds", "task_seconds", "contention",
+               "replica_step_seconds", "task_seconds", "contention", "host_cores", "host_load", "switch_seconds",
                "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
                "control_seconds", "partition_message_seconds", "push_seconds_per_float_sgd",
                "push_seconds_per_float_adagrad", "fetch_seconds_per_float", "vector_seconds_per_float"}

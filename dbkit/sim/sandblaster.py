@@ -6,12 +6,17 @@ each batch gradient is cut into work units that ``UnitDispatcher`` hands to
 ``SandblasterReplica`` s as they become free, with backup copies near the end
 of the batch. A unit's assignment and its result each travel one control
 message; the replica's fetch and pushes travel the data network to the shards.
-Stragglers are slow machines here (``slow_replicas``), not sleeps.
+A straggler (``slow_replicas``) is slowed as the real replica slows itself:
+each unit waits (factor - 1) times its arithmetic, at least ``MIN_UNIT_SECONDS``,
+in virtual time. On a shared layout (``here``: Dask workers of one thread) a
+machine runs one unit task at a time, as a worker runs one task.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, cast
 
 import numpy as np
@@ -27,6 +32,7 @@ from ..algorithms import (
     default_unit_size,
     make_units,
 )
+from ..algorithms.sandblaster_replica import MIN_UNIT_SECONDS
 from ..nn import Network
 from ..ps import ParameterShard, ShardedParameters, balanced_layout
 from ..telemetry import BatchDone, ByteCounts, sandblaster_block
@@ -53,6 +59,8 @@ class SimulatedSandblaster(SimulatedRun):
         self.dispatcher: UnitDispatcher | None = None
         self.coordinator: LBFGSCoordinator | None = None
         self.batch_seconds: list[float] = []
+        self.task_slots: dict[str, VirtualLock] = {}  # a worker's one thread: one unit task at a time
+        self._unit_began: dict[int, float] = {}  # each replica's arithmetic seconds when its unit began
 
     def _launch(self) -> None:
         c, s = self.config, self.config.sandblaster
@@ -74,8 +82,10 @@ class SimulatedSandblaster(SimulatedRun):
             self.timed[i] = TimedNetwork(self.network, self.sim, machine, self.cost,
                                          threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter,
                                          rng=np.random.default_rng([c.seed, i]))
-            self.timed[i].slow = slow.get(i, 1.0)
-            self.replicas[i] = SandblasterReplica(i, lock=VirtualLock(self.sim))
+            self.replicas[i] = SandblasterReplica(i, slow_factor=slow.get(i, 1.0), sleep=self._straggle(i),
+                                                  lock=VirtualLock(self.sim))
+            if layout.shared:
+                self.task_slots.setdefault(machine.name, VirtualLock(self.sim))
             slots.append(Slot(i, machine.name))
         self.dispatcher = UnitDispatcher(slots, make_units(self.data.n_train, self.unit_size), s.backup, s.balance,
                                          clock=self.events.now)
@@ -138,14 +148,24 @@ class SimulatedSandblaster(SimulatedRun):
             d.finished(slot, result)
             idle.append(slot)
 
+    def _straggle(self, i: int) -> Callable[[float], None]:
+        """The slowed replica's wait: as ``SandblasterReplica``'s own, from its virtual arithmetic."""
+        def wait(_: float) -> None:
+            factor = self.replicas[i].slow_factor
+            worked = self.timed[i].seconds - self._unit_began.get(i, self.timed[i].seconds)
+            self.sim.sleep((factor - 1) * max(worked, MIN_UNIT_SECONDS))
+        return wait
+
     def _unit(self, slot: Slot, job: Assignment, vector: str) -> None:
         """A work unit's round trip: the assignment travels, the replica computes it, the result travels."""
         c, i = self.config, slot.index
         control = self.cost.task_seconds()
         self.sim.sleep(control)
-        result: UnitResult = self.replicas[i].run_unit(
-            self.servers[i], cast(Network, self.timed[i]), self.data.X_train, self.data.y_train, job,
-            self.data.n_train, vector, c.sandblaster.push_every)
+        with self.task_slots.get(slot.worker) or nullcontext():
+            self._unit_began[i] = self.timed[i].seconds
+            result: UnitResult = self.replicas[i].run_unit(
+                self.servers[i], cast(Network, self.timed[i]), self.data.X_train, self.data.y_train, job,
+                self.data.n_train, vector, c.sandblaster.push_every)
         self.sim.sleep(control)
         self.results.put((slot, result))
 
@@ -163,7 +183,9 @@ class SimulatedSandblaster(SimulatedRun):
     def _flush_one(self, i: int, batch: int, decisions) -> list[int]:
         control = self.cost.task_seconds()
         self.sim.sleep(control)
-        pushed = self.replicas[i].flush(self.servers[i], batch, decisions)
+        worker = self.layout.replica_machines(i)[0].name if self.layout is not None else ""
+        with self.task_slots.get(worker) or nullcontext():
+            pushed = self.replicas[i].flush(self.servers[i], batch, decisions)
         self.sim.sleep(control)
         return pushed
 
@@ -186,7 +208,8 @@ class SimulatedSandblaster(SimulatedRun):
             own = self.replicas[s.index].figures()
             out[s.index] = ReplicaFigures(s.index, s.worker, running if s.alive else "lost",
                                           steps=d.units_done[s.index], examples=d.examples_done[s.index],
-                                          pushes=own.pushes, fetches=own.fetches, slow=self.timed[s.index].slow)
+                                          pushes=own.pushes, fetches=own.fetches,
+                                          slow=self.replicas[s.index].slow_factor)
         return out
 
     def _bytes(self) -> ByteCounts:

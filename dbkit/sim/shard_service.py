@@ -26,6 +26,7 @@ import greenlet
 
 from .cost import CostModel
 from .engine import Simulation
+from .interpreter import when_free
 from .machines import Machine, Network
 
 
@@ -73,6 +74,7 @@ class Request:
     future: VirtualFuture
     control: bool
     client_cpu: float = 0.0  # what taking the reply in costs the client's CPU
+    switch_seconds: float = 0.0  # the client process's switch interval, if its reply waits for its interpreter
     arrived: float = 0.0
 
 
@@ -122,7 +124,14 @@ class ShardService:
         return str(self.shard.rule.optimizer)
 
     def arrive(self, request: Request) -> None:
-        """``request`` has reached the shard's machine (now): served at once or queued."""
+        """``request`` has reached the shard's machine (now): once its process lets it in (``when_free``),
+        served at once or queued."""
+        if request.client is not self.machine:
+            when_free(self.sim, self.machine, self.cost.profile.machine.switch_seconds, lambda: self._enter(request))
+        else:
+            self._enter(request)
+
+    def _enter(self, request: Request) -> None:
         request.arrived = self.sim.now
         if self.in_service >= self.servers:
             self.queue.append(request)
@@ -172,6 +181,9 @@ def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException
         return
 
     def arrived() -> None:
+        when_free(sim, request.client, request.switch_seconds, take)
+
+    def take() -> None:
         done = request.client.reserve(sim.now, cpu)
         if done <= sim.now:
             request.future.settle(value, error)
@@ -247,6 +259,7 @@ class ShardEnd:
             arrival = svc.network.transfer(sent, self.client, svc.machine, up)
             request.service += cost.message_cpu(up, "server") + cost.message_cpu(down, "server")  # in, and answer
             request.client_cpu = cost.message_cpu(down, "client")
+            request.switch_seconds = cost.profile.machine.switch_seconds
         if arrival <= now:
             svc.arrive(request)
         else:

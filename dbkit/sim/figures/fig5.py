@@ -6,6 +6,7 @@ the target; its machines are its replicas, its shards and (Sandblaster) the coor
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -47,7 +48,7 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
         name = NAMES.get(key, key)
         row: dict[str, list] = {"replicas": [], "machines": [], "time_to_target": [], "steps": []}
         for r in counts:
-            result = run_method(methods[key], setup, data, initial, start, replicas=r)
+            result = run_method(nearest(methods[key], r), setup, data, initial, start, replicas=r)
             row["replicas"].append(r)
             row["machines"].append(result["machines"])
             row["time_to_target"].append(result["time_to_target"])
@@ -62,6 +63,13 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
             "warm_start": {"steps": setup.warm_steps, "seconds": start, "test_accuracy": warm_accuracy},
             "methods": out, "paper": paper.FIG5, "differences": differences(out),
             "real_seconds": time.perf_counter() - began}
+
+
+def nearest(method: Method, replicas: int) -> Method:
+    """Of Fig. 4's methods of the same kind (algorithm and optimizer), the one whose replicas are nearest
+    ``replicas`` (by ratio): its learning rate suits that many replicas (Adagrad: 0.02 for 20, 0.005 for 200)."""
+    same = [m for m in METHODS if (m.algorithm, m.optimizer) == (method.algorithm, method.optimizer)]
+    return min(same, key=lambda m: abs(math.log(replicas / m.replicas)))
 
 
 def differences(methods: dict[str, dict]) -> list[str]:

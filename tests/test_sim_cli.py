@@ -1,0 +1,110 @@
+"""``dbkit simulate`` and ``dbkit calibrate`` on the command line; profiles and sizes refused in one line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dbkit.sim import ProfileError, load_profile
+from dbkit.sim.memory import check_memory
+from dbkit.sim.profile import write
+from dbkit.telemetry import validate_report
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def dbkit(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "dbkit", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def test_simulate_downpour_writes_the_report_of_a_real_run_marked_simulated(tmp_path):
+    out = dbkit("simulate", "downpour", "--replicas", "6", "--shards", "2", "--steps", "300", "--report",
+                str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert validate_report(report) == [] and report["simulated"] is True and report["profile"] == "here"
+    assert report["steps"] == 300 and len(report["replicas"]) == 6
+    assert "simulated on profile here" in out.stdout and "virtual" in out.stdout
+    assert (tmp_path / "p.png").read_bytes()[:8] == PNG
+
+
+def test_simulate_fig3_writes_its_report_and_png_with_the_paper_beside(tmp_path):
+    out = dbkit("simulate", "fig3", "--report", str(tmp_path / "f.json"), "--plot", str(tmp_path / "f.png"))
+    assert out.returncode == 0, out.stderr
+    r = json.loads((tmp_path / "f.json").read_text())
+    assert r["figure"] == "fig3" and r["profile"] == "distbelief-2012" and r["simulated"] is True
+    for m in r["models"].values():
+        assert set(m) >= {"parameters", "connectivity", "machines", "speedup"}
+        assert len(m["machines"]) == len(m["speedup"]) and m["speedup"][0] == 1.0
+    assert "paper: 2.2x at 8 machines" in out.stdout and "simulated (distbelief-2012 profile)" in out.stdout
+    assert (tmp_path / "f.png").read_bytes()[:8] == PNG
+
+
+@pytest.mark.parametrize("flag", [["--scheduler", "tcp://127.0.0.1:1"], ["--checkpoint-dir", "x"]])
+def test_simulate_refuses_what_needs_a_real_cluster(flag):
+    out = dbkit("simulate", "downpour", "--steps", "10", *flag)
+    assert out.returncode == 2 and "does not apply to a simulation" in out.stderr
+
+
+@pytest.mark.parametrize("change,field", [
+    (lambda d: d["machine"].pop("bandwidth"), "machine.bandwidth"),
+    (lambda d: d["compute"].update(dense_flops_per_second=0), "compute.dense_flops_per_second"),
+    (lambda d: d["shard"].update(request_seconds=-1), "shard.request_seconds"),
+    (lambda d: d["machine"].update(cores=2.5), "machine.cores"),
+    (lambda d: d["message"].update(nonsense=1), "message.nonsense"),
+])
+def test_a_bad_profile_is_refused_in_one_line_naming_its_field(tmp_path, change, field):
+    d = load_profile("distbelief-2012").to_dict()
+    change(d)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ProfileError, match=field.replace(".", r"\.")):
+        load_profile(str(path))
+    out = dbkit("simulate", "downpour", "--steps", "10", "--profile", str(path))
+    assert out.returncode == 2 and field in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_malformed_or_missing_profile_file_is_refused(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ProfileError, match="not valid JSON"):
+        load_profile(str(tmp_path / "bad.json"))
+    with pytest.raises(ProfileError, match="not a named profile"):
+        load_profile("distbelief-1999")
+
+
+def test_a_profile_written_reads_back_the_same(tmp_path):
+    p = load_profile("here")
+    assert load_profile(str(write(p, tmp_path / "here.json"))) == p
+
+
+def test_numerics_that_would_not_fit_are_refused_with_the_size_and_cost_only_advice():
+    with pytest.raises(ValueError, match=r"GiB.*--cost-only"):
+        check_memory(1_700_000_000, 200, "downpour", available=24 * 2**30)
+    check_memory(10_000, 200, "downpour", available=24 * 2**30)  # a small model fits
+    out = dbkit("simulate", "downpour", "--shape", "image-1.7b", "--replicas", "200", "--steps", "10",
+                "--profile", "distbelief-2012")
+    assert out.returncode == 2 and "--cost-only" in out.stderr
+
+
+def test_cost_only_on_the_command_line_runs_a_billion_parameters(tmp_path):
+    out = dbkit("simulate", "downpour", "--cost-only", "--shape", "image-1.7b", "--replicas", "8", "--shards", "8",
+                "--steps", "16", "--profile", "distbelief-2012", "--report", str(tmp_path / "r.json"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["cost_only"] is True and r["model"]["parameters"] > 1.7e9 and r["final"]["test_accuracy"] is None
+    assert "cost-only" in out.stdout
+
+
+@pytest.mark.cluster
+def test_calibrate_quick_writes_a_profile_the_simulator_reads(tmp_path):
+    folder = tmp_path / "profiles"
+    out = dbkit("calibrate", "--quick", "--out", str(tmp_path / "p.json"), env={"DBKIT_PROFILES": str(folder)},
+                timeout=600)
+    assert out.returncode == 0, out.stderr
+    p = load_profile(str(tmp_path / "p.json"))
+    assert p.name == "here" and p.machine.machines == 2 and p.measured["wire_cpu"]
+    assert (folder / "here.json").exists()  # and it is the 'here' profile from now on
+    assert "mlp:9610" in p.measured["gradients"] and p.measured["fit"]["real"]["1"] > 0
