@@ -143,7 +143,7 @@ def figure4(setup: Setup | None = None, methods: tuple[Method, ...] = METHODS,
     out, roles = {}, {}
     for m in methods:
         name = m.name(setup.replicas(m))
-        say(f"{name}: {setup.replicas(m)} replicas ...")
+        say(f"{name}: {setup.replicas(m)} replica{'s' if setup.replicas(m) != 1 else ''} ...")
         out[name], roles[m.role] = run_method(m, setup, data, initial, start), name
         out[name]["role_in_paper"] = m.role
         reached = out[name]["time_to_target"]

@@ -54,7 +54,7 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
             row["time_to_target"].append(result["time_to_target"])
             row["steps"].append(result["steps"])
             reached = result["time_to_target"]
-            say(f"{name}, {r} replicas on {result['machines']} machines: "
+            say(f"{name}, {r} replica{'s' if r != 1 else ''} on {result['machines']} machines: "
                 + (f"{reached:.3f} simulated s" if reached is not None else "budget ran out")
                 + f" ({result['real_seconds']:.0f} s of computing)")
         out[name] = row
@@ -82,6 +82,7 @@ def differences(methods: dict[str, dict]) -> list[str]:
         notes.append(f"the fastest to the target here is {min(reached, key=lambda k: reached[k])}, not Downpour "
                      "with Adagrad: see fig4's differences (a small model's steps are short next to the shards' "
                      "service, so more replicas add staleness faster than examples)")
-    notes.append("the simulated sweep stops at about 2,000 machines; whether Sandblaster overtakes Downpour near "
+    most = max((k for row in methods.values() for k in row["machines"]), default=0)
+    notes.append(f"the simulated sweep stops at {most:,} machines; whether Sandblaster overtakes Downpour near "
                  "30,000 cores, as the paper suggests, is beyond what this sweep runs")
     return notes

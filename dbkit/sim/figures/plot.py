@@ -43,13 +43,14 @@ def _fig3(ax: Any, report: dict) -> None:
 
 def _fig4(ax: Any, report: dict) -> None:
     for i, (name, m) in enumerate(report["methods"].items()):
-        ax.plot(m["t"], m["test_accuracy"], marker=".", color=f"C{i}", label=f"{name} ({m['replicas']} replicas)")
+        replicas = f"{m['replicas']} replica" + ("s" if m["replicas"] != 1 else "")
+        ax.plot(m["t"], m["test_accuracy"], marker=".", markersize=3, color=f"C{i}", label=f"{name} ({replicas})")
         if m["time_to_target"] is not None:
             ax.axvline(m["time_to_target"], color=f"C{i}", alpha=0.3, linestyle=":")
     ax.axhline(report["target"], color="k", alpha=0.4, linestyle="--", label=f"target {report['target']:g}")
     order = " < ".join(report["paper"]["order_slowest_to_fastest"])
     ax.set(xlabel="simulated seconds", ylabel="test accuracy",
-           title=f"{report['dataset']}, {report['model']}; paper, slowest to fastest: {order}")
+           title=f"{report['dataset']}, {report['model']}\npaper, slowest to fastest: {order}")
     ax.title.set_fontsize(8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
