@@ -98,6 +98,15 @@ def test_cost_only_on_the_command_line_runs_a_billion_parameters(tmp_path):
     assert "cost-only" in out.stdout
 
 
+def test_cost_only_sandblaster_charges_the_model_s_bytes():
+    from dbkit.config import RunConfig
+    from dbkit.sim import Cluster, simulate
+
+    cfg = RunConfig.make(algorithm="sandblaster", model="linear", replicas=4, shards=2, steps=2, eval_every=1)
+    report = simulate(cfg, Cluster("distbelief-2012"), shape="speech-42m", cost_only=True)
+    assert report["cost_only"] and report["bytes"]["fetched"] >= 4 * 41_777_152 * 4  # every replica fetched it all
+
+
 @pytest.mark.cluster
 def test_calibrate_quick_writes_a_profile_the_simulator_reads(tmp_path):
     folder = tmp_path / "profiles"

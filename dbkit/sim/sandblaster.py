@@ -213,8 +213,9 @@ class SimulatedSandblaster(SimulatedRun):
         return out
 
     def _bytes(self) -> ByteCounts:
-        shards = self.shard_figures()
-        return ByteCounts(sum(s.bytes_fetched for s in shards), sum(s.bytes_pushed for s in shards))
+        shards, scale = self.shard_figures(), self.float_scale  # cost-only: the stand-in's bytes as the model's
+        return ByteCounts(int(sum(s.bytes_fetched for s in shards) * scale),
+                          int(sum(s.bytes_pushed for s in shards) * scale))
 
     def _blocks(self) -> dict:
         return sandblaster_block(self.coordinator, self.dispatcher, self.batch_seconds, self.unit_size)
