@@ -57,12 +57,17 @@ def _fig4(ax: Any, report: dict) -> None:
 
 
 def _fig5(ax: Any, report: dict) -> None:
+    budget = report.get("setup", {}).get("seconds")
     for i, (name, m) in enumerate(report["methods"].items()):
         pts = [(k, t) for k, t in zip(m["machines"], m["time_to_target"]) if t is not None]
         if pts:
             ax.plot(*zip(*pts), marker="o", color=f"C{i}", label=name)
+        missed = [k for k, t in zip(m["machines"], m["time_to_target"]) if t is None]
+        if missed and budget:
+            ax.scatter(missed, [budget] * len(missed), marker="x", color=f"C{i}", s=60,
+                       label=f"{name}: not within {budget:g} s")
     ax.set(xscale="log", yscale="log", xlabel="machines", ylabel=f"simulated seconds to accuracy {report['target']:g}",
-           title="paper: " + "; ".join(report["paper"]["findings"]))
+           title="paper: " + ";\n".join(report["paper"]["findings"]))
     ax.title.set_fontsize(8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
