@@ -10,6 +10,7 @@ The flags are ``dbkit run``'s, plus ``--machines``, ``--profile`` and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from .options import DEFAULTS, add_run_options, add_sandblaster_options, config_from_args
@@ -85,8 +86,7 @@ def figure_from_args(args: argparse.Namespace) -> dict:
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     if args.kind == "fig3":
         return figure3(args.profile, batch=args.batch)
-    setup = Setup.small() if (args.small or small()) else Setup()
-    setup = Setup(**{**setup.__dict__, "profile": args.profile})
+    setup = dataclasses.replace(Setup.small() if (args.small or small()) else Setup(), profile=args.profile)
     if args.kind == "fig4":
         return figure4(setup, progress=say)
     return figure5(setup, SMALL_SWEEP if (args.small or small()) else None, progress=say)

@@ -19,8 +19,6 @@ What is measured, each with one BLAS thread as dbkit's replicas run:
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..nn import build
+from .calibrate_fit import fit_to_real_steps
 from .calibrate_rig import RigTimes
 from .profile import ComputeSpec, MachineSpec, MessageSpec, Profile, ShardSpec
 from .shape import ModelShape
@@ -198,65 +197,6 @@ def time_exchanges(shard: dict[str, float], gradients: dict[str, list[float]], q
     return sorted(table), rows, extras
 
 
-def simulated_step(profile: Profile, n: int, steps: int = 400, model: str = "mlp", dataset: str = "digits") -> float:
-    """Simulated seconds per step of one replica of ``model`` with two shards on ``profile``'s cluster,
-    exchanging every ``n`` steps (over the run's second half)."""
-    from ..config import RunConfig
-    from ..telemetry import Sample
-    from .api import simulated_run
-    from .layout import Cluster
-
-    cfg = RunConfig.make(algorithm="downpour", model=model, dataset=dataset, replicas=1, shards=2, n_fetch=n,
-                         n_push=n, optimizer="sgd", lr=1e-6, batch_size=32, steps=steps, eval_every=steps // 2)
-    run = simulated_run(cfg, Cluster(profile))
-    run.run()
-    samples = run.events.of(Sample)
-    mid, end = samples[1], samples[-1]
-    return (end.t - mid.t) / max(1, end.step - mid.step)
-
-
-def fit_to_real(profile: Profile, real: dict[int, float]) -> tuple[Profile, dict]:
-    """Scale the rig's arithmetic (``machine.cpu_factor``) and exchanges (``message.wire_scale``) so that one
-    simulated replica's step takes what a real worker's takes, exchanging every step and every 16th:
-    ``t(n) = arithmetic + exchange / n`` solved for both, simulated and real."""
-    base = profile.but(machine={"cpu_factor": 1.0}, message={"wire_scale": 1.0})
-    sim = {n: simulated_step(base, n) for n in (1, 16)}
-
-    def split(t: dict[int, float]) -> tuple[float, float]:
-        exchange = max(0.0, (t[1] - t[16]) * 16 / 15)
-        return max(1e-9, t[16] - exchange / 16), exchange
-
-    (c, e), (cr, er) = split(sim), split(real)
-    factor = max(0.5, cr / c)
-    scale = max(0.1, er / (factor * e)) if e > 0 else 1.0
-    fitted = profile.but(machine={"cpu_factor": factor}, message={"wire_scale": scale})
-    return fitted, {"real": {str(n): t for n, t in real.items()},
-                    "simulated_unscaled": {str(n): t for n, t in sim.items()}}
-
-
-def fit_large_messages(profile: Profile, real_step: float, model: str = "speech", dataset: str = "speech",
-                       steps: int = 100) -> tuple[Profile, float]:
-    """Scale the message table's largest row (megabytes: the rig's copies there are not the worker's) so that
-    one simulated replica of ``model`` exchanging every step steps as fast as the real one (bisection on
-    the scale, in log space: a step's time grows with it)."""
-    table = [list(row) for row in profile.measured["wire_cpu"]]
-    last = table[-1]
-
-    def with_scale(scale: float) -> Profile:
-        scaled = [*table[:-1], [last[0], *(c * scale for c in last[1:])]]
-        return dataclasses.replace(profile, measured={**profile.measured, "wire_cpu": scaled})
-
-    lo, hi = math.log(0.01), math.log(10.0)
-    for _ in range(9):
-        mid = (lo + hi) / 2
-        if simulated_step(with_scale(math.exp(mid)), 1, steps, model, dataset) > real_step:
-            hi = mid
-        else:
-            lo = mid
-    scale = math.exp((lo + hi) / 2)
-    return with_scale(scale), scale
-
-
 def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_load: float = 0.0,
               real_steps: dict[str, dict[int, float]] | None = None, quick: bool = False,
               log: Callable[[str], None] = print) -> Profile:
@@ -304,23 +244,7 @@ def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_lo
         comments=COMMENTS, measured=measured)
     if real_steps:
         log("the rig's costs fitted to real steps in a worker ...")
-        profile, fit = fit_to_real(profile, real_steps["mlp"])
-        measured["fit"] = fit
-        if "speech" in real_steps:
-            log("megabyte messages and BLAS-bound arithmetic fitted to real steps of the speech preset ...")
-            measured["wire_cpu_rig"] = [list(row) for row in table]
-            real = real_steps["speech"]
-            key = next(k for k in lines if k.startswith("speech:"))
-            factor, scale = 1.0, 1.0
-            for _ in range(2):  # the arithmetic from the 16-step exchange, then the messages from every step
-                trial = dataclasses.replace(profile, measured={**profile.measured, "gradient_factor": {key: 1.0}})
-                factor = max(0.2, real[16] / simulated_step(trial, 16, 100, "speech", "speech"))
-                trial = dataclasses.replace(profile, measured={**profile.measured, "gradient_factor": {key: factor}})
-                profile, step = fit_large_messages(trial, real[1])
-                scale *= step
-            fit.update(speech_real={str(n): t for n, t in real.items()}, large_message_scale=scale,
-                       speech_gradient_factor=factor)
-            profile.measured.update(fit=fit, wire_cpu_rig=measured["wire_cpu_rig"])
+        profile = fit_to_real_steps(profile, real_steps)
     return profile
 
 

@@ -10,9 +10,8 @@ from the paper's era (``distbelief-2012``).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
-
-import numpy as np
 
 from .profile import Profile
 from .shape import LayerShape, ModelShape
@@ -41,6 +40,11 @@ class CostModel:
             layers = sum(1 for layer in self.shape.layers if layer.has_params)
             fixed, scaled = c.step_seconds + layers * c.layer_seconds, False
         object.__setattr__(self, "_line", (fixed, per_example, scaled))
+        table = self.profile.measured.get("wire_cpu")  # sizes and each end's column, read once (asked per message)
+        object.__setattr__(self, "_wire", (tuple(float(row[0]) for row in table),
+                                           {end: tuple(float(row[col]) for row in table)
+                                            for col, end in enumerate(("client", "server", "local"), start=1)})
+                           if table else None)
 
     def gradient_seconds(self, batch: int, fraction: float = 1.0) -> float:
         """One core's seconds for the loss and gradient of ``batch`` examples (``fraction`` of the
@@ -100,13 +104,15 @@ class CostModel:
         it has one (interpolated between its sizes, and beyond its largest at the last step's cost per
         byte), else its line (and nothing for a local call)."""
         m = self.profile.message
-        table = self.profile.measured.get("wire_cpu")
-        if not table:
+        wire = self._wire  # type: ignore[attr-defined]
+        if wire is None:
             return 0.0 if end == "local" else m.wire_scale * (m.cpu_seconds + nbytes * m.cpu_seconds_per_byte)
-        col = {"client": 1, "server": 2, "local": 3}[end]
-        sizes = [row[0] for row in table]
-        if nbytes >= sizes[-1] and len(table) > 1:
-            (b0, *c0), (b1, *c1) = table[-2], table[-1]
-            per_byte = (c1[col - 1] - c0[col - 1]) / (b1 - b0)
-            return m.wire_scale * (c1[col - 1] + (nbytes - b1) * max(0.0, per_byte))
-        return m.wire_scale * float(np.interp(nbytes, sizes, [row[col] for row in table]))
+        sizes, cost = wire[0], wire[1][end]
+        if nbytes >= sizes[-1] and len(sizes) > 1:
+            per_byte = (cost[-1] - cost[-2]) / (sizes[-1] - sizes[-2])
+            return m.wire_scale * (cost[-1] + (nbytes - sizes[-1]) * max(0.0, per_byte))
+        i = bisect.bisect_right(sizes, nbytes)
+        if i == 0:
+            return m.wire_scale * cost[0]
+        (b0, b1), (c0, c1) = sizes[i - 1 : i + 1], cost[i - 1 : i + 1]  # np.interp's line, without its arrays
+        return m.wire_scale * (c0 + (c1 - c0) * (nbytes - b0) / (b1 - b0))
