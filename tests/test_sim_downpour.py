@@ -136,3 +136,24 @@ def test_pushes_per_second_saturate_at_the_shards_service_rate(digits):
     assert rates[0] == pytest.approx(1 / compute, rel=0.02)  # alone: its push is served while it computes on
     assert rates[-1] == pytest.approx(1 / D, rel=0.02)  # many: the shard is the bottleneck
     assert rates == sorted(rates)
+
+
+@pytest.mark.parametrize("threads", [4, 16])
+def test_a_step_on_many_threads_follows_amdahls_law(digits, threads):
+    # The step's fixed work (step_seconds) runs on one core, its arithmetic is split across the threads:
+    # T(threads) = S + (T(1) - S) / threads, as partitioned_step counts a partition's step for Fig. 3.
+    S, steps = 2e-3, 50
+
+    def seconds_per_step(t):
+        profile = free_communication(step_seconds=S, layer_seconds=0.0, dense_flops_per_second=1e6,
+                                     update_seconds_per_parameter=0.0)
+        profile = profile.but(machine={"machines": 0, "cores": 16, "threads_per_replica": t})
+        cfg = RunConfig.make(algorithm="downpour", optimizer="sgd", lr=0.01, replicas=1, shards=1,
+                             n_fetch=100_000, n_push=100_000, steps=steps, eval_every=10**9)
+        run = SimulatedDownpour(cfg, nn.build("linear", 64, 10), digits, Cluster(profile))
+        run.run()
+        return run.sim.now / steps
+
+    one = seconds_per_step(1)
+    assert one > 2 * S  # the arithmetic is a real share of the step
+    assert seconds_per_step(threads) == pytest.approx(S + (one - S) / threads, rel=1e-6)

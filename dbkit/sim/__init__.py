@@ -3,7 +3,7 @@
 ``Cluster(profile, machines)`` describes simulated machines; ``simulate(config,
 cluster)`` runs the job ``config`` describes on them and returns the same JSON
 report a real run writes, marked ``"simulated": true`` with its profile.
-Numpy, SimPy and greenlet only: no Dask.
+Numpy and greenlet only: no Dask.
 """
 
 from .api import simulate, simulated_run

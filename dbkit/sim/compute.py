@@ -44,7 +44,8 @@ class TimedNetwork:
     def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray,
                       with_penalty: bool = True) -> tuple[float, np.ndarray]:
         out = self.network.loss_and_grad(params, X, y, with_penalty)
-        self.hold(self.cost.gradient_seconds(len(y), self.fraction) + self.per_step)
+        serial, parallel = self.cost.gradient_parts(len(y), self.fraction)
+        self.hold(parallel + self.per_step, serial)
         return out
 
     def penalty_grad(self, params: np.ndarray) -> np.ndarray:
@@ -52,11 +53,14 @@ class TimedNetwork:
         self.hold(self.cost.update_seconds(params.size))
         return out
 
-    def hold(self, seconds: float) -> None:
-        """Hold a core (or ``threads`` of them) for ``seconds`` (times ``slow``), waiting in virtual time."""
+    def hold(self, seconds: float, serial: float = 0.0) -> None:
+        """Hold ``threads`` cores for ``seconds`` of work split across them after ``serial`` seconds that
+        only one of them can do (the others wait: a fork and join), all times ``slow``, in virtual time."""
+        scale = self.slow * (1.0 + self.cost.profile.compute.contention * max(0, self.machine.replicas - 1))
         if self.jitter == "exponential" and self.rng is not None:
-            seconds *= float(self.rng.exponential())
-        seconds *= self.slow * (1.0 + self.cost.profile.compute.contention * max(0, self.machine.replicas - 1))
-        self.seconds += seconds
-        if seconds > 0:
-            self.sim.sleep_until(self.machine.reserve(self.sim.now, seconds, self.threads))
+            scale *= float(self.rng.exponential())
+        seconds, serial = seconds * scale, serial * scale
+        threads = max(1, min(self.threads, self.machine.cores.n))
+        self.seconds += serial + seconds
+        if seconds > 0 or serial > 0:
+            self.sim.sleep_until(self.machine.reserve(self.sim.now, seconds + serial * threads, threads))

@@ -86,7 +86,8 @@ class SimulatedPartition(DownpourPartition):
         name = fn.__name__
         batch = args[1].shape[0] if name == "forward" else args[2].shape[0]
         passes = 1.0 if name in ("forward", "input_grad") else 1.0 + float(bool(args[3]) if len(args) > 3 else 1)
-        self.timed.hold(self.cost.layer_seconds(shape, batch, passes))
+        serial, parallel = self.cost.layer_parts(shape, batch, passes)
+        self.timed.hold(parallel, serial)
         return out
 
     async def _take(self, key: tuple) -> np.ndarray:

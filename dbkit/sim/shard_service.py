@@ -200,6 +200,7 @@ class ShardEnd:
         self.service, self.client = service, client
         self.sim, self.cost = service.sim, service.cost
         self.local = client is service.machine
+        self._costs: dict[tuple[int, int, bool], tuple] = {}
 
     # ---- Downpour: the data plane ---------------------------------------------------------------
     def fetch(self) -> VirtualFuture:
@@ -242,26 +243,44 @@ class ShardEnd:
 
     def _call(self, kind: str, apply: Callable[[Any], Any], service: float, floats_up: int, floats_down: int,
               control: bool = False) -> VirtualFuture:
-        sim, cost, svc = self.sim, self.cost, self.service
+        sim, svc = self.sim, self.service
         future = VirtualFuture(sim)
-        up, down = cost.message_bytes(floats_up), cost.message_bytes(floats_down)
-        request = Request(kind, apply, service, down, self.client, future, control)
+        up, send, extra, client_cpu, delay = self._message_costs(floats_up, floats_down, control)
+        request = Request(kind, apply, service + extra, up[1], self.client, future, control)
+        request.client_cpu = client_cpu
         now = sim.now
         if self.local:  # a shard on the caller's own machine: a call in process, no NIC
-            send = 0.0 if control else cost.message_cpu(up, "local")
-            arrival = self.client.reserve(now, send) + cost.profile.message.local_call_seconds
-            request.client_cpu = 0.0 if control else cost.message_cpu(down, "local")
+            arrival = self.client.reserve(now, send) + delay
         elif control:
-            arrival = now + cost.profile.message.control_seconds
+            arrival = now + delay
         else:
-            send = cost.message_cpu(up, "client")
             sent = self.client.reserve(now, send)
-            arrival = svc.network.transfer(sent, self.client, svc.machine, up)
-            request.service += cost.message_cpu(up, "server") + cost.message_cpu(down, "server")  # in, and answer
-            request.client_cpu = cost.message_cpu(down, "client")
-            request.switch_seconds = cost.profile.machine.switch_seconds
+            arrival = svc.network.transfer(sent, self.client, svc.machine, up[0])
+            request.switch_seconds = self.cost.profile.machine.switch_seconds
         if arrival <= now:
             svc.arrive(request)
         else:
             sim.at(arrival - now, lambda: svc.arrive(request))
         return future
+
+    def _message_costs(self, floats_up: int, floats_down: int, control: bool) -> tuple:
+        """A call's fixed costs, worked out once per message size (the same few sizes every step): its bytes
+        up and down, the client's CPU to send, what the shard's service adds (taking the request in and
+        answering it), the client's CPU to take the answer in, and the delay before it reaches the shard
+        beyond the NIC (a local call's, or a control message's one way)."""
+        key = (floats_up, floats_down, control)
+        costs = self._costs.get(key)
+        if costs is None:
+            cost, m = self.cost, self.cost.profile.message
+            up, down = cost.message_bytes(floats_up), cost.message_bytes(floats_down)
+            if self.local:
+                send, extra = (0.0 if control else cost.message_cpu(up, "local")), 0.0
+                client, delay = (0.0 if control else cost.message_cpu(down, "local")), m.local_call_seconds
+            elif control:
+                send, extra, client, delay = 0.0, 0.0, 0.0, m.control_seconds
+            else:
+                send, extra = cost.message_cpu(up, "client"), cost.message_cpu(up, "server") + cost.message_cpu(
+                    down, "server")
+                client, delay = cost.message_cpu(down, "client"), 0.0
+            costs = self._costs[key] = ((up, down), send, extra, client, delay)
+        return costs
