@@ -157,3 +157,17 @@ def test_a_step_on_many_threads_follows_amdahls_law(digits, threads):
     one = seconds_per_step(1)
     assert one > 2 * S  # the arithmetic is a real share of the step
     assert seconds_per_step(threads) == pytest.approx(S + (one - S) / threads, rel=1e-6)
+
+
+def test_short_work_beside_a_computation_runs_at_its_next_release_and_the_next_computation_pays():
+    from dbkit.sim.machines import Cores, Machine
+
+    plain = Machine("w", Cores(1), 1e9)
+    assert plain.compute(0.0, 1.0) == 1.0
+    assert plain.interleave(0.2, 0.1) == pytest.approx(1.1)  # no release: it waits for the computation
+    m = Machine("w", Cores(1), 1e9, release_seconds=0.01, handoff_seconds=0.05)
+    assert m.compute(0.0, 1.0) == 1.0
+    assert m.interleave(0.2, 0.1) == pytest.approx(0.31)  # at the computation's next release, not at 1.0
+    assert m.interleave(0.2, 0.1) == pytest.approx(0.41)  # one piece at a time
+    assert m.compute(1.0, 1.0) == pytest.approx(1.0 + 1.0 + 2 * (0.1 + 0.05))  # the next computation pays
+    assert m.interleave(5.0, 0.1) == pytest.approx(5.1)  # nothing computing: an idle core

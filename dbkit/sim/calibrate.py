@@ -155,6 +155,19 @@ def time_contention(quick: bool = False) -> float:
     return max(0.0, float(np.median(extra)))
 
 
+def time_releases(quick: bool = False) -> dict[str, tuple[float, float]]:
+    """Per rig model, how soon a computing thread lets a woken one in and what each such hand-off costs it
+    (``calibrate_rig.time_release``)."""
+    import os
+
+    from .calibrate_rig import time_release
+
+    if not hasattr(os, "sched_setaffinity"):
+        return {}
+    return {model: time_release(model, dataset, 100 if quick else 300) for model, dataset in
+            (("mlp", "digits"), ("speech", "speech"))}
+
+
 def time_exchanges(shard: dict[str, float], gradients: dict[str, list[float]], quick: bool = False
                    ) -> tuple[list[list[float]], list[dict], list[tuple[int, float]]]:
     """What a replica's exchanges cost its worker and the shards' workers, from the replica rig
@@ -218,6 +231,8 @@ def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_lo
         table, rig, extras = time_exchanges(shard, lines, quick)
         log("replicas taking turns on one core ...")
         contention = time_contention(quick)
+        log("a woken thread's wait beside a computing one ...")
+        release = time_releases(quick)
     alone = {r["model"]: r["alone_wall"] for r in rig}
     ratios = [worker_steps[m] / alone[m] for m in worker_steps if alone.get(m)]
     cpu_factor = max(1.0, float(np.median(ratios))) if ratios else 1.0
@@ -228,7 +243,7 @@ def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_lo
     message = {"cpu_seconds": table[0][1], "cpu_seconds_per_byte": max(0.0, (table[-1][1] - table[0][1])
                                                                          / (table[-1][0] - table[0][0]))}
     measured = {"gradients": lines, "wire_cpu": table, "rig": rig, "replica_extras": extras,
-                "worker_steps": worker_steps, "worker_ratios": ratios,
+                "worker_steps": worker_steps, "worker_ratios": ratios, "release": release,
                 "date": datetime.now().isoformat(timespec="seconds"), "control": control,
                 "gradient_rows": [{"model": r["model"], "batch": r["batch"], "seconds": r["seconds"]} for r in rows]}
     profile = Profile(
@@ -236,7 +251,9 @@ def calibrate(control: dict[str, float], worker_steps: dict[str, float], host_lo
         "worker processes of dbkit run's LocalCluster, each one core (a worker's Python runs one thread at a time)",
         machine=MachineSpec(cores=1, bandwidth=1e10, latency=0.0, machines=2, threads_per_replica=1,
                             cpu_factor=cpu_factor, host_cores=host_cores, switch_seconds=sys.getswitchinterval(),
-                            host_load=min(host_load, host_cores - 0.25)),
+                            host_load=min(host_load, host_cores - 0.25),
+                            release_seconds=max(1e-6, max(r for r, _ in release.values())) if release else 0.0,
+                            handoff_seconds=float(np.median([h for _, h in release.values()])) if release else 0.0),
         compute=ComputeSpec(**fitted, update_seconds_per_parameter=per_parameter, replica_step_seconds=fixed,
                             contention=contention),
         shard=ShardSpec(**shard),
@@ -257,6 +274,12 @@ COMMENTS = {
     "machine.switch_seconds": "Python's switch interval (sys.getswitchinterval()): a request or reply reaching a "
                               "worker while every core of the host computes waits for a thread to let go, at most "
                               "this long",
+    "machine.release_seconds": "how much later than with the process idle a thread woken beside a computing one "
+                               "runs (measured.release, the larger of the digits MLP's and the speech preset's; at "
+                               "least 1 us): numpy lets the interpreter lock go many times a gradient, so a shard's "
+                               "service or a reply's handling runs then, not after the whole computation",
+    "machine.handoff_seconds": "what each such wake-up costs the computing thread (the lock's switches there and "
+                               "back), the median over the two models of its steps lost per wake-up (measured.release)",
     "machine.host_load": "cores' worth of CPU the driver's process (the LocalCluster's scheduler runs in it) used "
                          "while two replicas trained (time_host_load): the workers' share of the host is the rest",
     "machine.bandwidth": "10 GB/s: loopback moves bytes as fast as the CPU copies them; that CPU is in "

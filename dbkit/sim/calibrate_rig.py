@@ -179,3 +179,53 @@ def _run(replica: DownpourReplica, settings: Any, publish: Any) -> None:
 
     with threadpool_limits(1):
         run_replica_loop(replica, settings, publish, poll=0.001)
+
+
+def time_release(model: str, dataset: str, wakes: int = 300) -> tuple[float, float]:
+    """How a thread woken beside ``model``'s gradients (computed on another thread of this process, held
+    to one core) shares the interpreter lock: ``(release, handoff)``. ``release``: how much later than
+    with the process idle it runs (the median overshoot of short sleeps, busy against idle); ``handoff``:
+    what each of its wake-ups costs the computation (its steps lost, per wake-up). They set
+    ``MachineSpec.release_seconds`` and ``handoff_seconds``."""
+    import os
+
+    data = load(dataset)
+    net = build(model, data.n_features, data.n_classes, l2=1e-4)
+    params, X, y = net.init_params(0), data.X_train[:32], data.y_train[:32]
+    stop, steps = threading.Event(), [0]
+
+    def compute() -> None:
+        while not stop.is_set():
+            net.loss_and_grad(params, X, y)
+            steps[0] += 1
+
+    def overshoot() -> float:
+        rng, out = np.random.default_rng(0), []
+        for _ in range(wakes):
+            nap = float(rng.uniform(5e-4, 2e-3))
+            t0 = time.perf_counter()
+            time.sleep(nap)
+            out.append(time.perf_counter() - t0 - nap)
+        return float(np.median(out))
+
+    def count(seconds: float) -> tuple[int, float]:
+        s0, t0 = steps[0], time.perf_counter()
+        time.sleep(seconds)
+        return steps[0] - s0, time.perf_counter() - t0
+
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    worker = threading.Thread(target=compute, daemon=True)
+    try:
+        idle = overshoot()
+        worker.start()
+        alone, alone_seconds = count(0.5)  # one long sleep: the computation has the lock to itself
+        s0, t0 = steps[0], time.perf_counter()
+        busy = overshoot()
+        together, together_seconds = steps[0] - s0, time.perf_counter() - t0
+    finally:
+        stop.set()
+        worker.join(30)
+        os.sched_setaffinity(0, before)
+    lost = together_seconds - together * alone_seconds / max(1, alone)
+    return busy - idle, max(0.0, lost / wakes)

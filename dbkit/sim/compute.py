@@ -63,4 +63,4 @@ class TimedNetwork:
         threads = max(1, min(self.threads, self.machine.cores.n))
         self.seconds += serial + seconds
         if seconds > 0 or serial > 0:
-            self.sim.sleep_until(self.machine.reserve(self.sim.now, seconds + serial * threads, threads))
+            self.sim.sleep_until(self.machine.compute(self.sim.now, seconds + serial * threads, threads))

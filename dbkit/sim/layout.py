@@ -93,7 +93,8 @@ class Layout:
 def _machine(m: MachineSpec, name: str, host: Cores | None) -> Machine:
     """A machine of ``m``'s kind; on ``host`` when its machines are processes of one computer."""
     return Machine(name, Cores(m.cores), m.bandwidth, cpu_factor=m.cpu_factor, host=host,
-                   host_slowdown=m.host_slowdown if host is not None else 1.0)
+                   host_slowdown=m.host_slowdown if host is not None else 1.0, release_seconds=m.release_seconds,
+                   handoff_seconds=m.handoff_seconds)
 
 
 def lay_out(cluster: Cluster, shards: int, coordinator: bool = False) -> Layout:

@@ -74,6 +74,11 @@ class Machine:
     replicas: int = 0  # replicas (or replica partitions) placed here
     host: Cores | None = None  # the cores of the host this machine shares with others (worker processes)
     host_slowdown: float = 1.0  # what other processes on the host take of its cores: their time is stretched
+    release_seconds: float = 0.0  # a computation lets short work in this soon (0: short work waits for it)
+    handoff_seconds: float = 0.0  # what each such hand-off of the interpreter lock costs the computation
+    computing_until: float = 0.0  # when the computations reserved so far end
+    side_free: float = 0.0  # when the short work let in during computations is done
+    debt: float = 0.0  # seconds of short work let in, which the next computation pays
 
     def reserve(self, now: float, seconds: float, threads: int = 1) -> float:
         """Hold a core (or ``threads``) for ``seconds`` of work at this machine's speed; returns when it ends.
@@ -87,6 +92,28 @@ class Machine:
         start = max(now, self.cores.free_at(threads), self.host.free_at(threads))
         self.host.reserve(start, seconds, threads)
         return self.cores.reserve(start, seconds, threads)
+
+    def compute(self, now: float, seconds: float, threads: int = 1) -> float:
+        """``reserve`` for a computation (a gradient, a layer): it also pays for the short work let in
+        during the computations before it (``interleave``)."""
+        if self.debt > 0:
+            seconds, self.debt = seconds + self.debt / (self.cpu_factor * self.host_slowdown), 0.0
+        end = self.reserve(now, seconds, threads)
+        self.computing_until = max(self.computing_until, end)
+        return end
+
+    def interleave(self, now: float, seconds: float) -> float:
+        """``reserve`` for short work of another thread (a shard's service, a message's CPU): while a
+        computation holds the core and ``release_seconds`` is set, it runs at the computation's next
+        release of the interpreter lock, one such piece at a time, and the next computation pays for it;
+        else it waits for a core as any work does."""
+        if self.release_seconds <= 0 or now >= self.computing_until or seconds <= 0:
+            return self.reserve(now, seconds)
+        seconds *= self.cpu_factor * self.host_slowdown
+        start = max(now + self.release_seconds, self.side_free)
+        self.side_free = end = start + seconds
+        self.debt += seconds + self.handoff_seconds * self.cpu_factor * self.host_slowdown
+        return end
 
     def utilisation(self, seconds: float) -> float:
         """Mean busy cores over ``seconds`` of virtual time, as a fraction of all cores."""

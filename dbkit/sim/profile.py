@@ -35,7 +35,11 @@ class MachineSpec:
     ``machines`` are processes sharing one host of this many cores (dbkit's LocalCluster: two worker
     processes and the driver on one computer), and ``host_load`` of those cores are busy with work not
     simulated (the scheduler's and the driver's event loops). ``switch_seconds``: a machine is a Python
-    process whose interpreter lets a waiting thread in after this long (``dbkit.sim.interpreter``; 0: not)."""
+    process whose interpreter lets a waiting thread in after this long (``dbkit.sim.interpreter``; 0: not).
+    ``release_seconds``: when not 0, a computation lets the machine's other threads' short work (a shard's
+    service, a message's CPU) in at its next release of the interpreter lock, about this long after the work
+    arrives, instead of after the whole computation; the next computation on the machine pays for it, and
+    ``handoff_seconds`` more for each such hand-off of the lock (the switches there and back)."""
 
     cores: int
     bandwidth: float
@@ -46,6 +50,8 @@ class MachineSpec:
     host_cores: int = 0
     host_load: float = 0.0
     switch_seconds: float = 0.0
+    release_seconds: float = 0.0
+    handoff_seconds: float = 0.0
 
     @property
     def host_slowdown(self) -> float:
@@ -132,6 +138,7 @@ SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "sh
 #: fields that may be zero (a cost that is absent); all other numbers must be positive
 MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
                "replica_step_seconds", "task_seconds", "contention", "host_cores", "host_load", "switch_seconds",
+               "release_seconds", "handoff_seconds",
                "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
                "control_seconds", "partition_message_seconds", "push_seconds_per_float_sgd",
                "push_seconds_per_float_adagrad", "fetch_seconds_per_float", "vector_seconds_per_float"}

@@ -148,7 +148,7 @@ class ShardService:
         f.busy += request.service
         f.served_by[kind] = f.served_by.get(kind, 0) + 1
         f.waited_by[kind] = f.waited_by.get(kind, 0.0) + waited
-        end = self.machine.reserve(now, request.service)
+        end = self.machine.interleave(now, request.service)
         try:
             value, error = request.apply(self.shard), None
         except Exception as e:  # noqa: BLE001 - the caller gets it, as from a real shard
@@ -184,7 +184,7 @@ def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException
         when_free(sim, request.client, request.switch_seconds, take)
 
     def take() -> None:
-        done = request.client.reserve(sim.now, cpu)
+        done = request.client.interleave(sim.now, cpu)
         if done <= sim.now:
             request.future.settle(value, error)
         else:
