@@ -32,7 +32,8 @@ class TimedNetwork:
                  threads: int = 1, fraction: float = 1.0, jitter: str = "none",
                  rng: np.random.Generator | None = None) -> None:
         self.network, self.sim, self.machine, self.cost = network, sim, machine, cost
-        self.threads, self.fraction = int(threads), float(fraction)
+        self.threads = max(1, min(int(threads), machine.cores.n))  # no more than the machine has
+        self.fraction = float(fraction)
         self.per_step = cost.update_seconds(update_floats) if update_floats else 0.0  # a Downpour replica's own work
         self.jitter, self.rng = jitter, rng
         self.slow = 1.0
@@ -60,7 +61,6 @@ class TimedNetwork:
         if self.jitter == "exponential" and self.rng is not None:
             scale *= float(self.rng.exponential())
         seconds, serial = seconds * scale, serial * scale
-        threads = max(1, min(self.threads, self.machine.cores.n))
         self.seconds += serial + seconds
         if seconds > 0 or serial > 0:
-            self.sim.sleep_until(self.machine.compute(self.sim.now, seconds + serial * threads, threads))
+            self.sim.sleep_until(self.machine.compute(self.sim.now, seconds + serial * self.threads, self.threads))

@@ -1,6 +1,6 @@
 """What each piece of simulated work costs, in seconds, from a profile and a model's shape.
 
-A computation holds a core for ``gradient_seconds`` (and the replica's own
+A computation holds a core for ``gradient_parts`` (and the replica's own
 vector work); a shard's service holds its queue and a core of its machine
 for ``push_seconds`` / ``fetch_seconds`` / ``vector_seconds``; a message
 costs its ends ``message_cpu`` and holds both NICs for its bytes. Only time
@@ -46,28 +46,21 @@ class CostModel:
                                             for col, end in enumerate(("client", "server", "local"), start=1)})
                            if table else None)
 
-    def gradient_seconds(self, batch: int, fraction: float = 1.0) -> float:
-        """One core's seconds for the loss and gradient of ``batch`` examples (``fraction`` of the
-        model's arithmetic: a partition's share), not counting the replica's own vector work."""
-        serial, parallel = self.gradient_parts(batch, fraction)
-        return serial + parallel
-
     def gradient_parts(self, batch: int, fraction: float = 1.0) -> tuple[float, float]:
-        """``gradient_seconds`` as its serial part (the step's and layers' fixed work, on one core however
-        many threads the replica has) and its parallel part (the arithmetic, split across its threads):
-        Amdahl's law, as ``partitioned_step`` counts a partition's step."""
+        """One core's seconds for the loss and gradient of ``batch`` examples (``fraction`` of the model's
+        arithmetic: a partition's share), not counting the replica's own vector work, as its serial part (the
+        step's and layers' fixed work, on one core however many threads the replica has) and its parallel
+        part (the arithmetic, split across its threads): Amdahl's law, as ``partitioned_step`` counts a
+        partition's step."""
         fixed, per_example, scaled = self._line  # type: ignore[attr-defined]
         if scaled:  # a measured line: a partition does its share of all of it
             return fixed * fraction, per_example * batch * fraction
         return fixed, batch * per_example * fraction
 
-    def layer_seconds(self, layer: LayerShape, batch: int, passes: float = 1.0) -> float:
-        """One core's seconds for ``passes`` forward-sized passes of one layer over ``batch`` examples
-        (a partition's part of a layer: the forward is 1, the input gradient 1, the parameter gradient 1)."""
-        return sum(self.layer_parts(layer, batch, passes))
-
     def layer_parts(self, layer: LayerShape, batch: int, passes: float = 1.0) -> tuple[float, float]:
-        """``layer_seconds`` as its serial part (the layer's fixed work) and its parallel part (its arithmetic)."""
+        """One core's seconds for ``passes`` forward-sized passes of one layer over ``batch`` examples (a
+        partition's part of a layer: the forward is 1, the input gradient 1, the parameter gradient 1), as its
+        serial part (the layer's fixed work) and its parallel part (its arithmetic)."""
         c = self.profile.compute
         if layer.kind == "dense":
             rate = c.dense_flops_per_second

@@ -78,7 +78,7 @@ class Machine:
     handoff_seconds: float = 0.0  # what each such hand-off of the interpreter lock costs the computation
     computing_until: float = 0.0  # when the computations reserved so far end
     side_free: float = 0.0  # when the short work let in during computations is done
-    debt: float = 0.0  # seconds of short work let in, which the next computation pays
+    debt: float = 0.0  # seconds of short work let in (before this machine's factors), the next computation's
 
     def reserve(self, now: float, seconds: float, threads: int = 1) -> float:
         """Hold a core (or ``threads``) for ``seconds`` of work at this machine's speed; returns when it ends.
@@ -96,8 +96,7 @@ class Machine:
     def compute(self, now: float, seconds: float, threads: int = 1) -> float:
         """``reserve`` for a computation (a gradient, a layer): it also pays for the short work let in
         during the computations before it (``interleave``)."""
-        if self.debt > 0:
-            seconds, self.debt = seconds + self.debt / (self.cpu_factor * self.host_slowdown), 0.0
+        seconds, self.debt = seconds + self.debt, 0.0
         end = self.reserve(now, seconds, threads)
         self.computing_until = max(self.computing_until, end)
         return end
@@ -109,10 +108,9 @@ class Machine:
         else it waits for a core as any work does."""
         if self.release_seconds <= 0 or now >= self.computing_until or seconds <= 0:
             return self.reserve(now, seconds)
-        seconds *= self.cpu_factor * self.host_slowdown
         start = max(now + self.release_seconds, self.side_free)
-        self.side_free = end = start + seconds
-        self.debt += seconds + self.handoff_seconds * self.cpu_factor * self.host_slowdown
+        self.side_free = end = start + seconds * self.cpu_factor * self.host_slowdown
+        self.debt += seconds + self.handoff_seconds
         return end
 
     def utilisation(self, seconds: float) -> float:

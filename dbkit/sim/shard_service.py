@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import greenlet
 
@@ -60,6 +60,19 @@ class VirtualFuture:
         for waiter in self._waiters:
             self._sim.wake(waiter)
         self._waiters.clear()
+
+
+class CallCosts(NamedTuple):
+    """A call's fixed costs for one message size: its bytes up and down, the client's CPU to send, what the
+    shard's service adds (taking the request in and answering it), the client's CPU to take the answer in,
+    and the delay before it reaches the shard beyond the NIC (a local call's, or a control message's)."""
+
+    up: int
+    down: int
+    send: float
+    service: float
+    take: float
+    delay: float
 
 
 @dataclass
@@ -200,7 +213,7 @@ class ShardEnd:
         self.service, self.client = service, client
         self.sim, self.cost = service.sim, service.cost
         self.local = client is service.machine
-        self._costs: dict[tuple[int, int, bool], tuple] = {}
+        self._costs: dict[tuple[int, int, bool], CallCosts] = {}
 
     # ---- Downpour: the data plane ---------------------------------------------------------------
     def fetch(self) -> VirtualFuture:
@@ -245,17 +258,17 @@ class ShardEnd:
               control: bool = False) -> VirtualFuture:
         sim, svc = self.sim, self.service
         future = VirtualFuture(sim)
-        up, send, extra, client_cpu, delay = self._message_costs(floats_up, floats_down, control)
-        request = Request(kind, apply, service + extra, up[1], self.client, future, control)
-        request.client_cpu = client_cpu
+        c = self._message_costs(floats_up, floats_down, control)
+        request = Request(kind, apply, service + c.service, c.down, self.client, future, control)
+        request.client_cpu = c.take
         now = sim.now
         if self.local:  # a shard on the caller's own machine: a call in process, no NIC
-            arrival = self.client.reserve(now, send) + delay
+            arrival = self.client.reserve(now, c.send) + c.delay
         elif control:
-            arrival = now + delay
+            arrival = now + c.delay
         else:
-            sent = self.client.reserve(now, send)
-            arrival = svc.network.transfer(sent, self.client, svc.machine, up[0])
+            sent = self.client.reserve(now, c.send)
+            arrival = svc.network.transfer(sent, self.client, svc.machine, c.up)
             request.switch_seconds = self.cost.profile.machine.switch_seconds
         if arrival <= now:
             svc.arrive(request)
@@ -263,11 +276,8 @@ class ShardEnd:
             sim.at(arrival - now, lambda: svc.arrive(request))
         return future
 
-    def _message_costs(self, floats_up: int, floats_down: int, control: bool) -> tuple:
-        """A call's fixed costs, worked out once per message size (the same few sizes every step): its bytes
-        up and down, the client's CPU to send, what the shard's service adds (taking the request in and
-        answering it), the client's CPU to take the answer in, and the delay before it reaches the shard
-        beyond the NIC (a local call's, or a control message's one way)."""
+    def _message_costs(self, floats_up: int, floats_down: int, control: bool) -> CallCosts:
+        """A call's ``CallCosts``, worked out once per message size (the same few sizes every step)."""
         key = (floats_up, floats_down, control)
         costs = self._costs.get(key)
         if costs is None:
@@ -282,5 +292,5 @@ class ShardEnd:
                 send, extra = cost.message_cpu(up, "client"), cost.message_cpu(up, "server") + cost.message_cpu(
                     down, "server")
                 client, delay = cost.message_cpu(down, "client"), 0.0
-            costs = self._costs[key] = ((up, down), send, extra, client, delay)
+            costs = self._costs[key] = CallCosts(up, down, send, extra, client, delay)
         return costs
