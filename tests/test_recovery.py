@@ -303,3 +303,18 @@ def test_sandblaster_resumed_from_its_checkpoint_goes_on_as_if_never_stopped(tmp
         resumed.fit(steps=5, progress=False)
         losses = [r.loss for r in resumed.iterations]
     assert len(losses) == 11 and np.allclose(losses, expected, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("layout", [("--replicas", "2"), ("--replicas", "2", "--model", "image-local",
+                                                          "--partitions", "2")], ids=["2-replicas", "partitioned"])
+def test_cli_a_lost_shard_comes_back_when_a_replica_restarts_on_a_worker_that_had_none(tmp_path, dask_processes,
+                                                                                      layout):
+    """Issue #21, 1: a replica restarted on a worker with no control actor yet named its new control with
+    a count that a dead worker's entry had freed, and the run ended in a KeyError."""
+    done, report = _run_and_kill(dask_processes, tmp_path, True, "--checkpoint-dir", str(tmp_path / "ckpt"),
+                                 "--checkpoint-every", "1", *layout)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "KeyError" not in done.stderr
+    f = report["faults"]
+    assert f["shards_lost"] == f["shards_restored"] == 1 and f["replicas_restarted"] >= 1
+    assert validate_report(report) == [] and report["state"] != "failed"

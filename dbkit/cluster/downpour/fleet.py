@@ -34,6 +34,8 @@ class Fleet:
         self.tag = tag
         self.book = ReplicaBook()
         self.controls: dict[str, Any] = {}
+        self._control_names: dict[str, str] = {}  # worker -> its control actor's name in the registry
+        self._controls_made = 0  # names are never reused: a lost worker's control may still be registered
         self.rows = shard_indices(data.n_train, config.replicas, seed=config.seed)  # each replica's data shard
         self.cap = NO_CAP  # total steps at which replicas pause (NO_CAP: none)
         self.paused = False
@@ -49,8 +51,10 @@ class Fleet:
     # ---- starting replicas -------------------------------------------------------------------
     def _control(self, worker: str) -> Any:
         if worker not in self.controls:
-            self.controls[worker] = self.cluster.place_actor(f"control-{len(self.controls)}-{self.tag}",
-                                                             ReplicaControl, worker=worker)
+            name = f"control-{self._controls_made}-{self.tag}"
+            self._controls_made += 1
+            self.controls[worker] = self.cluster.place_actor(name, ReplicaControl, worker=worker)
+            self._control_names[worker] = name
         return self.controls[worker]
 
     def launch(self, index: int, data_shard: int | None = None) -> str:
@@ -271,6 +275,9 @@ class Fleet:
             if self.book.worker_of(index) == worker:
                 self.book.mark_lost(index, reason)
         self.controls.pop(worker, None)
+        name = self._control_names.pop(worker, None)
+        if name is not None:
+            self.cluster.registry.release(name)
 
     def check_partitions(self, alive: set[str]) -> None:
         """A partitioned replica is lost as soon as a worker holding one of its partitions is gone
@@ -320,3 +327,4 @@ class Fleet:
         """Cancel every replica task and forget the control actors (their Futures keep them alive)."""
         self.book.cancel_all()
         self.controls = {}
+        self._control_names = {}
