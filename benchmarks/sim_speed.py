@@ -123,7 +123,8 @@ def main(argv=None) -> int:
           f"in the same bare loop {bare:.1f} s = {bare / plain:.2f}x; the same classes with no "
           f"clock {floor:.1f} s = {floor / plain:.2f}x; simulated ({args.replicas} replicas, {args.shards} shards, "
           f"n={args.n}, {args.profile}) {sim_seconds:.1f} s = {ratio:.2f}x the loop, {sim_seconds / bare:.2f}x the "
-          f"bare loop with Adagrad, {sim_seconds / floor:.2f}x the classes alone; {report['simulation']['events']:,} events")
+          f"bare loop with Adagrad, {sim_seconds / floor:.2f}x the classes alone; "
+          f"{report['simulation']['events']:,} events")
     print(f"cost-only Fig. 3 sweep: {fig3_seconds:.3f} s")
     write_json(args.json, "sim_speed", {"replicas": args.replicas, "steps": args.steps, "shards": args.shards,
                                         "n": args.n, "plain_seconds": plain, "bare_adagrad_seconds": bare,

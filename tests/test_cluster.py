@@ -12,6 +12,7 @@ import numpy as np
 import psutil
 import pytest
 
+import dbkit
 from dbkit.cluster import Cluster, ClusterError, start_shards
 from dbkit.ps import ParameterShard
 
@@ -198,3 +199,19 @@ def test_workers_started_here_survive_a_sigint_that_the_driver_handles(local_clu
     time.sleep(1.0)
     assert local_cluster.client.run(os.getpid) == before
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the driver's own handler is back
+
+
+def test_a_job_pinned_to_a_worker_not_in_the_cluster_is_refused_at_once_and_leaves_nothing(local_cluster):
+    """Issue #21, 6: Dask keeps an actor pinned to an unknown worker waiting for ever; placement asks first,
+    and every placement is bounded (``place_timeout``)."""
+    from dbkit.data import load
+
+    data = load("digits")
+    for pin in ({"replica_workers": ["tcp://127.0.0.1:1"]}, {"shard_workers": ["tcp://127.0.0.1:1"]}):
+        job = dbkit.DownpourSGD("mlp", data, client=local_cluster.client, **pin)
+        with pytest.raises(ClusterError, match=r"no worker tcp://127\.0\.0\.1:1 in the cluster \(its workers: tcp://"):
+            job.fit(steps=20, progress=False)
+        job.stop()  # returns: nothing is left to wait for
+        assert leftovers(local_cluster, job.tag) == {}
+    with pytest.raises(ValueError, match="place_timeout must be > 0"):
+        Cluster(client=local_cluster.client, place_timeout=0)

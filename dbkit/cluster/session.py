@@ -100,10 +100,12 @@ class Cluster:
         Size of the embedded LocalCluster.
     timeout : float
         Seconds to wait when connecting to ``scheduler``.
+    place_timeout : float
+        Seconds to wait for an actor to start on its worker before giving up with a ``ClusterError``.
     """
 
     def __init__(self, scheduler: str | None = None, client=None, n_workers: int = 2,
-                 threads_per_worker: int = 1, timeout: float = 10.0) -> None:
+                 threads_per_worker: int = 1, timeout: float = 10.0, place_timeout: float = 60.0) -> None:
         import dask
         from distributed import Client, LocalCluster
 
@@ -111,6 +113,9 @@ class Cluster:
             raise ValueError("give either scheduler or client, not both")
         if n_workers < 1 or threads_per_worker < 1:
             raise ValueError(f"n_workers and threads_per_worker must be >= 1, got {n_workers}, {threads_per_worker}")
+        if not place_timeout > 0:
+            raise ValueError(f"place_timeout must be > 0 seconds, got {place_timeout}")
+        self.place_timeout = float(place_timeout)
         self.registry = ActorRegistry()
         self.tag = uuid.uuid4().hex[:10]  # unique task keys, even when an old Cluster's id() is reused
         self.local_cluster = None
@@ -224,8 +229,19 @@ class Cluster:
         """
         if self._closed:
             raise ClusterError("this cluster is closed")
+        if worker is not None and worker not in (workers := self.workers()):
+            # Dask would keep an actor pinned to an unknown worker waiting for it for ever
+            raise ClusterError(f"no worker {worker} in the cluster (its workers: {', '.join(workers) or 'none'})")
         future, scattered = self._submit(cls, args, kwargs, worker, key=f"dbkit-{name}-{self.tag}", actor=True)
-        proxy = future.result()
+        try:
+            proxy = future.result(timeout=self.place_timeout)
+        except TimeoutError as e:
+            future.cancel()
+            for a in scattered:
+                a.release()
+            where = f"on {worker}" if worker else "on any worker"
+            raise ClusterError(f"could not place actor {name!r} {where} within {self.place_timeout:g}s "
+                               f"(the cluster's workers: {', '.join(self.workers()) or 'none'})") from e
         for a in scattered:
             a.release()
         where = worker or self.client.who_has(future).get(future.key, ["?"])[0]

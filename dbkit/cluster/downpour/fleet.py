@@ -15,6 +15,7 @@ from ...algorithms import NO_CAP, ReplicaBook, ReplicaFigures, ReplicaSettings
 from ...config import RunConfig
 from ...data import Dataset, shard_indices
 from ...nn import Network
+from ...ps.client_calls import CALL_TIMEOUT, resolve
 from ..session import Cluster
 from .placement import Placement
 from .replica_task import ReplicaControl, run_replica
@@ -70,7 +71,7 @@ class Fleet:
             cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
             settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
                                        self.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
-            control.register(index, settings).result()
+            resolve(control.register(index, settings), CALL_TIMEOUT)  # a dead worker's actor never answers
             key = f"dbkit-replica-{index}-{self.tag}"
             self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
             rows = self.rows[self.data_of[index]]
