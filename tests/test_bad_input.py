@@ -118,6 +118,16 @@ CASES = {  # name: (arguments after `dbkit run`, with {tmp} for the test's folde
                       "cannot read"),
     "report unwritable": (["sgd", "--report", "/proc/dbkit/r.json"], None, "--report /proc/dbkit/r.json cannot be"),
     "plot is a folder": (["sgd", "--plot", "{tmp}"], None, "--plot"),
+    # issue #21, 8: outputs never overwrite inputs
+    "report over the dataset": (["sgd", "--model", "linear", "--dataset", "{data}", "--report", "{data}"], _npz,
+                                "would overwrite the input --dataset file"),
+    "plot over an IDX file": (["sgd", "--dataset", "{data}", "--plot", "{data}/train-labels-idx1-ubyte"],
+                              lambda p: _idx(p.parent / "idx", "none"), "would overwrite the input --dataset file"),
+    "report over the checkpoint resumed": (["downpour", "--resume", "{tmp}/ck", "--report", "{tmp}/ck/checkpoint.json"],
+                                           None, "would overwrite a checkpoint file in --resume"),
+    "plot over a shard's checkpoint": (["downpour", "--checkpoint-dir", "{tmp}/ck", "--plot", "{tmp}/ck/shard-1.npz"],
+                                       None, "would overwrite a checkpoint file in --checkpoint-dir"),
+    "report and plot one file": (["sgd", "--report", "{tmp}/o", "--plot", "{tmp}/o"], None, "name the same file"),
 }
 
 
@@ -126,6 +136,7 @@ def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_started(case, 
     args, make, says = CASES[case]
     data = make(tmp_path / "d.npz") if make is not None else ""
     args = [a.format(tmp=tmp_path, data=data) for a in args]
+    inputs = {f: f.read_bytes() for f in [Path(data), *(Path(data).glob("*") if data else [])] if data and f.is_file()}
     report = tmp_path / "r.json"
     budget = [] if "--steps" in args or "--seconds" in args else ["--steps", "5"]
     status = main(["run", *args, *budget, "--quiet", *([] if "--report" in args else ["--report", str(report)])])
@@ -135,6 +146,8 @@ def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_started(case, 
     assert len(lines) == 1 and lines[0].startswith("dbkit: error: ") and says in lines[0], err
     assert "allow_pickle" not in err and "Traceback" not in err
     assert not report.exists()  # nothing ran
+    assert all(f.read_bytes() == raw for f, raw in inputs.items())  # every input as it was
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "o").exists()  # nothing written in their place
 
 
 def test_a_path_object_is_loaded_as_a_dataset_and_an_array_is_refused_with_what_to_do(tmp_path):

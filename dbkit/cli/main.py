@@ -82,6 +82,7 @@ def _figure(args: argparse.Namespace) -> int:
     from ..sim.figures import plot_figure
     from ..telemetry import write_report
 
+    _check_outputs({"--report": args.report, "--plot": args.plot}, args)
     for flag, path in (("--report", args.report), ("--plot", args.plot)):
         _check_writable(flag, path)
     report = figure_from_args(args)
@@ -127,6 +128,32 @@ def _check_writable(flag: str, path: str | None) -> None:
         raise ValueError(f"{flag} {path} cannot be written ({e.strerror or e}); choose another path") from e
 
 
+#: files a checkpoint folder holds (``--checkpoint-dir``, ``--resume``): an output never takes one of these names
+CHECKPOINT_FILES = ("checkpoint.json", "sandblaster.json", "shard-*.npz", "sandblaster-shard-*.npz", "*.tmp")
+
+
+def _check_outputs(outputs: dict[str, str | None], args: argparse.Namespace) -> None:
+    """``ValueError`` before anything starts if an output would overwrite an input (the ``--dataset``
+    file or a file of an IDX folder), a checkpoint file in ``--resume`` or ``--checkpoint-dir``, or the
+    other output."""
+    given = {flag: Path(path).resolve() for flag, path in outputs.items() if path}
+    if len(set(given.values())) < len(given):
+        raise ValueError(f"{' and '.join(given)} name the same file ({next(iter(given.values()))}); give each its own")
+    name = getattr(args, "dataset", None)
+    dataset = Path(name) if name else None  # a built-in's name is no file here, unless one is so named
+    inputs = ([] if dataset is None else [dataset.resolve()] if dataset.is_file()
+              else [f.resolve() for f in dataset.iterdir() if f.is_file()] if dataset.is_dir() else [])
+    folders = {flag: Path(d).resolve() for flag in ("--resume", "--checkpoint-dir")
+               if (d := getattr(args, flag[2:].replace("-", "_"), None))}
+    for flag, target in given.items():
+        if target in inputs:
+            raise ValueError(f"{flag} {outputs[flag]} would overwrite the input --dataset file; choose another path")
+        for folder_flag, folder in folders.items():
+            if target.parent == folder and any(target.match(pattern) for pattern in CHECKPOINT_FILES):
+                raise ValueError(f"{flag} {outputs[flag]} would overwrite a checkpoint file in {folder_flag} "
+                                 f"{folder}; choose another path")
+
+
 def _quiet_dask() -> None:
     """Dask's own INFO lines (a closed connection, with a traceback, when a scheduler or worker is
     lost) are noise on the command line: the run says in one line what happened. Its errors stay."""
@@ -161,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = config_from_args(args, args.algorithm)
             report_path, plot_path = args.report, args.plot
+        _check_outputs({"--report": report_path, "--plot": plot_path}, args)
         for flag, path in (("--report", report_path), ("--plot", plot_path)):
             _check_writable(flag, path)  # before training, not after it
         with _sigterm_as_interrupt():
