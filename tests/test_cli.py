@@ -237,11 +237,25 @@ def test_a_signal_to_the_whole_process_group_stops_and_reports(tmp_path, args, s
     assert not [k for k in alive if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_a_diverging_run_says_so_once_with_the_fix(tmp_path):
+def test_a_diverging_run_says_so_once_with_the_fix_and_exits_3(tmp_path):
     out = dbkit("run", "sgd", "--lr", "100", "--steps", "200", "--quiet", "--report", str(tmp_path / "r.json"))
-    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert out.returncode == 3 and "Traceback" not in out.stderr  # issue #21, 10: it exited 0
     assert out.stdout.count("Lower the learning rate") == 1 and "diverged" in out.stdout
+    assert out.stderr.strip().startswith("dbkit: the run diverged: every replica stopped on a non-finite")
     assert json.loads((tmp_path / "r.json").read_text())["state"] == "diverged"
+
+
+def test_a_downpour_run_whose_model_ends_with_a_non_finite_loss_exits_3_with_its_report(tmp_path):
+    """The shards refuse every non-finite step, so Downpour's replicas never stop on their own; the
+    final model's loss says the run diverged. The same settings at a sane rate exit 0 (the reference)."""
+    runs = {lr: dbkit("run", "downpour", "--optimizer", "sgd", "--lr", lr, "--steps", "400", "--quiet", "--report",
+                      str(tmp_path / f"r{lr}.json")) for lr in ("100", "0.05")}
+    assert runs["100"].returncode == 3, runs["100"].stderr
+    line = runs["100"].stderr.strip()  # the replicas may also have stopped on non-finite gradients first
+    assert line.startswith("dbkit: the run diverged: ") and "\n" not in line
+    assert line.endswith("; lower the learning rate (lr=100.0) or use Adagrad")
+    assert validate_report(json.loads((tmp_path / "r100.json").read_text())) == []
+    assert runs["0.05"].returncode == 0, runs["0.05"].stderr
 
 
 def test_a_failed_run_writes_its_report_says_why_in_one_line_and_exits_1(tmp_path, monkeypatch, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -154,6 +155,21 @@ def _check_outputs(outputs: dict[str, str | None], args: argparse.Namespace) -> 
                                  f"{folder}; choose another path")
 
 
+def _diverged(report: dict) -> str | None:
+    """Why the run ended diverged (exit status 3), or ``None``: its state says so, or its final model's
+    training or test loss is not finite (Downpour's shards refuse non-finite steps, so its replicas go on
+    stepping on parameters that have grown too large to give a finite loss)."""
+    final = report.get("final") or {}
+    lr = (report.get("config") or {}).get("lr")
+    advice = f"; lower the learning rate (lr={lr}) or use Adagrad" if lr is not None else ""
+    if report.get("state") == "diverged":
+        return "every replica stopped on a non-finite loss or gradient" + advice
+    losses = [final.get(k) for k in ("train_loss", "test_loss") if k in final]
+    if losses and not any(isinstance(v, (int, float)) and math.isfinite(v) for v in losses):
+        return "the final model's loss is not finite" + advice
+    return None
+
+
 def _quiet_dask() -> None:
     """Dask's own INFO lines (a closed connection, with a traceback, when a scheduler or worker is
     lost) are noise on the command line: the run says in one line what happened. Its errors stay."""
@@ -205,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             why = report.get("error") or (errors[-1] if errors else "see the report")
             print(f"dbkit: the run failed: {why}", file=sys.stderr)
             return 1
+        if _diverged(report):
+            print(f"dbkit: the run diverged: {_diverged(report)}", file=sys.stderr)
+            return 3
         return 0
     except (ValueError, DataError, OSError) as e:
         print(f"dbkit: error: {e}", file=sys.stderr)
