@@ -13,6 +13,7 @@ put each in its section: ``RunConfig.make(algorithm="downpour", n_push=4)``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -109,6 +110,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
+        if self.checkpoint_dir is not None:  # the driver's folder, wherever a worker's working folder is
+            object.__setattr__(self, "checkpoint_dir", os.path.abspath(os.path.expanduser(self.checkpoint_dir)))
         if self.steps is None and self.seconds is None:
             raise ValueError("give steps or seconds (how long to train)")
         for name, cls in SECTIONS.items():

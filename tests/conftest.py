@@ -108,9 +108,10 @@ class DaskProcesses:
 
 
 @contextlib.contextmanager
-def real_dask(n_workers: int):
+def real_dask(n_workers: int, prefixes: dict[int, list[str]] | None = None):
     """A real ``dask scheduler`` and ``n_workers`` ``dask worker`` processes (no nannies) on 127.0.0.1;
     yields ``DaskProcesses`` (it unpacks as ``(address, worker processes)``). Every process is ended on exit.
+    ``prefixes``: worker number -> a command its process starts under (``setpriv ...``: fewer rights).
 
     The scheduler picks its own port (``--port 0``) and writes its address to a scheduler file: a port
     chosen here and handed over could be taken by another socket before the scheduler binds it (a CI
@@ -142,10 +143,10 @@ def real_dask(n_workers: int):
                 address = json.loads(scheduler_file.read_text())["address"]
             except (OSError, ValueError, KeyError):
                 time.sleep(0.1)
-        for _ in range(n_workers):
+        for i in range(n_workers):
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
-                 "--nthreads", "1", "--dashboard-address", "127.0.0.1:0", "--no-nanny"],
+                [*(prefixes or {}).get(i, []), sys.executable, "-m", "distributed.cli.dask_worker", address,
+                 "--host", "127.0.0.1", "--nthreads", "1", "--dashboard-address", "127.0.0.1:0", "--no-nanny"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         while True:  # wait for every worker to join
             try:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -318,3 +319,47 @@ def test_cli_a_lost_shard_comes_back_when_a_replica_restarts_on_a_worker_that_ha
     f = report["faults"]
     assert f["shards_lost"] == f["shards_restored"] == 1 and f["replicas_restarted"] >= 1
     assert validate_report(report) == [] and report["state"] != "failed"
+
+
+def _dbkit_in(folder, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dbkit", *args], capture_output=True, text=True, cwd=folder,
+                          timeout=timeout)
+
+
+def test_cli_a_relative_checkpoint_dir_on_a_real_cluster_is_the_drivers_and_resumes(tmp_path, dask_processes):
+    """Issue #21, 2: with ``--scheduler``, shard files landed in each worker's working folder and
+    ``checkpoint.json`` in the driver's; the folder could not be resumed. The workers here run in this
+    test's folder, the command in another."""
+    here = tmp_path / "driver"
+    here.mkdir()
+    with dask_processes(2) as cluster:
+        done = _dbkit_in(here, "run", "downpour", "--scheduler", cluster.address, "--shards", "2", "--steps", "600",
+                         "--checkpoint-dir", "ck", "--checkpoint-every", "0.3", "--quiet")
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in (here / "ck").iterdir()) == ["checkpoint.json", "shard-0.npz", "shard-1.npz"]
+        assert not (Path.cwd() / "ck").exists()  # nothing in the workers' folder
+        again = _dbkit_in(here, "run", "downpour", "--scheduler", cluster.address, "--resume", "ck", "--steps", "20",
+                          "--quiet", "--report", "r.json")
+    assert again.returncode == 0, again.stderr
+    assert validate_report(json.loads((here / "r.json").read_text())) == []
+
+
+def test_cli_a_checkpoint_dir_one_worker_cannot_write_is_refused_before_anything_starts(tmp_path, dask_processes):
+    """Issue #21, 2: the driver (root here) can write the folder; one worker, started without root's right to
+    override file permissions, cannot. The run is refused in one line naming that worker."""
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    folder.chmod(0o555)
+    weaker = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+    with dask_processes(2, prefixes={1: weaker}) as cluster:
+        from distributed import Client
+
+        with Client(cluster.address, timeout=10) as c:
+            pids = c.run(os.getpid)
+        weak = next(w for w, pid in pids.items() if pid == cluster.workers[1].pid)
+        done = _dbkit_in(tmp_path, "run", "downpour", "--scheduler", cluster.address, "--steps", "50",
+                         "--checkpoint-dir", str(folder), "--quiet", "--report", str(tmp_path / "r.json"))
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"dbkit: error: checkpoint_dir '{folder}' cannot be written from worker {weak} (")
+    assert list(folder.iterdir()) == [] and not (tmp_path / "r.json").exists()

@@ -28,6 +28,7 @@ from ...partition import AlignedLayout
 from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
 from ...settings import check
 from ...telemetry import Relayout, ReplicaEvent
+from ..folders import check_workers_can_write
 from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement, check_layout
@@ -178,6 +179,8 @@ class DownpourSGD(Job):
         c, net = self.config, self.network
         cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
         workers = cluster.workers() or cluster.wait_for_workers(1)
+        if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
+            check_workers_can_write(cluster, c.checkpoint_dir)
         self.dashboard = cluster.dashboard_link()
         placement = self._placement = self._res.placement = Placement(cluster, net, c, self._shard_workers or workers,
                                                                       self._replica_workers or workers)

@@ -36,6 +36,7 @@ from ...ps import ShardedParameters, ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, sandblaster_block
+from ..folders import check_workers_can_write
 from ..session import Cluster
 from ..shards import start_shards
 from .batch import DaskBatch
@@ -159,6 +160,8 @@ class SandblasterLBFGS(Job):
         cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers,
                                               threads_per_worker=per_worker)
         workers = cluster.workers() or cluster.wait_for_workers(1)
+        if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
+            check_workers_can_write(cluster, c.checkpoint_dir)
         self.dashboard = cluster.dashboard_link()
         self._workers = self._replica_workers or workers
         saved = self._start_from
