@@ -22,6 +22,18 @@ from .settings import ALGORITHMS, MODELS, SETTINGS, check
 __all__ = ["ALGORITHMS", "MODELS", "DownpourConfig", "RunConfig", "SGDConfig", "SandblasterConfig"]
 
 
+#: scheduler address schemes dbkit can use: another process cannot reach ``inproc://``, and ``ucx://``
+#: needs UCX and distributed-ucxx on every machine, which dbkit does not install
+SCHEDULER_SCHEMES = ("tcp", "tls")
+
+
+def _check_scheduler(address: str) -> None:
+    scheme, sep, _ = address.partition("://")
+    if sep and scheme not in SCHEDULER_SCHEMES:
+        raise ValueError(f"scheduler must be a Dask scheduler's tcp:// or tls:// address (or HOST:PORT), got "
+                         f"{address!r}: {scheme}:// is not supported here")
+
+
 def _check_fields(obj: object) -> None:
     """Check and normalise every field of a frozen dataclass against the settings table."""
     for f in fields(obj):  # type: ignore[arg-type]
@@ -112,6 +124,8 @@ class RunConfig:
         _check_fields(self)
         if self.checkpoint_dir is not None:  # the driver's folder, wherever a worker's working folder is
             object.__setattr__(self, "checkpoint_dir", os.path.abspath(os.path.expanduser(self.checkpoint_dir)))
+        if self.scheduler is not None:
+            _check_scheduler(self.scheduler)
         if self.steps is None and self.seconds is None:
             raise ValueError("give steps or seconds (how long to train)")
         for name, cls in SECTIONS.items():

@@ -128,6 +128,20 @@ CASES = {  # name: (arguments after `dbkit run`, with {tmp} for the test's folde
     "plot over a shard's checkpoint": (["downpour", "--checkpoint-dir", "{tmp}/ck", "--plot", "{tmp}/ck/shard-1.npz"],
                                        None, "would overwrite a checkpoint file in --checkpoint-dir"),
     "report and plot one file": (["sgd", "--report", "{tmp}/o", "--plot", "{tmp}/o"], None, "name the same file"),
+    # issue #21, 12: each was refused only after a cluster started, or not at all
+    "sandblaster shards beyond parameters": (["sandblaster", "--model", "linear", "--shards", "1000"], None,
+                                             "shards must be at most the network's 650 parameters"),
+    "sgd on the cluster, shards beyond parameters": (["sgd", "--on-cluster", "--model", "linear", "--shards", "1000"],
+                                                     None, "shards must be at most the network's 650 parameters"),
+    "more replicas than examples": (["downpour", "--dataset", "{data}", "--replicas", "41", "--shards", "1"], _npz,
+                                    "replicas must be at most the 40 training examples"),
+    "batch larger than the data": (["sgd", "--dataset", "{data}", "--batch-size", "41"], _npz,
+                                   "batch_size must be at most the 40 training examples"),
+    "slow replica beyond the replicas": (["downpour", "--slow-replica", "2:5"], None,
+                                         "slow_replicas names replica 2, but the replicas are 0 to 1"),
+    "plot in a format matplotlib lacks": (["sgd", "--plot", "{tmp}/p.xyz"], None, "give a file name ending in one of"),
+    "scheduler inproc://": (["downpour", "--scheduler", "inproc://x"], None, "inproc:// is not supported here"),
+    "scheduler ucx://": (["downpour", "--scheduler", "ucx://127.0.0.1:8786"], None, "ucx:// is not supported here"),
 }
 
 
@@ -184,3 +198,16 @@ def test_an_address_where_nothing_listens_or_a_web_server_answers_is_refused(web
     with pytest.raises(SchedulerAddressError, match=r"is not a Dask scheduler \(it sent nothing within 1s\)"):
         probe_scheduler(web_server, timeout=1.0)
     probe_scheduler("tls://127.0.0.1:1")  # TLS speaks second: left to Dask
+
+
+def test_another_algorithms_setting_is_refused_by_name_not_dropped():
+    """Issue #21, 12: ``DownpourSGD(memory=5)`` was accepted and ``memory`` never read."""
+    import dbkit
+
+    with pytest.raises(ValueError, match=r"downpour does not take memory \(sandblaster\)"):
+        dbkit.DownpourSGD("mlp", "digits", memory=5)
+    with pytest.raises(ValueError, match=r"sandblaster does not take n_push \(downpour\)"):
+        dbkit.SandblasterLBFGS("linear", "digits", n_push=4)
+    with pytest.raises(ValueError, match=r"unknown settings: \['no_such'\]"):
+        dbkit.DownpourSGD("mlp", "digits", no_such=1)
+    assert dbkit.DownpourSGD("mlp", "digits", n_push=4).config.downpour.n_push == 4  # its own is taken

@@ -61,6 +61,7 @@ def test_run_sgd_on_cluster_shards(tmp_path):
     (["--dataset", "nowhere.npz"], "nowhere.npz"),
     (["--model", "speech"], "use --dataset speech"),
     (["--replicas", "3"], "replicas must be 1"),
+    (["--hidden", "1,,2"], "--hidden takes comma-separated widths"),  # issue #21, 12: it was read as 1,2
 ])
 def test_bad_flags_exit_2_with_a_clear_message(args, message):
     out = dbkit("run", "sgd", "--steps", "5", "--quiet", *args)

@@ -273,6 +273,9 @@ def test_sandblaster_with_a_shard_worker_killed_mid_batch_ends_where_an_undistur
                 report = job.report()
             assert validate_report(report) == [] and report["sandblaster"]["iterations"] == 20
             losses[kill] = report["sandblaster"]["rows"][-1]["loss"]
+            f = report["faults"]  # issue #21, 12: Sandblaster's report had none
+            assert (f["shards_lost"], f["shards_restored"], len(f["restores"])) == ((1, 1, 1) if kill else (0, 0, 0))
+            assert f["checkpoints"] == len(job.events.of(Checkpointed)) >= 1
             lost = [e for e in job.events.of(ShardLost)] if kill else lost
     (event,) = lost
     assert event.shard == 0 and event.worker == w[0] and event.restored_on in (w[1], w[2])

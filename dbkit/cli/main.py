@@ -115,10 +115,18 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def _check_writable(flag: str, path: str | None) -> None:
-    """``ValueError`` naming ``flag`` if ``path`` cannot be written (its folder is made if missing)."""
+    """``ValueError`` naming ``flag`` if ``path`` cannot be written (its folder is made if missing), or, for
+    ``--plot``, if matplotlib cannot write its format."""
     if not path:
         return
     target = Path(path)
+    if flag == "--plot":
+        from matplotlib.figure import Figure
+
+        formats = Figure().canvas.get_supported_filetypes()
+        if target.suffix.lstrip(".").lower() not in formats:
+            raise ValueError(f"--plot {path}: give a file name ending in one of {', '.join('.' + f for f in formats)} "
+                             "(.png is usual)")
     if target.is_dir():
         raise ValueError(f"{flag} {path} is a folder; give a file name")
     try:
@@ -159,6 +167,8 @@ def _diverged(report: dict) -> str | None:
     """Why the run ended diverged (exit status 3), or ``None``: its state says so, or its final model's
     training or test loss is not finite (Downpour's shards refuse non-finite steps, so its replicas go on
     stepping on parameters that have grown too large to give a finite loss)."""
+    if report.get("cost_only"):  # no arrays, so no loss to judge by
+        return None
     final = report.get("final") or {}
     lr = (report.get("config") or {}).get("lr")
     advice = f"; lower the learning rate (lr={lr}) or use Adagrad" if lr is not None else ""

@@ -12,7 +12,7 @@ DEFAULTS = RunConfig()
 
 def _hidden(text: str) -> tuple[int, ...]:
     try:
-        widths = tuple(int(w) for w in text.split(",") if w.strip())
+        widths = tuple(int(w) for w in text.split(","))  # an empty width (``1,,2``) is refused, not skipped
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--hidden takes comma-separated widths such as 256,256, got {text!r}") from None

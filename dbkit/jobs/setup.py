@@ -8,15 +8,17 @@ from typing import Any
 from ..config import RunConfig
 from ..data import Dataset, load
 from ..nn import Network, build
+from ..settings import SETTINGS
 
 
 def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[str] | Dataset, base: RunConfig | None,
-                given: dict[str, Any]) -> tuple[RunConfig, Dataset, Network]:
+                given: dict[str, Any], fit: bool = True) -> tuple[RunConfig, Dataset, Network]:
     """The validated config, the dataset and the network of a job.
 
     ``model`` and ``data`` are names (recorded in the config) or ready objects;
     ``given`` holds flat keyword settings, ``None`` meaning "not given";
-    ``base`` is the config they change (default: ``RunConfig`` for ``algorithm``).
+    ``base`` is the config they change (default: ``RunConfig`` for ``algorithm``);
+    ``fit``: check that the data and the network can hold the settings (``check_fit``).
     """
     if not isinstance(model, (str, Network)):
         raise TypeError(f"model must be a preset name or a dbkit.nn.Network, got {type(model).__name__}")
@@ -26,6 +28,7 @@ def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[st
         raise TypeError(f"data must be a dataset name, a path or a dbkit.data.Dataset, got {type(data).__name__} "
                         "(for arrays: dbkit.data.Dataset(X_train, y_train, X_test, y_test))")
     changes = {k: v for k, v in given.items() if v is not None}
+    _check_section(algorithm, changes)
     changes["algorithm"] = algorithm
     if isinstance(model, str):
         changes["model"] = model
@@ -39,7 +42,35 @@ def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[st
     check_size(network)
     if network.in_size != dataset.n_features:
         raise ValueError(f"the network takes {network.in_size} inputs, the data has {dataset.n_features}")
+    if fit:
+        check_fit(config, dataset, network)
     return config, dataset, network
+
+
+def _check_section(algorithm: str, changes: dict[str, Any]) -> None:
+    """Refuse another algorithm's setting (``DownpourSGD(memory=5)``): it would be dropped unread."""
+    other = sorted(k for k in changes if k in SETTINGS and SETTINGS[k].section not in (None, algorithm))
+    if other:
+        owners = ", ".join(f"{k} ({SETTINGS[k].section})" for k in other)
+        raise ValueError(f"{algorithm} does not take {owners}: each is another algorithm's setting")
+
+
+def check_fit(config: RunConfig, dataset: Dataset, network: Network) -> None:
+    """Refuse, before anything starts, settings the data or the network cannot hold: more shards than
+    parameters, more replicas than training examples (each replica needs a data shard of its own), a
+    mini-batch larger than the training set, a slow replica that is not one of the replicas."""
+    if config.shards > network.size:
+        raise ValueError(f"shards must be at most the network's {network.size:,} parameters (each shard holds at "
+                         f"least one), got {config.shards}")
+    if config.algorithm == "downpour" and config.replicas > dataset.n_train:
+        raise ValueError(f"replicas must be at most the {dataset.n_train:,} training examples (each replica trains "
+                         f"on a data shard of its own), got {config.replicas}")
+    if config.batch_size > dataset.n_train:
+        raise ValueError(f"batch_size must be at most the {dataset.n_train:,} training examples, got "
+                         f"{config.batch_size}")
+    beyond = sorted(i for i, _ in config.slow_replicas if i >= config.replicas)
+    if beyond:
+        raise ValueError(f"slow_replicas names replica {beyond[0]}, but the replicas are 0 to {config.replicas - 1}")
 
 
 def job_from_checkpoint(cls: Any, path: str | os.PathLike[str], saved: dict[str, Any], model: Any, data: Any,

@@ -43,9 +43,11 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
             raise ValueError("cost-only runs whole replicas; for partitioned ones, their step is costed by "
                              "dbkit simulate fig3 (or simulate with numerics)")
         config, _, named = resolve_job(config.algorithm, network if network is not None else config.model,
-                                       data if data is not None else config.dataset, config, {})
+                                       data if data is not None else config.dataset, config, {}, fit=False)
         model = model or ModelShape.of(named)  # (a preset is small; a named shape is never built)
-        _, stand_in_data, stand_in = resolve_job(config.algorithm, "linear", "digits", config, {})
+        _, stand_in_data, stand_in = resolve_job(config.algorithm, "linear", "digits", config, {}, fit=False)
+        if config.shards > model.parameters:
+            raise ValueError(f"shards must be at most the model's {model.parameters:,} parameters, got {config.shards}")
         return RUNS[config.algorithm](config, stand_in, stand_in_data, cluster, shape=model, cost_only=True,
                                       **options)
     config, dataset, net = resolve_job(config.algorithm, network if network is not None else config.model,

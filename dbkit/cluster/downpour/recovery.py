@@ -25,7 +25,7 @@ from ...config import RunConfig
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, CheckpointError, Manifest, ShardState, read_shard, shard_file, write_manifest
 from ...ps.checkpoint import writable
-from ...telemetry import Checkpointed, ErrorEvent, EventStream, ReplicaEvent, ShardLost
+from ...telemetry import Checkpointed, ErrorEvent, EventStream, ReplicaEvent, ShardLost, faults_block
 from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement
@@ -101,14 +101,7 @@ class Recovery:
     def figures(self, unrestored: dict[int, str]) -> dict[str, Any]:
         """The report's ``faults`` block: checkpoints, shards lost and restored (``unrestored``: those
         lost for good), updates lost, replicas lost and restarted."""
-        lost = self.job.events.of(ShardLost)
-        replicas = self.job.events.of(ReplicaEvent)
-        return {"checkpoint_dir": self.directory, "checkpoints": self.count,
-                "shards_lost": len(lost) + len(unrestored), "shards_restored": len(lost),
-                "updates_lost": sum(e.updates_lost or 0 for e in lost),
-                "replicas_lost": sum(e.what == "lost" for e in replicas),
-                "replicas_restarted": sum(e.what == "restarted" for e in replicas),
-                "restores": [e.to_dict() for e in lost]}
+        return faults_block(self.job.events, self.directory, self.count, len(unrestored))
 
     # ---- lost workers ---------------------------------------------------------------------------
     def tick(self, placement: Placement, fleet: Fleet, config: RunConfig, now: float, alive: set[str] | None

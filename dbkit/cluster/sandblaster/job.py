@@ -35,7 +35,7 @@ from ...nn import Network
 from ...ps import ShardedParameters, ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
-from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, sandblaster_block
+from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
 from ..folders import check_workers_can_write
 from ..session import Cluster
 from ..shards import start_shards
@@ -393,5 +393,6 @@ class SandblasterLBFGS(Job):
 
     def _report_blocks(self, final: FinalState) -> dict:
         b = self._batch
-        return sandblaster_block(self._coordinator, b.dispatcher if b is not None else None,
-                                 b.batch_seconds if b is not None else [], self.unit_size)
+        return {**sandblaster_block(self._coordinator, b.dispatcher if b is not None else None,
+                                    b.batch_seconds if b is not None else [], self.unit_size),
+                "faults": faults_block(self.events, self.config.checkpoint_dir)}
