@@ -100,6 +100,7 @@ class RunConfig:
     model: str = "mlp"
     hidden: tuple[int, ...] | None = None
     l2: float = 1e-4
+    max_data_gib: float = 4.0
     batch_size: int = 32
     lr: float = 0.05
     optimizer: str = "sgd"

@@ -115,6 +115,8 @@ _TABLE = [
     Setting("model", "choice", choices=MODELS, help="network preset"),
     Setting("hidden", "widths", optional=True, help="hidden layer widths for mlp and speech"),
     Setting("l2", "float", 0.0, 10.0, help="L2 weight: loss + (l2/2)*||W||^2"),
+    Setting("max_data_gib", "float", 0.0, 1024.0, lo_open=True,
+            help="the most a dataset file's arrays may take decompressed, in GiB (a larger one is refused)"),
     # training
     Setting("batch_size", "int", 1, 1_000_000, help="examples per mini-batch"),
     Setting("lr", "float", 0.0, 100.0, lo_open=True, help="learning rate"),

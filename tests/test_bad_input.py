@@ -56,15 +56,24 @@ def _idx(folder: Path, damage: str) -> str:
     name = "train-images-idx3-ubyte"
     if damage == "truncated":
         files[name] = files[name][:-30]
+    elif damage == "big gz":  # 2 MB of pixels, a few kB gzipped
+        files[name] = _idx_bytes(np.zeros((2000, 32, 32), int))
     elif damage == "absurd header":
         files[name] = _idx_bytes(images, dims=(4_000_000_000, 60_000, 60_000))
     for stem, raw in files.items():
-        if damage == "truncated gz":
+        if damage in ("truncated gz", "big gz"):
             gz = gzip.compress(raw)
-            (folder / (stem + ".gz")).write_bytes(gz[:-12] if stem == name else gz)
+            (folder / (stem + ".gz")).write_bytes(gz[:-12] if stem == name and damage == "truncated gz" else gz)
         else:
             (folder / stem).write_bytes(raw)
     return str(folder)
+
+
+def _bomb_npz(path: Path) -> str:
+    """A small archive whose X_train decompresses to 12 MB of zeros (a zip bomb, scaled down)."""
+    np.savez_compressed(path, X_train=np.zeros((3000, 1000), np.float32), y_train=np.arange(3000) % 3,
+                        X_test=X, y_test=Y)
+    return str(path)
 
 
 def _npy(path: Path) -> str:
@@ -113,7 +122,14 @@ CASES = {  # name: (arguments after `dbkit run`, with {tmp} for the test's folde
     "truncated IDX": (["sgd", "--dataset", "{data}"], lambda p: _idx(p.parent / "idx", "truncated"),
                       "IDX header promises"),
     "absurd IDX header": (["sgd", "--dataset", "{data}"], lambda p: _idx(p.parent / "idx", "absurd header"),
-                          "IDX header promises"),
+                          "GiB decompressed, more than the 4.00 GiB allowed; raise --max-data-gib"),
+    # issue #21, 7: small files, large memory
+    "npz that decompresses beyond the limit": (["sgd", "--dataset", "{data}", "--max-data-gib", "0.001"],
+                                               lambda p: _bomb_npz(p), "arrays need 0.01 GiB decompressed, more "
+                                               "than the 0.00 GiB allowed; raise --max-data-gib"),
+    "gzipped IDX that decompresses beyond the limit": (["sgd", "--dataset", "{data}", "--max-data-gib", "0.001"],
+                                                       lambda p: _idx(p.parent / "idx", "big gz"),
+                                                       "GiB decompressed, more than the 0.00 GiB allowed"),
     "truncated .gz": (["sgd", "--dataset", "{data}"], lambda p: _idx(p.parent / "idx", "truncated gz"),
                       "cannot read"),
     "report unwritable": (["sgd", "--report", "/proc/dbkit/r.json"], None, "--report /proc/dbkit/r.json cannot be"),
@@ -211,3 +227,20 @@ def test_another_algorithms_setting_is_refused_by_name_not_dropped():
     with pytest.raises(ValueError, match=r"unknown settings: \['no_such'\]"):
         dbkit.DownpourSGD("mlp", "digits", no_such=1)
     assert dbkit.DownpourSGD("mlp", "digits", n_push=4).config.downpour.n_push == 4  # its own is taken
+
+
+def test_a_huge_file_that_is_not_an_archive_is_refused_without_reading_it(tmp_path):
+    """Issue #21, 7: a 6 GB non-zip ``.npz`` was read whole to look at its first bytes."""
+    import tracemalloc
+
+    path = tmp_path / "big.npz"
+    with path.open("wb") as f:
+        f.truncate(6 * 2**30)  # sparse: 6 GiB long, no disk used
+    tracemalloc.start()
+    try:
+        with pytest.raises(Exception, match="not an .npz dataset \\(not a zip archive\\)"):
+            load(str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20  # bytes, not gigabytes

@@ -37,6 +37,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hidden", type=_hidden, default=None, metavar="W1,W2",
                    help="hidden layer widths for mlp and speech, e.g. 256,256")
     g.add_argument("--l2", type=float, default=d.l2, help="L2 weight: loss + (l2/2)*||W||^2 (default: %(default)s)")
+    g.add_argument("--max-data-gib", type=float, default=d.max_data_gib, metavar="GIB",
+                   help="refuse a --dataset file whose arrays take more than this, decompressed (default: "
+                        "%(default)s)")
     t = p.add_argument_group("training")
     t.add_argument("--optimizer", choices=("sgd", "adagrad"), default=d.optimizer,
                    help="update rule applied where the parameters live; Adagrad keeps its per-parameter "
@@ -125,6 +128,7 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
     """Map parsed flags onto a validated ``RunConfig`` (each in its section)."""
     steps = args.steps if (args.steps is not None or args.seconds is not None) else DEFAULTS.steps
     flat = dict(algorithm=algorithm, dataset=args.dataset, model=args.model, hidden=args.hidden, l2=args.l2,
+                max_data_gib=args.max_data_gib,
                 batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer, steps=steps, seconds=args.seconds,
                 seed=args.seed, eval_every=args.eval_every, target_accuracy=args.target_accuracy,
                 replicas=args.replicas, shards=args.shards,

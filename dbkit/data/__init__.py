@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .batches import MiniBatches, shard_indices, standardize
 from .dataset import DataError, Dataset
-from .files import load_idx, load_npz, read_idx
+from .files import MAX_DATA_BYTES, load_idx, load_npz, read_idx
 from .signals import SignalsConfig, make_signals, signals
 from .sources import SyntheticConfig, digits, speech, synthetic
 
@@ -19,12 +19,14 @@ def small() -> bool:
     return os.environ.get("DBKIT_SMALL", "") not in ("", "0")
 
 
-def load(name_or_path: str = "digits", seed: int = 0, standardized: bool = True) -> Dataset:
+def load(name_or_path: str = "digits", seed: int = 0, standardized: bool = True,
+         max_bytes: int = MAX_DATA_BYTES) -> Dataset:
     """Load a dataset by name (``digits``, ``signals``, ``synthetic``, ``speech``) or local path.
 
     A path is either an ``.npz`` file with ``X_train y_train X_test y_test`` or
     a folder of MNIST-format IDX files. Features are standardised with
-    training-set statistics unless ``standardized=False``.
+    training-set statistics unless ``standardized=False``. A file whose arrays would take more than
+    ``max_bytes`` decompressed is refused before they are read.
     """
     if name_or_path == "digits":
         ds = digits(seed)
@@ -38,9 +40,9 @@ def load(name_or_path: str = "digits", seed: int = 0, standardized: bool = True)
     else:
         path = Path(name_or_path)
         if path.suffix == ".npz" or path.is_file():
-            ds = load_npz(path)
+            ds = load_npz(path, max_bytes)
         elif path.is_dir():
-            ds = load_idx(path)
+            ds = load_idx(path, max_bytes)
         else:
             raise DataError(
                 f"{name_or_path}: not a built-in dataset ({', '.join(BUILTIN)}) and no such file or folder"

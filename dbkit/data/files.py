@@ -25,18 +25,29 @@ IDX_FILES = {
     "y_test": "t10k-labels-idx1-ubyte",
 }
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+#: the most a dataset's arrays may take, decompressed, unless told otherwise (``max_data_gib``): a small
+#: file can decompress to far more than the machine holds (a zip bomb, a .gz of zeros)
+MAX_DATA_BYTES = 4 * 2**30
 
 
-def load_npz(path: str | Path) -> Dataset:
-    """Load an ``.npz`` with ``X_train y_train X_test y_test``."""
+def _too_large(path: Path, need: int, limit: int) -> DataError:
+    return DataError(f"{path}: its arrays need {need / 2**30:,.2f} GiB decompressed, more than the "
+                     f"{limit / 2**30:,.2f} GiB allowed; raise --max-data-gib (max_data_gib=) if this machine "
+                     "has the memory")
+
+
+def load_npz(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Dataset:
+    """Load an ``.npz`` with ``X_train y_train X_test y_test``; refused if its arrays would take more
+    than ``max_bytes`` decompressed (checked from their headers, before any is read)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     if not zipfile.is_zipfile(path):
-        what = "a single .npy array" if path.read_bytes()[:6] == b"\x93NUMPY" else "not a zip archive"
+        with path.open("rb") as f:  # six bytes, not the whole file
+            what = "a single .npy array" if f.read(6) == b"\x93NUMPY" else "not a zip archive"
         raise DataError(f"{path}: not an .npz dataset ({what}); save the four arrays with "
                         f"np.savez(path, {', '.join(f'{k}=...' for k in NPZ_KEYS)})")
-    _check_members(path)
+    _check_members(path, max_bytes)
     try:
         with np.load(path, allow_pickle=False) as z:
             missing = [k for k in NPZ_KEYS if k not in z.files]
@@ -55,9 +66,11 @@ def load_npz(path: str | Path) -> Dataset:
     return Dataset(**arrays, name=path.name, image_shape=image_shape)
 
 
-def _check_members(path: Path) -> None:
+def _check_members(path: Path, max_bytes: int) -> None:
     """Refuse, before numpy allocates anything, an archive whose array headers claim more data than
-    the archive holds (a header can promise terabytes), or hold Python objects (never unpickled)."""
+    the archive holds (a header can promise terabytes) or than ``max_bytes`` together (a member of a
+    few MB can decompress to GBs: numpy would read it all), or hold Python objects (never unpickled)."""
+    total = 0
     try:
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
@@ -74,34 +87,43 @@ def _check_members(path: Path) -> None:
                 if need > info.file_size:
                     raise DataError(f"{path}: {info.filename} claims shape {shape} ({need:,} bytes) but holds "
                                     f"{info.file_size:,} bytes: truncated or corrupt")
+                total += need
+                if total > max_bytes:
+                    raise _too_large(path, total, max_bytes)
     except DataError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise DataError(f"{path}: not a readable .npz file ({e})") from e
 
 
-def read_idx(path: str | Path) -> np.ndarray:
-    """Read one IDX file (optionally gzipped) into a numpy array."""
+def read_idx(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> np.ndarray:
+    """Read one IDX file (optionally gzipped) into a numpy array, streaming: the header is read and
+    checked first, then exactly the data it promises, refused if more than ``max_bytes``."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as f:
-            raw = f.read()
+            magic = f.read(4)
+            if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_DTYPES:
+                raise DataError(f"{path}: not an IDX file (bad magic number {magic.hex() or 'empty'})")
+            ndim = magic[3]
+            head = f.read(4 * ndim)
+            if ndim == 0 or len(head) < 4 * ndim:
+                raise DataError(f"{path}: truncated IDX header")
+            dims = tuple(int(d) for d in np.frombuffer(head, ">u4", count=ndim))
+            dtype = np.dtype(_IDX_DTYPES[magic[2]])
+            need = int(np.prod(dims, dtype=object)) * dtype.itemsize
+            if need > max_bytes:
+                raise _too_large(path, need, max_bytes)
+            raw = f.read(need + 1)  # one byte more tells a file longer than its header says
+    except DataError:
+        raise
     except (OSError, EOFError, zlib.error) as e:  # EOFError, zlib.error: a truncated or corrupt .gz
         raise DataError(f"{path}: cannot read ({e})") from e
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise DataError(f"{path}: not an IDX file (bad magic number {raw[:4].hex() or 'empty'})")
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    if ndim == 0 or len(raw) < header:
-        raise DataError(f"{path}: truncated IDX header")
-    dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
-    dtype = np.dtype(_IDX_DTYPES[raw[2]])
-    need = int(np.prod(dims)) * dtype.itemsize
-    if len(raw) - header != need:
-        raise DataError(f"{path}: IDX header promises {dims} ({need} bytes of data) but the file has "
-                        f"{len(raw) - header}")
-    return np.frombuffer(raw, dtype, offset=header).reshape(dims).astype(dtype.newbyteorder("="))
+    if len(raw) != need:
+        has = f"{len(raw)}" if len(raw) < need else "more"
+        raise DataError(f"{path}: IDX header promises {dims} ({need} bytes of data) but the file has {has}")
+    return np.frombuffer(raw, dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
 def _find(folder: Path, stem: str) -> Path:
@@ -111,12 +133,14 @@ def _find(folder: Path, stem: str) -> Path:
     raise DataError(f"{folder}: missing IDX file {stem} (or {stem}.gz)")
 
 
-def load_idx(folder: str | Path) -> Dataset:
-    """Load an MNIST-format IDX dataset from a local folder."""
+def load_idx(folder: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Dataset:
+    """Load an MNIST-format IDX dataset from a local folder (at most ``max_bytes`` of arrays together)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(f"{folder}: no such folder")
-    arrays = {k: read_idx(_find(folder, stem)) for k, stem in IDX_FILES.items()}
+    arrays = {k: read_idx(_find(folder, stem), max_bytes) for k, stem in IDX_FILES.items()}
+    if (total := sum(a.nbytes for a in arrays.values())) > max_bytes:
+        raise _too_large(folder, total, max_bytes)
     for k in ("X_train", "X_test"):
         if arrays[k].ndim != 3:
             raise DataError(f"{folder}: {IDX_FILES[k]} must hold images (3 dimensions), got shape {arrays[k].shape}")

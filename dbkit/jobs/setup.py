@@ -35,7 +35,8 @@ def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[st
     if isinstance(data, str):
         changes["dataset"] = data
     config = (base or RunConfig()).replace(**changes)
-    dataset = data if isinstance(data, Dataset) else load(config.dataset, seed=config.seed)
+    dataset = data if isinstance(data, Dataset) else load(config.dataset, seed=config.seed,
+                                                          max_bytes=int(config.max_data_gib * 2**30))
     network = model if isinstance(model, Network) else build(
         config.model, dataset.n_features, dataset.n_classes, hidden=config.hidden, l2=config.l2,
         image_shape=dataset.image_shape)
