@@ -19,7 +19,9 @@ from dbkit.ps import (
     shard_file,
     write_manifest,
 )
-from dbkit.ps.checkpoint import atomic_write
+from dbkit.ps.checkpoint import ShardState, atomic_write, write_shard
+from dbkit.ps.seal import seal_json, seal_npz, unseal_json
+from dbkit.ps.vector_checkpoint import VectorState, read_vectors, write_vectors
 
 MODEL = "0123456789abcdef"
 
@@ -78,10 +80,11 @@ def _flip_a_byte_in_the_parameters(path):
 
 
 @pytest.mark.parametrize("damage, message", [
-    ("flip", "corrupt"),
-    ("truncate", "corrupt or truncated"),
-    ("text", "corrupt or truncated"),
-    ("pickled", "corrupt or truncated"),
+    ("flip", "is corrupt: its bytes do not match their checksum"),
+    ("truncate", "carries no checksum: corrupt"),  # its last 64 bytes are not a digest any more
+    ("text", "carries no checksum"),
+    ("unsealed", "carries no checksum"),  # an archive of the right arrays, but not sealed
+    ("pickled", "holds Python objects, which are never unpickled"),
     ("missing", "no shard checkpoint"),
     ("model", "another model"),
 ])
@@ -94,8 +97,13 @@ def test_a_damaged_or_foreign_shard_file_is_refused_with_its_reason(tmp_path, da
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif damage == "text":
         path.write_text("X_train,y_train\n1,2\n")
-    elif damage == "pickled":  # an object array: loading it would unpickle; it must never be loaded
-        np.savez(path, params=np.array([object()], dtype=object), meta=np.zeros(3, np.uint8))
+    elif damage == "unsealed":
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+        np.savez(path, **arrays)
+    elif damage == "pickled":  # an object array, sealed: loading it would unpickle; it must never be loaded
+        path.write_bytes(seal_npz({"params": np.array([object()], dtype=object),
+                                   "meta": np.frombuffer(b"{}", np.uint8)}))
     elif damage == "missing":
         path.unlink()
     model = "fedcba9876543210" if damage == "model" else MODEL
@@ -108,16 +116,20 @@ def test_a_manifest_of_another_layout_or_a_broken_one_is_refused(tmp_path):
     _checkpoint_dir(tmp_path)
     manifest = tmp_path / "checkpoint.json"
     d = json.loads(manifest.read_text())
+    d.pop("sha256")
     d["ranges"] = [[0, 250], [250, 500]]  # the files cover (0, 300) and (300, 500)
-    manifest.write_text(json.dumps(d))
+    manifest.write_bytes(seal_json(d))  # sealed: a whole manifest, of another layout
     with pytest.raises(CheckpointError, match="another layout"):
         read_checkpoint(tmp_path)
     d["ranges"] = [[0, 300], [200, 500]]
-    manifest.write_text(json.dumps(d))
+    manifest.write_bytes(seal_json(d))
     with pytest.raises(CheckpointError, match="do not cover"):
         read_checkpoint(tmp_path)
+    manifest.write_text(json.dumps({**d, "ranges": [[0, 300], [300, 500]]}))  # a hand edit, unsealed
+    with pytest.raises(CheckpointError, match="carries no checksum"):
+        read_checkpoint(tmp_path)
     manifest.write_text(manifest.read_text()[:40])
-    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+    with pytest.raises(CheckpointError, match="carries no checksum"):
         read_checkpoint(tmp_path)
     manifest.unlink()
     with pytest.raises(CheckpointError, match="no checkpoint in"):
@@ -143,3 +155,65 @@ def test_the_fingerprint_tells_architectures_apart_and_ignores_the_penalty():
     assert a.fingerprint() == build("mlp", 64, 10, hidden=(32,), l2=0.0).fingerprint()
     assert a.fingerprint() != build("mlp", 64, 10, hidden=(33,)).fingerprint()
     assert a.fingerprint() != build("mlp", 64, 10, hidden=(16, 16)).fingerprint()
+
+
+def _flips(raw: bytes):
+    """Every byte of ``raw`` with one bit flipped (bit ``i % 8`` at byte ``i``, so every bit position is tried)."""
+    for i in range(len(raw)):
+        damaged = bytearray(raw)
+        damaged[i] ^= 1 << (i % 8)
+        yield i, bytes(damaged)
+
+
+def test_a_bit_flipped_anywhere_in_any_checkpoint_file_is_refused_as_a_checkpoint_error(tmp_path):
+    """Issue #21, 9: a flip in a zip header's method or flag escaped as NotImplementedError or RuntimeError,
+    and a flip in checkpoint.json could change a resumed run's settings (lr 0.05 -> 1.05). The probe's walk:
+    every byte of every file, each refused with ``CheckpointError`` and nothing else."""
+    _checkpoint_dir(tmp_path)
+    read_checkpoint(tmp_path, MODEL)  # whole, it reads
+    files = sorted(tmp_path.iterdir())
+    assert [f.name for f in files] == ["checkpoint.json", "shard-0.npz", "shard-1.npz"]
+    tried = 0
+    for path in files:
+        whole = path.read_bytes()
+        for _, damaged in _flips(whole):
+            path.write_bytes(damaged)
+            with pytest.raises(CheckpointError):
+                read_checkpoint(tmp_path, MODEL)
+            tried += 1
+        path.write_bytes(whole)
+    assert tried == sum(f.stat().st_size for f in files) > 3000
+
+
+def test_a_bit_flipped_in_a_sandblaster_checkpoint_file_is_refused(tmp_path):
+    """The same walk over a Sandblaster shard's vectors and over a sealed state document."""
+    rng = np.random.default_rng(0)
+    state = VectorState(0, 0, 40, 3, MODEL, {"params": rng.normal(size=40).astype(np.float32),
+                                             "s0": rng.normal(size=40).astype(np.float32)})
+    path = write_vectors(tmp_path, state)
+    whole = path.read_bytes()
+    assert read_vectors(path, MODEL, (0, 40), 3).vectors.keys() == state.vectors.keys()
+    for _, damaged in _flips(whole):
+        path.write_bytes(damaged)
+        with pytest.raises(CheckpointError):
+            read_vectors(path, MODEL, (0, 40), 3)
+    doc = {"iteration": 3, "coordinator": {"history": [[0.5, 1e-5]]}, "config": {"lr": 0.05}}
+    raw = seal_json(doc)
+    assert unseal_json(raw, "state") == doc
+    for _, damaged in _flips(raw):
+        with pytest.raises(CheckpointError):
+            unseal_json(damaged, "state")
+
+
+def test_a_sealed_shard_whose_adagrad_state_is_negative_or_whose_lr_is_not_positive_is_refused(tmp_path):
+    """Issue #21, 9: a shard file with a valid checksum but negative accumulators resumed to NaN (the square
+    root of a negative sum of squares)."""
+    good = read_shard(shard_file(tmp_path, 0), MODEL) if _trained_shard().save(str(tmp_path), MODEL) else None
+    assert good is not None
+    bad_state = good.opt_state.copy()
+    bad_state[7] = -1.0
+    for changed, says in ((dict(opt_state=bad_state), "accumulators must be finite and non-negative"),
+                          (dict(lr=-0.1), "learning rate -0.1 is not a positive number")):
+        write_shard(tmp_path, ShardState(**{**good.__dict__, **changed}))
+        with pytest.raises(CheckpointError, match=says):
+            read_shard(shard_file(tmp_path, 0), MODEL)

@@ -22,19 +22,17 @@ import hashlib
 import json
 import os
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-FORMAT = 1
+from .checkpoint_error import CheckpointError  # noqa: F401 - dbkit.ps.checkpoint.CheckpointError, as ever
+from .seal import seal_json, seal_npz, unseal_json, unseal_npz
+
+FORMAT = 2  # 2: every file sealed with a SHA-256 over its bytes (dbkit.ps.seal)
 MANIFEST = "checkpoint.json"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: missing, corrupt, truncated, or of another model or layout."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,8 @@ def write_shard(directory: str | Path, state: ShardState) -> Path:
     if state.opt_state is not None:
         arrays["opt_state"] = np.ascontiguousarray(state.opt_state, dtype=np.float32)
     path = shard_file(directory, state.index)
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    raw = seal_npz(arrays)
+    atomic_write(path, lambda f: f.write(raw))
     return path
 
 
@@ -123,7 +122,8 @@ def read_shard(path: str | Path, model: str | None = None, span: tuple[int, int]
     if not path.is_file():
         raise CheckpointError(f"no shard checkpoint at {path}")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        sealed = unseal_npz(path.read_bytes(), str(path))  # every byte checked before anything is parsed
+        with np.load(sealed, allow_pickle=False) as z:
             names = set(z.files)
             if not {"params", "meta"} <= names:
                 raise CheckpointError(f"{path} is not a dbkit shard checkpoint (it holds {sorted(names)})")
@@ -132,7 +132,7 @@ def read_shard(path: str | Path, model: str | None = None, span: tuple[int, int]
             opt_state = z["opt_state"] if "opt_state" in names else None
     except CheckpointError:
         raise
-    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+    except Exception as e:  # noqa: BLE001 - whatever a damaged archive raises (zipfile: NotImplementedError too)
         why = ("it is not an .npz archive of arrays, or holds Python objects, which are never unpickled"
                if "pickle" in str(e) else f"{type(e).__name__}: {e}")
         raise CheckpointError(f"{path} is corrupt or truncated ({why})") from e
@@ -155,8 +155,12 @@ def read_shard(path: str | Path, model: str | None = None, span: tuple[int, int]
     if (opt_state is None) != (state.optimizer == "sgd"):
         raise CheckpointError(f"{path}: optimizer {state.optimizer!r} with"
                               f"{'out' if opt_state is None else ''} optimizer state")
-    if not (np.isfinite(params).all() and state.version >= 0):
-        raise CheckpointError(f"{path}: parameters not finite or a negative version")
+    if not (np.isfinite(params).all() and state.version >= 0 and state.examples >= 0):
+        raise CheckpointError(f"{path}: parameters not finite, or a negative version or example count")
+    if opt_state is not None and not (np.isfinite(opt_state).all() and (opt_state >= 0).all()):
+        raise CheckpointError(f"{path}: Adagrad's accumulators must be finite and non-negative (sums of squares)")
+    if not (np.isfinite(state.lr) and state.lr > 0):
+        raise CheckpointError(f"{path}: learning rate {state.lr!r} is not a positive number")
     if model is not None and state.model != model:
         raise CheckpointError(f"{path} is a checkpoint of another model (fingerprint {state.model}, this run's "
                               f"is {model})")
@@ -187,7 +191,8 @@ class Manifest:
 
 def write_manifest(directory: str | Path, manifest: Manifest) -> Path:
     path = Path(directory) / MANIFEST
-    atomic_write(path, lambda f: f.write(json.dumps(manifest.to_dict(), indent=1).encode()))
+    raw = seal_json(manifest.to_dict())
+    atomic_write(path, lambda f: f.write(raw))
     return path
 
 
@@ -196,7 +201,7 @@ def read_manifest(directory: str | os.PathLike[str]) -> Manifest:
     if not path.is_file():
         raise CheckpointError(f"no checkpoint in {directory} (no {MANIFEST}; is it the --checkpoint-dir of a run?)")
     try:
-        d = json.loads(path.read_text())
+        d = unseal_json(path.read_bytes(), str(path))
         if int(d["format"]) != FORMAT:
             raise CheckpointError(f"{path}: checkpoint format {d['format']}, this dbkit reads format {FORMAT}")
         ranges = tuple((int(a), int(b)) for a, b in d["ranges"])
@@ -206,7 +211,7 @@ def read_manifest(directory: str | os.PathLike[str]) -> Manifest:
                      saved_at=float(d["saved_at"]))
     except CheckpointError:
         raise
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise CheckpointError(f"{path} is corrupt or truncated ({type(e).__name__}: {e})") from e
     contiguous = all(a < b for a, b in ranges) and all(r[1] == q[0] for r, q in zip(ranges, ranges[1:]))
     if not (ranges and ranges[0][0] == 0 and ranges[-1][1] == m.parameters and contiguous):

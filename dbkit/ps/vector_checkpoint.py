@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .checkpoint import CheckpointError, atomic_write
+from .seal import seal_npz, unseal_npz
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ def write_vectors(directory: str | os.PathLike[str], state: VectorState) -> Path
     arrays: dict[str, Any] = {f"v_{k}": np.ascontiguousarray(v, dtype=np.float32) for k, v in state.vectors.items()}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     path = vectors_file(directory, state.index, state.iteration)
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    raw = seal_npz(arrays)
+    atomic_write(path, lambda f: f.write(raw))
     return path
 
 
@@ -67,10 +68,12 @@ def read_vectors(path: str | os.PathLike[str], model: str, span: tuple[int, int]
     if not path.is_file():
         raise CheckpointError(f"no Sandblaster shard checkpoint at {path}")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with np.load(unseal_npz(path.read_bytes(), str(path)), allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             vectors = {name: z[f"v_{name}"] for name in meta["names"]}
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever a damaged archive raises
         raise CheckpointError(f"{path} is corrupt or truncated ({type(e).__name__})") from e
     n = span[1] - span[0]
     if (meta.get("start"), meta.get("stop")) != tuple(span) or meta.get("iteration") != iteration:

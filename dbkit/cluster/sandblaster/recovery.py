@@ -12,7 +12,6 @@ batch gradients, so the run ends where an undisturbed one would.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from ...algorithms.sandblaster import CoordinatorState
 from ...config import RunConfig
 from ...ps import CheckpointError, ShardedParameters
 from ...ps.checkpoint import atomic_write
+from ...ps.seal import seal_json, unseal_json
 from ...ps.vector_checkpoint import VectorState, read_vectors, vectors_file
 from ...telemetry import Checkpointed, EventStream, ShardLost
 from ..session import Cluster
@@ -55,7 +55,8 @@ class SandblasterCheckpoints:
         server.save_vectors(self.directory, state.vectors, self.model, it)
         doc = {"format": 1, "model": self.model, "iteration": it, "ranges": [list(r) for r in server.layout.ranges],
                "coordinator": state.to_dict(), "config": config}
-        atomic_write(Path(self.directory) / STATE_FILE, lambda f: f.write(json.dumps(doc).encode()))
+        raw = seal_json(doc)
+        atomic_write(Path(self.directory) / STATE_FILE, lambda f: f.write(raw))
         for old in Path(self.directory).glob("sandblaster-shard-*-iteration-*.npz"):
             if not old.name.endswith(f"-iteration-{it}.npz"):
                 old.unlink(missing_ok=True)
@@ -69,7 +70,7 @@ class SandblasterCheckpoints:
         """The flat settings the checkpointed run had (``RunConfig.make(**...)``)."""
         path = Path(directory) / STATE_FILE
         try:
-            saved = json.loads(path.read_text())["config"]
+            saved = unseal_json(path.read_bytes(), str(path))["config"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(f"{path}: no usable Sandblaster checkpoint ({type(e).__name__}: {e})") from e
         return {**RunConfig.flat_settings(saved), "algorithm": "sandblaster"}
@@ -78,10 +79,10 @@ class SandblasterCheckpoints:
         """The last whole checkpoint, every file checked before anything is used."""
         path = Path(self.directory) / STATE_FILE
         try:
-            doc = json.loads(path.read_text())
+            doc = unseal_json(path.read_bytes(), str(path))
             state = CoordinatorState.from_dict(doc["coordinator"])
             it = int(doc["iteration"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise CheckpointError(f"{path}: no usable Sandblaster checkpoint ({type(e).__name__}: {e})") from e
         if doc.get("model") != self.model or [tuple(r) for r in doc.get("ranges", [])] != list(ranges):
             raise CheckpointError(f"{path} is a checkpoint of another model or layout")
