@@ -21,7 +21,7 @@ from dbkit.ps import ParameterShard, ShardedParameters, balanced_layout, local_s
 from dbkit.ps.records import WireAddress
 from dbkit.ps.threaded_shard import ThreadedShard
 from dbkit.ps.wire_client import WireShard
-from dbkit.ps.wire_frames import HELLO, REQUEST, WireError
+from dbkit.ps.wire_frames import ERROR, HELLO, REQUEST, WireError, recv_reply
 from dbkit.ps.wire_server import WireServer
 
 
@@ -287,3 +287,33 @@ def test_a_lost_shard_ends_the_job_cleanly_with_a_report_and_the_surviving_param
     (a, b), = [ranges[i] for i in lost]
     back = job.layout.to_server
     assert np.array_equal(back(after)[a:b], back(before)[a:b])  # the lost shard: as last read
+
+
+def test_a_stranger_is_refused_before_its_bytes_are_read_and_idle_strangers_are_bounded_and_timed_out():
+    """Issue #21, 11: a wrong token with a non-UTF-8 key printed a thread's traceback (the key was decoded
+    before the token was checked), and 300 idle connections held 300 threads until the job ended."""
+    shards = {"s0": ParameterShard(0, 0, 10, np.zeros(10, np.float32), "sgd", 0.1)}
+    server = WireServer(shards.get, hello_timeout=0.5, max_strangers=8)
+    failures: list = []
+    before, threading.excepthook = threading.excepthook, lambda args: failures.append(args)
+    try:
+        with socket.create_connection((server.address.host, server.address.port), timeout=5) as s:
+            s.sendall(HELLO.pack(b"\x00" * 16, 4, 0) + b"\xff\xfe\xfd\xfc")
+            status, meta, _ = recv_reply(s, 0)
+        assert status == ERROR and "wrong token" in meta["error"]
+        idle = [socket.create_connection((server.address.host, server.address.port), timeout=5) for _ in range(40)]
+        deadline = time.monotonic() + 10
+        while server.connections and time.monotonic() < deadline:  # each timed out, or refused at once
+            time.sleep(0.05)
+        assert server.connections == 0
+        assert server.refused == 41  # the wrong token and every idle one
+        assert not [t for t in threading.enumerate() if t.name == "dbkit-wire-serve"]  # none kept per stranger
+        for s in idle:
+            s.close()
+        healthy = WireShard(server.address, "s0")  # the token's holder is served as ever
+        assert healthy.fetch().result(timeout=5)[0] == 0
+        healthy.close()
+    finally:
+        threading.excepthook = before
+        server.close()
+    assert failures == []  # no thread died with a traceback

@@ -43,6 +43,9 @@ from .wire_frames import (
     tune,
 )
 
+HELLO_TIMEOUT = 10.0  # seconds a new connection has to show the token
+MAX_STRANGERS = 32  # connections at once that have not shown it yet
+
 
 class WireServer:
     """Serve ``fetch``, ``push`` and ``push_fetch`` of the shards ``lookup(key)`` finds, on ``host``.
@@ -54,10 +57,19 @@ class WireServer:
         worker's actors).
     host : str
         The interface to listen on: the one the worker itself listens on.
+    hello_timeout : float
+        Seconds a new connection has to show the token; then it is closed.
+    max_strangers : int
+        Connections at once that have not yet shown the token; one more is
+        closed at once, so idle strangers cannot hold the worker's threads.
     """
 
-    def __init__(self, lookup: Callable[[str], Any], host: str = "127.0.0.1") -> None:
+    def __init__(self, lookup: Callable[[str], Any], host: str = "127.0.0.1", hello_timeout: float = HELLO_TIMEOUT,
+                 max_strangers: int = MAX_STRANGERS) -> None:
         self._lookup = lookup
+        self.hello_timeout, self.max_strangers = float(hello_timeout), int(max_strangers)
+        self._strangers = 0  # connections that have not yet shown the token (guarded by _lock)
+        self.refused = 0  # connections closed for want of a token: wrong, late, or one stranger too many
         self._token = secrets.token_bytes(16)
         self._listener = socket.create_server((host, 0))
         self._listener.settimeout(0.25)
@@ -77,34 +89,49 @@ class WireServer:
                 continue
             except OSError:
                 return
-            conn.settimeout(None)
+            conn.settimeout(self.hello_timeout)  # until the token is shown
             tune(conn)
             thread = threading.Thread(target=self._serve, args=(conn,), name="dbkit-wire-serve", daemon=True)
             with self._lock:
                 if self._closed.is_set():
                     conn.close()
                     return
+                if self._strangers >= self.max_strangers:
+                    self.refused += 1
+                    conn.close()
+                    continue
+                self._strangers += 1
                 self._connections[conn] = thread
             thread.start()
 
     def _serve(self, conn: socket.socket) -> None:
+        stranger = True
         try:
             key, pusher = self._hello(conn)
+            with self._lock:
+                self._strangers -= 1
+            stranger = False
             if key is not None:
+                conn.settimeout(None)  # a replica may compute for long between requests
                 self._requests(conn, key, pusher)
-        except (OSError, WireError):
+        except (OSError, WireError, ValueError):  # ValueError: a key that is not UTF-8
             pass  # the replica went away (or broke the protocol): its connection ends, the shard is untouched
         finally:
             with self._lock:
                 self._connections.pop(conn, None)
+                if stranger:
+                    self._strangers -= 1
+                    self.refused += 1
             conn.close()
 
     def _hello(self, conn: socket.socket) -> tuple[str | None, str | None]:
+        """The token first, then (only for the token's holder) anything decoded; a stranger is answered and
+        dropped before any of its bytes are read as text."""
         token, key_len, pusher_len = HELLO.unpack(recv_exact(conn, HELLO.size))
-        key, pusher = recv_exact(conn, key_len).decode(), recv_exact(conn, pusher_len).decode() or None
         if not hmac.compare_digest(token, self._token):
             send_reply(conn, {"error": "wrong token: this wire serves only its own job's replicas"}, status=ERROR)
-            return None, None
+            raise WireError("a connection without the token")
+        key, pusher = recv_exact(conn, key_len).decode(), recv_exact(conn, pusher_len).decode() or None
         shard = self._lookup(key)
         if shard is None:
             send_reply(conn, {"error": f"no shard {key} in this process"}, status=ERROR)
