@@ -303,3 +303,80 @@ def test_sandblaster_stops_at_its_time_budget(tmp_path):
     assert report["config"]["seconds"] == 2 and 1 <= report["sandblaster"]["iterations"] < 100000
     assert "reached" not in report["sandblaster"]["stop_reason"]
     assert "batch gradients (ended by its step or time budget)" in out.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("downpour", "--model", "image-local", "--replicas", "1", "--partitions", "2"),
+    ("sandblaster", "--replicas", "2"),
+], ids=["partitioned", "sandblaster"])
+def test_a_second_ctrl_c_while_stopping_still_leaves_the_report(tmp_path, args):
+    """Issue #21, 5: a second group SIGINT 0.3-1 s after the first hung a run, lost its report (partitioned
+    runs) or printed a traceback (Sandblaster). Now the second says how to abandon and the stop goes on."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "dbkit", "run", *args, "--seconds", "120", "--quiet",
+                             "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, DBKIT_SMALL="1"))
+    try:
+        _started_workers(proc, 2)
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        for _ in range(2):  # 0.3 s apart, as a hurried hand
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.3)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Traceback" not in out
+    assert err.count("dbkit: stopping, press Ctrl-C again to abandon the report") == 1  # heard, not obeyed
+    r = json.loads(report.read_text())
+    assert r["interrupted"] is True and r["signal"] == "SIGINT" and validate_report(r) == []
+    _, alive = psutil.wait_procs(kids, timeout=15)
+    assert not [k for k in alive if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+
+
+HANGING_STOP = """
+import subprocess, sys, time
+from dbkit.cli.signals import stop_signals
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print(child.pid, flush=True)
+with stop_signals() as presses:
+    try:
+        time.sleep(120)
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+        time.sleep(120)  # a stop that never ends
+"""
+
+
+def test_a_third_ctrl_c_ends_a_stop_that_hangs_at_once_with_130_and_no_child_left():
+    """Issue #21, 5: of nine double Ctrl-Cs one hung for good. A stop that never ends: the third signal
+    ends the process at once, its children killed, exit 130, saying that no report was written."""
+    import os
+    import signal
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", HANGING_STOP], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        child = psutil.Process(int(proc.stdout.readline()))
+        proc.send_signal(signal.SIGINT)
+        assert proc.stdout.readline().strip() == "stopping"
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr.readline().strip() == "dbkit: stopping, press Ctrl-C again to abandon the report"
+        assert proc.poll() is None  # the second does not end it
+        proc.send_signal(signal.SIGINT)
+        status = proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    assert status == 130
+    assert proc.stderr.read().strip() == "dbkit: abandoned: no report written"
+    assert psutil.wait_procs([child], timeout=5)[1] == []  # the child was killed with it

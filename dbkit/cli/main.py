@@ -11,16 +11,14 @@ import argparse
 import logging
 import math
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..data import DataError, small
 from ..ps.checkpoint import probe_writable
 from .options import add_run_options, add_sandblaster_options, config_from_args
+from .signals import end_now, stop_signals
 from .simulate import FIGURES, calibrate_from_args, figure_from_args, print_figure, simulate_from_args
 from .simulate import add_parsers as add_simulate_parsers
 
@@ -93,25 +91,6 @@ def _figure(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot: {plot_figure(report, args.plot)}")
     return 0
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (what a batch system sends at a time limit, and ``kill``) stops the run as Ctrl-C does: the
-    job stops, the report is written, and the exit status is 143 (128 + 15) instead of 130."""
-    def terminated(signum: int, frame: object) -> None:
-        e = KeyboardInterrupt()
-        e.signal_name = "SIGTERM"  # type: ignore[attr-defined]
-        raise e
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGTERM, terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 def _check_writable(flag: str, path: str | None) -> None:
@@ -217,15 +196,19 @@ def main(argv: list[str] | None = None) -> int:
         _check_outputs({"--report": report_path, "--plot": plot_path}, args)
         for flag, path in (("--report", report_path), ("--plot", plot_path)):
             _check_writable(flag, path)  # before training, not after it
-        with _sigterm_as_interrupt():
+        with stop_signals() as presses:  # also while the report is written: a second Ctrl-C keeps it
             if args.command == "simulate":
                 report = simulate_from_args(args, progress=not args.quiet)
             else:
                 report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None))
-        print_summary(report)
-        _write_outputs(report, report_path, plot_path)
+            print_summary(report)
+            _write_outputs(report, report_path, plot_path)
+            presses.reported = True
         if report.get("interrupted"):
-            return 143 if report.get("signal") == "SIGTERM" else 130
+            status = 143 if report.get("signal") == "SIGTERM" else 130
+            if presses.names and threading.current_thread() is threading.main_thread():
+                end_now(status)  # the command line's own process: no finalization for a late Ctrl-C to kill
+            return status
         if report.get("error") or report.get("state") == "failed":  # the report is written; say why in one line
             errors = [e["message"] for e in report.get("events", []) if e.get("type") == "ErrorEvent"]
             why = report.get("error") or (errors[-1] if errors else "see the report")
