@@ -117,6 +117,7 @@ class RunConfig:
     checkpoint_dir: str | None = None
     checkpoint_every: float = 10.0
     restart_replicas: bool = True
+    heartbeat_timeout: float = 10.0
     downpour: DownpourConfig = field(default_factory=DownpourConfig)
     sandblaster: SandblasterConfig = field(default_factory=SandblasterConfig)
     sgd: SGDConfig = field(default_factory=SGDConfig)

@@ -142,6 +142,9 @@ _TABLE = [
     Setting("checkpoint_every", "float", 0.0, 24 * 3600.0, lo_open=True,
             help="seconds between the shards' checkpoints"),
     Setting("restart_replicas", "bool", help="replace a replica whose machine was lost, on a surviving worker"),
+    Setting("heartbeat_timeout", "float", 0.0, 3600.0, lo_open=True,
+            help="seconds a parameter shard may go without answering the driver before its machine counts as "
+                 "hung: dropped from the cluster, its shards restored from their checkpoint (Downpour)"),
     # Downpour SGD (paper Sec. 4.1) and model partitioning (Sec. 3)
     Setting("partitions", "int", 1, 64, section="downpour",
             help="machines one replica's network is split across (model parallelism)"),

@@ -92,6 +92,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="seconds between checkpoints (default: %(default)s)")
     f.add_argument("--resume", default=None, metavar="DIR",
                    help="start from the checkpoint in DIR (the same model and layout; Downpour, Sandblaster)")
+    f.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout, metavar="SECONDS",
+                   help="a machine whose parameter shard does not answer for this long counts as hung: it is "
+                        "dropped and its shards come back from the checkpoint (default: %(default)s)")
     f.add_argument("--no-restart-replicas", dest="restart_replicas", action="store_false",
                    help="do not replace a replica whose worker was lost")
     o = p.add_argument_group("output")
@@ -135,7 +138,8 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
                 partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
                 warm_start_steps=args.warm_start_steps, overlap=args.overlap, transport=args.transport,
                 workers=args.workers, scheduler=args.scheduler, checkpoint_dir=args.checkpoint_dir,
-                checkpoint_every=args.checkpoint_every, restart_replicas=args.restart_replicas)
+                checkpoint_every=args.checkpoint_every, restart_replicas=args.restart_replicas,
+                heartbeat_timeout=args.heartbeat_timeout)
     if args.resume is not None and algorithm == "sgd":
         raise ValueError("--resume takes a Downpour or Sandblaster checkpoint; sgd cannot resume from one")
     if algorithm == "sandblaster":

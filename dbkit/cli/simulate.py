@@ -120,7 +120,8 @@ def print_figure(report: dict) -> None:
 
 NOT_SIMULATED = (("scheduler", None, "--scheduler"), ("checkpoint_dir", None, "--checkpoint-dir"),
                  ("resume", None, "--resume"), ("restart_replicas", True, "--no-restart-replicas"),
-                 ("transport", DEFAULTS.downpour.transport, "--transport"))
+                 ("transport", DEFAULTS.downpour.transport, "--transport"),
+                 ("heartbeat_timeout", DEFAULTS.heartbeat_timeout, "--heartbeat-timeout"))
 
 
 def calibrate_from_args(args: argparse.Namespace) -> int:

@@ -204,6 +204,20 @@ class Cluster:
             raise ClusterError(f"not connected to the Dask scheduler at {self.scheduler_address}")
         return sorted(self.client.nthreads())
 
+    def drop_worker(self, address: str) -> None:
+        """Tell the scheduler ``address`` is gone (a hung machine: it keeps its connection but answers
+        nothing) and close this client's connections to it, so that calls waiting on it fail now instead
+        of at their timeouts. What it held is then lost, as with a worker that died."""
+        async def remove(dask_scheduler, address: str = address) -> None:  # noqa: ANN001 - Dask's scheduler
+            await dask_scheduler.remove_worker(address=address, stimulus_id=f"dbkit-hung-{time.time()}",
+                                               close=False)
+
+        try:
+            self.client.run_on_scheduler(remove)
+        except Exception:  # noqa: BLE001 - already gone: the end is the same
+            pass
+        self.client.loop.add_callback(self.client.rpc.remove, address)
+
     def dashboard_link(self) -> str | None:
         """The address of the scheduler's dashboard, or ``None`` when it serves none (the scheduler's
         Python lacks ``bokeh>=3.1``). Honours ``distributed.dashboard.link`` (Binder's proxy path)."""

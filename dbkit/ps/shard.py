@@ -80,6 +80,11 @@ class ParameterShard(VectorOps):
     def size(self) -> int:
         return self.stop - self.start
 
+    def ping(self) -> int:
+        """This shard's version, without taking its lock: the driver's heartbeat (a hung machine answers
+        nothing, a busy shard still answers at once)."""
+        return self.version
+
     def fetch(self) -> tuple[int, np.ndarray]:
         """Return ``(version, copy of the parameters)``; never an alias."""
         with self._lock:

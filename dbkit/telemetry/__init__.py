@@ -20,6 +20,7 @@ from .events import (
                      Sample,
                      ShardLost,
                      StateChange,
+                     WorkerHung,
 )
 from .faults_block import faults_block
 from .partition_plot import plot_partitions
@@ -34,5 +35,5 @@ __all__ = [
     "EventStream", "LADDER", "REQUIRED", "Relayout", "ReplicaEvent", "RunRecord", "Sample", "Sampler", "StateChange",
     "TimeToAccuracy", "build_report", "compare_runs", "diverged_at", "plot_history", "plot_lines", "plot_partitions",
     "plot_timelines", "time_to_accuracy", "times_to_accuracy", "RunSummary", "SummaryTable", "summarize",
-    "validate_report", "write_report", "history", "sandblaster_block", "faults_block",
+    "validate_report", "write_report", "history", "sandblaster_block", "faults_block", "WorkerHung",
 ]

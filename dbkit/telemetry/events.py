@@ -119,6 +119,17 @@ class ShardLost(Event):
 
 
 @dataclass(frozen=True)
+class WorkerHung(Event):
+    """``worker`` is still listed by the scheduler but did not answer for ``silent`` seconds (more than the
+    job's ``heartbeat_timeout``): a stopped or wedged machine. The job dropped it from the scheduler and
+    went on as if it had died; ``shards`` were the parameter shards on it."""
+
+    worker: str
+    silent: float
+    shards: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Checkpointed(Event):
     """The shards wrote a checkpoint into ``directory`` (their ``versions``), at ``step``."""
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .events import Checkpointed, EventStream, ReplicaEvent, ShardLost
+from .events import Checkpointed, EventStream, ReplicaEvent, ShardLost, WorkerHung
 
 
 def faults_block(events: EventStream, checkpoint_dir: str | None, checkpoints: int | None = None,
                  unrestored: int = 0) -> dict[str, Any]:
     """Checkpoints written into ``checkpoint_dir`` (default: every ``Checkpointed`` event), shards lost
     (``unrestored``: lost for good, with no event) and restored, the updates (Sandblaster: iterations)
-    lost with them, and replicas lost and restarted."""
+    lost with them, replicas lost and restarted, and workers dropped for not answering (``WorkerHung``)."""
     lost = events.of(ShardLost)
     replicas = events.of(ReplicaEvent)
     saved = len(events.of(Checkpointed)) if checkpoints is None else checkpoints
@@ -24,4 +24,5 @@ def faults_block(events: EventStream, checkpoint_dir: str | None, checkpoints: i
             "updates_lost": sum(e.updates_lost or 0 for e in lost),
             "replicas_lost": sum(e.what == "lost" for e in replicas),
             "replicas_restarted": sum(e.what == "restarted" for e in replicas),
-            "restores": [e.to_dict() for e in lost]}
+            "restores": [e.to_dict() for e in lost],
+            "workers_hung": [e.to_dict() for e in events.of(WorkerHung)]}

@@ -27,7 +27,7 @@ from ...nn import Network
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
 from ...settings import check
-from ...telemetry import Relayout, ReplicaEvent
+from ...telemetry import Relayout, ReplicaEvent, WorkerHung
 from ..folders import check_workers_can_write
 from ..session import Cluster
 from .fleet import Fleet
@@ -43,8 +43,11 @@ class _Resources:
         self.placement: Placement | None = None
         self.fleet: Fleet | None = None
         self.monitor: JobThread | None = None
+        self.heartbeat: JobThread | None = None
 
     def release(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.halt(timeout=5.0)
         if self.monitor is not None:  # one stuck in a call to a lost scheduler is not waited for
             self.monitor.halt(timeout=1.0 if self.cluster is not None and self.cluster.lost(0) else 30.0)
         if self.fleet is not None:
@@ -201,6 +204,9 @@ class DownpourSGD(Job):
         fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0)
         self._res.monitor = JobThread(self, DownpourSGD._watch, "dbkit-downpour-monitor", on_error=Job._thread_failed)
         self._res.monitor.start()
+        self._res.heartbeat = JobThread(self, DownpourSGD._pulse, "dbkit-downpour-heartbeat",
+                                        on_error=Job._thread_failed)
+        self._res.heartbeat.start()
 
     def _watch(self) -> float | None:
         """One tick of the monitor thread: poll the replicas, note who started or ended, warm start,
@@ -233,6 +239,29 @@ class DownpourSGD(Job):
         if sample:
             self._sample(evaluate)
         return monitor.interval(self.events.now(), steps)
+
+    def _pulse(self) -> float | None:
+        """One beat of the heartbeat thread: ping the shards; a worker whose shards stopped answering
+        (SIGSTOP, a wedged machine) is dropped from the scheduler at once, so that calls waiting on it fail
+        now, and the monitor brings its shards back from the checkpoint as for a dead machine, instead of
+        when the machine wakes, or never. Its own thread: the monitor may be waiting on that very machine."""
+        placement, cluster = self._placement, self._res.cluster
+        if placement is None or cluster is None or self.stopped:
+            return None
+        if self.ended or cluster.lost(0) is not None:
+            return 0.5
+        silent = placement.beat()
+        if silent:
+            hung: dict[str, list[int]] = {}
+            for i in silent:
+                hung.setdefault(placement.workers_of([i])[0], []).append(i)
+            listed = set(cluster.workers())
+            for worker, shards in hung.items():
+                if worker in listed:  # not already gone: a machine that stopped, not one that died
+                    self.events.emit(WorkerHung, worker=worker, silent=self.config.heartbeat_timeout,
+                                     shards=tuple(shards))
+                    cluster.drop_worker(worker)
+        return placement.heartbeat.period / 2
 
     def _note_transitions(self) -> None:
         """A ``ReplicaEvent`` for each replica that started or ended since the last call (the monitor

@@ -31,6 +31,7 @@ from ...ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, U
 from ..partition_actors import PartitionActor
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
+from .heartbeat import Heartbeat
 from .last_read import LastRead, answer
 
 
@@ -61,7 +62,10 @@ class Placement:
         self._restores = 0  # shards started again from their checkpoints
         self._shard_names: list[str] = []
         self._partition_names: dict[int, list[str]] = {}
-        self.last_read = LastRead()  # what the driver last read of each shard: a lost one ends the job cleanly
+        # what the driver last read of each shard: a lost one ends the job cleanly; a shard silent for
+        # heartbeat_timeout counts as lost, its worker as hung (issue #21)
+        self.last_read = LastRead(config.heartbeat_timeout)
+        self.heartbeat = Heartbeat(config.heartbeat_timeout)
 
     @property
     def partitions(self) -> int:
@@ -191,6 +195,12 @@ class Placement:
             if self.server is None:
                 return []
             return [i for i, w in enumerate(self.server.workers) if w not in alive]
+
+    def beat(self) -> list[int]:
+        """Ping the shards (never waiting); the shards newly found silent for the heartbeat timeout. Not
+        under this placement's lock: a reader holding it may be waiting on the silent shard itself."""
+        server = self.server
+        return self.heartbeat.beat(server, self.last_read) if server is not None else []
 
     def workers_of(self, shards: list[int]) -> list[str]:
         assert self.server is not None
