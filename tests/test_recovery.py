@@ -409,3 +409,37 @@ def test_cli_a_hung_shard_worker_is_noticed_and_its_shard_restored_on_a_live_wor
     assert all(r["worker"] == victim and r["restored_on"] != victim for r in f["restores"])
     assert report["state"] != "failed" and report["final"]["test_accuracy"] > 0.9
     assert validate_report(report) == []
+
+
+def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survived(digits, tmp_path, monkeypatch):
+    """Issue #21, 4: the worker receiving a restored shard killed within 0.2 s of the first loss ended the
+    run (``OSError: Unable to contact Actor's worker``) though a live worker and the checkpoint remained.
+    Here the kill comes at the worst moment, as the restored shard is being placed on it; the restore
+    goes to the next live worker."""
+    from dbkit.cluster import Cluster, session
+
+    place = session.Cluster.place_actor
+    killed: list[str] = []
+
+    def place_on_a_dying_worker(self, name, cls, *args, worker=None, **kwargs):
+        if "restore" in name and not killed:
+            killed.append(worker)
+            _kill(self.client, worker)
+        return place(self, name, cls, *args, worker=worker, **kwargs)
+
+    with Cluster(n_workers=4) as cluster:
+        w = cluster.workers()
+        with dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, lr=0.05, client=cluster.client,
+                               checkpoint_dir=str(tmp_path), checkpoint_every=0.2,
+                               shard_workers=[w[0], w[1], w[2], w[3]], replica_workers=[w[2], w[3]]) as job:
+            job.fit(steps=200, progress=False)
+            monkeypatch.setattr(session.Cluster, "place_actor", place_on_a_dying_worker)
+            _kill(cluster.client, w[0])  # shard 0's worker
+            job.fit(steps=1200, progress=False)
+            assert job.state == "paused", job.events.last(ErrorEvent)
+            report = job.report()
+    (event,) = job.events.of(ShardLost)
+    assert killed and killed[0] != w[0] and event.restored_on not in (w[0], killed[0])
+    f = report["faults"]
+    assert f["shards_lost"] == f["shards_restored"] == 1 and validate_report(report) == []
+    assert report["final"]["test_accuracy"] > 0.9

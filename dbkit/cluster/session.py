@@ -247,15 +247,24 @@ class Cluster:
             # Dask would keep an actor pinned to an unknown worker waiting for it for ever
             raise ClusterError(f"no worker {worker} in the cluster (its workers: {', '.join(workers) or 'none'})")
         future, scattered = self._submit(cls, args, kwargs, worker, key=f"dbkit-{name}-{self.tag}", actor=True)
-        try:
-            proxy = future.result(timeout=self.place_timeout)
-        except TimeoutError as e:
-            future.cancel()
-            for a in scattered:
-                a.release()
-            where = f"on {worker}" if worker else "on any worker"
-            raise ClusterError(f"could not place actor {name!r} {where} within {self.place_timeout:g}s "
-                               f"(the cluster's workers: {', '.join(self.workers()) or 'none'})") from e
+        deadline = time.monotonic() + self.place_timeout
+        while True:  # in slices: a pinned actor whose worker dies meanwhile would wait for ever
+            try:
+                proxy = future.result(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+                break
+            except TimeoutError as e:
+                gone = worker is not None and worker not in self.workers()
+                if not gone and time.monotonic() < deadline:
+                    continue
+                future.cancel()
+                for a in scattered:
+                    a.release()
+                if gone:
+                    raise ClusterError(f"worker {worker} left the cluster while actor {name!r} was placed "
+                                       "on it") from e
+                where = f"on {worker}" if worker else "on any worker"
+                raise ClusterError(f"could not place actor {name!r} {where} within {self.place_timeout:g}s "
+                                   f"(the cluster's workers: {', '.join(self.workers()) or 'none'})") from e
         for a in scattered:
             a.release()
         where = worker or self.client.who_has(future).get(future.key, ["?"])[0]

@@ -28,6 +28,7 @@ from ...partition import (
     partition_places,
 )
 from ...ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
+from ...ps.client_calls import CALL_TIMEOUT
 from ..partition_actors import PartitionActor
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
@@ -202,6 +203,10 @@ class Placement:
         server = self.server
         return self.heartbeat.beat(server, self.last_read) if server is not None else []
 
+    def forget_gone(self) -> None:
+        """``forget_workers`` of every worker the scheduler no longer lists."""
+        self.forget_workers(set(self.cluster.workers()))
+
     def workers_of(self, shards: list[int]) -> list[str]:
         assert self.server is not None
         return [self.server.workers[i] for i in shards]
@@ -212,30 +217,48 @@ class Placement:
 
     def replace_shard(self, index: int, state: ShardState, optimizer: str, lr: float) -> str:
         """Start shard ``index`` again from ``state`` (its checkpoint), on the live shard worker holding
-        fewest shards, with the job's current ``optimizer`` and ``lr``; returns its worker."""
+        fewest shards, with the job's current ``optimizer`` and ``lr``; returns its worker. A worker that
+        dies while the shard is placed on it is forgotten and the next is tried (a second machine lost
+        during a restore), until no shard worker is left."""
         with self._lock:
             server = self.server
             assert server is not None
             a, b = server.layout.ranges[index]
-            worker = min(self.shard_workers, key=lambda w: (server.workers.count(w), self.shard_workers.index(w)))
+            while True:
+                worker = min(self.shard_workers, key=lambda w: (server.workers.count(w), self.shard_workers.index(w)))
+                try:
+                    name, proxy = self._start_restored(index, state, optimizer, lr, worker)
+                    break
+                except Exception:  # noqa: BLE001 - retried only if its worker is gone
+                    alive = set(self.cluster.workers())
+                    if worker in alive or not [w for w in self.shard_workers if w in alive]:
+                        raise
+                    self.forget_workers(alive)
             old = self._shard_names[index]
-            self._restores += 1
-            name = f"shard{self._generation}-{index}-restore{self._restores}"
-            proxy = self.cluster.place_actor(name, ParameterShard, index, a, b, state.params, state.optimizer,
-                                             state.lr, worker=worker)
-            try:
-                resolve(proxy.load_state(state.as_state()))
-                if optimizer != state.optimizer:
-                    resolve(proxy.set_optimizer(optimizer))
-                resolve(proxy.set_lr(lr))
-            except BaseException:
-                self.cluster.registry.release(name)
-                raise
             self._shard_names[index] = name
             server.shards[index], server.workers[index], server.versions[index] = proxy, worker, state.version
             self.last_read.restored(index, (a, b), state.params)
         self.cluster.registry.release(old)
         return worker
+
+    def _start_restored(self, index: int, state: ShardState, optimizer: str, lr: float, worker: str
+                        ) -> tuple[str, object]:
+        """Shard ``index`` started from ``state`` on ``worker``: its registry name and proxy."""
+        assert self.server is not None
+        a, b = self.server.layout.ranges[index]
+        self._restores += 1
+        name = f"shard{self._generation}-{index}-restore{self._restores}"
+        proxy = self.cluster.place_actor(name, ParameterShard, index, a, b, state.params, state.optimizer,
+                                         state.lr, worker=worker)
+        try:
+            resolve(proxy.load_state(state.as_state()), CALL_TIMEOUT)
+            if optimizer != state.optimizer:
+                resolve(proxy.set_optimizer(optimizer), CALL_TIMEOUT)
+            resolve(proxy.set_lr(lr), CALL_TIMEOUT)
+        except BaseException:
+            self.cluster.registry.release(name)
+            raise
+        return name, proxy
 
     def release(self) -> None:
         """Forget the shards and partitions: actor proxies hold Futures that keep their actors alive."""

@@ -162,6 +162,7 @@ class Recovery:
             # it cannot reach the new shard, so the restore does not wait for it
             fleet.stop([i for i in victims if i in fleet.live()], state="interrupted", timeout=VICTIM_WAIT)
             where = {i: placement.replace_shard(i, s, config.optimizer, config.lr) for i, s in states.items()}
+            placement.forget_gone()  # a machine lost during the restore takes no replica
             fleet.relaunch(victims)
         seconds = time.monotonic() - t0
         for i, s in states.items():
