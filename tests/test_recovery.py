@@ -368,16 +368,23 @@ def test_cli_a_checkpoint_dir_one_worker_cannot_write_is_refused_before_anything
     assert list(folder.iterdir()) == [] and not (tmp_path / "r.json").exists()
 
 
-def test_cli_a_hung_shard_worker_is_noticed_and_its_shard_restored_on_a_live_worker(tmp_path, dask_processes):
-    """Issue #21, 3: SIGSTOP on a shard's worker was never noticed (no sample for 62 s, replicas failed and
-    were not restarted, no restore though checkpoints existed). Now a shard silent for the heartbeat
-    timeout (10 s) marks its worker hung: dropped from the scheduler, its shard back from the checkpoint
-    on a live worker within 15 s of the stop, the replicas restarted, and the report says so."""
+@pytest.mark.parametrize("algorithm, restored_name", [
+    (("downpour", "--replicas", "3"), "restore"),
+    (("sandblaster", "--replicas", "2", "--iterations", "200"), "shard-g1-"),
+], ids=["downpour", "sandblaster"])
+def test_cli_a_hung_shard_worker_is_noticed_and_its_shard_restored_on_a_live_worker(tmp_path, dask_processes,
+                                                                                    algorithm, restored_name):
+    """Issue #21, 3: SIGSTOP on a shard's worker was never noticed (Downpour: no sample for 62 s, replicas
+    failed and were not restarted, no restore though checkpoints existed; Sandblaster waited for the worker
+    to wake). Now a shard silent for the heartbeat timeout (10 s) marks its worker hung: dropped from the
+    scheduler, its shard back from the checkpoint on a live worker within 15 s of the stop, and the report
+    says so."""
     from distributed import Client
 
+    pid = None
     with dask_processes(3) as cluster:
-        run = _dbkit("run", "downpour", "--scheduler", cluster.address, "--replicas", "3", "--shards", "2",
-                     "--seconds", "40", "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "1",
+        run = _dbkit("run", *algorithm, "--scheduler", cluster.address, "--shards", "2", "--seconds", "40",
+                     "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "1",
                      "--report", str(tmp_path / "r.json"), "--quiet")
         try:
             victim = _worker_holding(cluster.address, shard=True)
@@ -389,15 +396,13 @@ def test_cli_a_hung_shard_worker_is_noticed_and_its_shard_restored_on_a_live_wor
                 while restored is None and time.monotonic() - stopped < 40:
                     keys = c.run(lambda dask_worker: [str(k) for k in dask_worker.state.actors],
                                  workers=[w for w in c.nthreads() if w != victim])
-                    if any("restore" in k for ks in keys.values() for k in ks):
+                    if any(restored_name in k for ks in keys.values() for k in ks):
                         restored = time.monotonic() - stopped
                     time.sleep(0.25)
             out, err = run.communicate(timeout=240)
         finally:
-            try:
+            if pid is not None:
                 os.kill(pid, signal.SIGCONT)
-            except (OSError, NameError):
-                pass
             if run.poll() is None:
                 run.kill()
     assert run.returncode == 0, err
@@ -405,10 +410,12 @@ def test_cli_a_hung_shard_worker_is_noticed_and_its_shard_restored_on_a_live_wor
     report = json.loads((tmp_path / "r.json").read_text())
     f = report["faults"]
     assert [h["worker"] for h in f["workers_hung"]] == [victim] and f["workers_hung"][0]["shards"]
-    assert f["shards_lost"] == f["shards_restored"] >= 1 and f["replicas_restarted"] >= 1
+    assert f["shards_lost"] == f["shards_restored"] >= 1
     assert all(r["worker"] == victim and r["restored_on"] != victim for r in f["restores"])
     assert report["state"] != "failed" and report["final"]["test_accuracy"] > 0.9
     assert validate_report(report) == []
+    if algorithm[0] == "downpour":
+        assert f["replicas_restarted"] >= 1
 
 
 def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survived(digits, tmp_path, monkeypatch):

@@ -27,8 +27,9 @@ from ...nn import Network
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
 from ...settings import check
-from ...telemetry import Relayout, ReplicaEvent, WorkerHung
+from ...telemetry import Relayout, ReplicaEvent
 from ..folders import check_workers_can_write
+from ..heartbeat import drop_hung
 from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement, check_layout
@@ -251,16 +252,8 @@ class DownpourSGD(Job):
         if self.ended or cluster.lost(0) is not None:
             return 0.5
         silent = placement.beat()
-        if silent:
-            hung: dict[str, list[int]] = {}
-            for i in silent:
-                hung.setdefault(placement.workers_of([i])[0], []).append(i)
-            listed = set(cluster.workers())
-            for worker, shards in hung.items():
-                if worker in listed:  # not already gone: a machine that stopped, not one that died
-                    self.events.emit(WorkerHung, worker=worker, silent=self.config.heartbeat_timeout,
-                                     shards=tuple(shards))
-                    cluster.drop_worker(worker)
+        if silent and placement.server is not None:
+            drop_hung(cluster, self.events, placement.server, silent, self.config.heartbeat_timeout)
         return placement.heartbeat.period / 2
 
     def _note_transitions(self) -> None:

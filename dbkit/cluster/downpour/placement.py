@@ -29,10 +29,10 @@ from ...partition import (
 )
 from ...ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
 from ...ps.client_calls import CALL_TIMEOUT
+from ..heartbeat import Heartbeat
 from ..partition_actors import PartitionActor
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
-from .heartbeat import Heartbeat
 from .last_read import LastRead, answer
 
 
@@ -201,7 +201,13 @@ class Placement:
         """Ping the shards (never waiting); the shards newly found silent for the heartbeat timeout. Not
         under this placement's lock: a reader holding it may be waiting on the silent shard itself."""
         server = self.server
-        return self.heartbeat.beat(server, self.last_read) if server is not None else []
+        if server is None:
+            return []
+        silent = self.heartbeat.beat(server)
+        for i in silent:
+            self.last_read.mark_lost(i, f"no answer to a heartbeat for {self.heartbeat.timeout:g}s: its machine "
+                                        "is hung")
+        return silent
 
     def forget_gone(self) -> None:
         """``forget_workers`` of every worker the scheduler no longer lists."""

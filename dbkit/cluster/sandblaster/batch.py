@@ -139,6 +139,9 @@ class DaskBatch:
 
     def _check_workers(self) -> None:
         alive = set(self.cluster.workers())
+        gone = sorted({w for w in self.server.workers if w not in alive})
+        if gone:  # a shard went with its worker (or was dropped as hung): the batch cannot complete
+            raise RuntimeError(f"parameter shard's worker {gone[0]} left the cluster during the batch")
         for slot in self.dispatcher.live():
             if slot.worker not in alive:
                 self._futures.pop(slot.index, None)

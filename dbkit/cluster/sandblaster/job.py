@@ -37,6 +37,7 @@ from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
 from ..folders import check_workers_can_write
+from ..heartbeat import Heartbeat, drop_hung
 from ..session import Cluster
 from ..shards import start_shards
 from .batch import DaskBatch
@@ -47,6 +48,7 @@ class _Resources:
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
         self.thread: JobThread | None = None
+        self.heartbeat: JobThread | None = None
         self.batch: DaskBatch | None = None
         self.coordinator: LBFGSCoordinator | None = None
         self.server: ShardedParameters | None = None
@@ -55,6 +57,8 @@ class _Resources:
     def release(self) -> None:
         """Stop the coordinator and drop every holder of shard proxies (they keep the actors alive)."""
         self.gate.stop()
+        if self.heartbeat is not None:
+            self.heartbeat.halt(timeout=5.0)
         if self.thread is not None:
             self.thread.halt()
         if self.batch is not None:
@@ -109,6 +113,7 @@ class SandblasterLBFGS(Job):
         self._coordinator: LBFGSCoordinator | None = None
         self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
         self._checkpoints: SandblasterCheckpoints | None = None
+        self._heartbeat = Heartbeat(config.heartbeat_timeout)  # used by the heartbeat thread only
         if config.checkpoint_dir is not None:
             writable(config.checkpoint_dir)
             self._checkpoints = SandblasterCheckpoints(config.checkpoint_dir, config.checkpoint_every,
@@ -181,6 +186,9 @@ class SandblasterLBFGS(Job):
             self._coordinator.restore(saved[0])
         self._res.thread = JobThread(self, SandblasterLBFGS._iterate, "dbkit-sandblaster", on_error=Job._thread_failed)
         self._res.thread.start()
+        self._res.heartbeat = JobThread(self, SandblasterLBFGS._pulse, "dbkit-sandblaster-heartbeat",
+                                        on_error=Job._thread_failed)
+        self._res.heartbeat.start()
 
     def _state_key(self, index: int) -> str:
         assert self._res.cluster is not None
@@ -232,6 +240,19 @@ class SandblasterLBFGS(Job):
                 return 0.0
             raise
         return 0.0
+
+    def _pulse(self) -> float | None:
+        """One beat of the heartbeat thread: a shard silent for ``heartbeat_timeout`` has its worker dropped
+        from the scheduler, so that the coordinator's calls to it fail now and the shards come back from
+        the checkpoint (``_restore_lost_shards``) instead of when the machine wakes."""
+        server, cluster = self._res.server, self._res.cluster
+        if cluster is None or self.stopped:
+            return None
+        if server is not None and not self.ended and cluster.lost(0) is None:
+            silent = self._heartbeat.beat(server)
+            if silent:
+                drop_hung(cluster, self.events, server, silent, self.config.heartbeat_timeout)
+        return self._heartbeat.period / 2
 
     def start_from(self, path: str | os.PathLike[str]) -> SandblasterLBFGS:
         """Start (when started) from the Sandblaster checkpoint in ``path``: the shards' parameters,

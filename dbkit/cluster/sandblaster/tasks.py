@@ -18,9 +18,15 @@ def _replica(state_key: str) -> SandblasterReplica:
 
 def run_unit(state_key: str, shards: ShardHandles, network: Network, X: np.ndarray, y: np.ndarray,
              job: Assignment, n_total: int, vector: str, push_every: int) -> UnitResult:
-    """Compute one work unit on the replica whose state actor is ``state_key``."""
+    """Compute one work unit on the replica whose state actor is ``state_key``.
+
+    It secedes from the worker's thread pool, as a Downpour replica's task does: a unit stuck on a shard
+    whose machine hung (until its call times out) must not hold the only thread the restored shard's
+    actor needs to start on this worker (issue #21). The dispatcher, not the pool, bounds how many run."""
+    from distributed import secede
     from threadpoolctl import threadpool_limits
 
+    secede()
     with threadpool_limits(1):
         return _replica(state_key).run_unit(connect(shards), network, X, y, job, n_total, vector, push_every)
 

@@ -4,9 +4,9 @@ A stopped or wedged machine (SIGSTOP, a kernel stall, swapping to death) keeps
 its connections open: the scheduler lists it for minutes, and every call to it
 waits out its own timeout. The driver sends each shard a cheap call once a
 ``period`` and never waits for it; a call unanswered for ``timeout`` seconds
-marks the shard lost (``LastRead.mark_lost``), and the job then treats its
-worker as dead (``DownpourSGD._drop_hung``). No Dask import: a shard's call
-returns a future-like object or, in process, its answer.
+counts the shard silent, and the job treats its worker as dead
+(``drop_hung``: Downpour's shards come back from their checkpoint, Sandblaster's
+too). A shard's call returns a future-like object or, in process, its answer.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ...ps import ShardedParameters
-from .last_read import LastRead
+from ..ps import ShardedParameters
+from ..telemetry import EventStream, WorkerHung
+from .session import Cluster
 
 
 @dataclass
@@ -29,14 +30,15 @@ class Ping:
 
 
 class Heartbeat:
-    """Pings each shard every ``period`` seconds; marks lost one that leaves a ping unanswered ``timeout`` s."""
+    """Pings each shard every ``period`` seconds; counts silent one that leaves a ping unanswered ``timeout`` s."""
 
     def __init__(self, timeout: float, period: float = 1.0, clock: Any = time.monotonic) -> None:
         self.timeout, self.period, self.clock = timeout, period, clock
         self._pings: dict[int, Ping] = {}
         self._answered: dict[int, float] = {}
+        self._silent: set[int] = set()
 
-    def beat(self, server: ShardedParameters, last_read: LastRead) -> list[int]:
+    def beat(self, server: ShardedParameters) -> list[int]:
         """Send the pings due and look at those under way; returns the shards newly found silent."""
         now, silent = self.clock(), []
         for i, shard in enumerate(server.shards):
@@ -44,14 +46,14 @@ class Heartbeat:
             if ping is not None and ping.shard is not shard:  # the shard was replaced: start afresh
                 ping = None
                 self._pings.pop(i, None)
+                self._silent.discard(i)
             if ping is not None:
                 if _done(ping.call):
                     self._pings.pop(i)
                     self._answered[i] = now
                 elif now - ping.sent > self.timeout:
-                    if i not in last_read.lost:
-                        last_read.mark_lost(i, f"no answer to a heartbeat for {now - ping.sent:.0f}s: its machine "
-                                               "is hung")
+                    if i not in self._silent:
+                        self._silent.add(i)
                         silent.append(i)
                     continue
                 else:
@@ -67,3 +69,21 @@ class Heartbeat:
 def _done(call: Any) -> bool:
     done = getattr(call, "done", None)
     return bool(done()) if callable(done) else True
+
+
+def drop_hung(cluster: Cluster, events: EventStream, server: ShardedParameters, silent: list[int],
+              timeout: float) -> list[str]:
+    """The workers of shards ``silent`` that the scheduler still lists (a machine that stopped, not one
+    that died): each recorded (``WorkerHung``) and dropped from the scheduler, its connections closed, so
+    that calls waiting on it fail now and its shards are lost as with a dead machine. Returns them."""
+    hung: dict[str, list[int]] = {}
+    for i in silent:
+        hung.setdefault(server.workers[i], []).append(i)
+    listed = set(cluster.workers())
+    dropped = []
+    for worker, shards in hung.items():
+        if worker in listed:
+            events.emit(WorkerHung, worker=worker, silent=timeout, shards=tuple(shards))
+            cluster.drop_worker(worker)
+            dropped.append(worker)
+    return dropped
