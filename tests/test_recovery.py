@@ -450,3 +450,34 @@ def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survive
     f = report["faults"]
     assert f["shards_lost"] == f["shards_restored"] == 1 and validate_report(report) == []
     assert report["final"]["test_accuracy"] > 0.9
+
+
+def test_a_hung_machine_holding_only_a_partition_is_dropped_and_its_replica_replaced(digits, tmp_path):
+    """Issue #21, 3: the heartbeat watches partitions too. A worker holding one partition of a replica and
+    no shard is stopped (SIGSTOP): after ``heartbeat_timeout`` it is dropped from the scheduler, its replica
+    counted lost with the machine and replaced by one whose partitions are on live workers."""
+    from dbkit.cluster import Cluster
+
+    with Cluster(n_workers=4) as cluster:
+        w = cluster.workers()
+        with dbkit.DownpourSGD("image-local", digits, replicas=1, shards=2, partitions=2, lr=0.05,
+                               client=cluster.client, heartbeat_timeout=3.0, shard_workers=[w[0], w[1]],
+                               replica_workers=[w[2], w[3], w[0]]) as job:
+            job.fit(steps=100, progress=False)
+            where = {p.worker for p in job.replicas()[0].partitions}
+            assert where == {w[2], w[3]}
+            pid = cluster.client.run(os.getpid, workers=[w[3]])[w[3]]
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not any(
+                        e.what == "restarted" for e in job.events.of(ReplicaEvent)):
+                    time.sleep(0.2)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            report = job.report()
+    (hung,) = report["faults"]["workers_hung"]
+    assert hung["worker"] == w[3] and hung["shards"] == []
+    assert report["faults"]["replicas_restarted"] == 1 and report["faults"]["shards_lost"] == 0
+    (restarted,) = [e for e in job.events.of(ReplicaEvent) if e.what == "restarted"]
+    assert restarted.worker != w[3]

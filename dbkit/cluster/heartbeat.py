@@ -12,6 +12,7 @@ too). A shard's call returns a future-like object or, in process, its answer.
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,48 +23,54 @@ from .session import Cluster
 
 @dataclass
 class Ping:
-    """One call under way: to which shard object, answered by ``call``, sent at ``sent``."""
+    """One call under way: to which object, answered by ``call``, sent at ``sent``."""
 
-    shard: Any
+    target: Any
     call: Any
     sent: float
 
 
 class Heartbeat:
-    """Pings each shard every ``period`` seconds; counts silent one that leaves a ping unanswered ``timeout`` s."""
+    """Pings each target (a shard, a partition: anything with ``ping()``) every ``period`` seconds; counts
+    silent one that leaves a ping unanswered ``timeout`` s. Targets are keyed (a shard's index, a
+    partition's name); a key whose object changes (a restored shard) starts afresh."""
 
     def __init__(self, timeout: float, period: float = 1.0, clock: Any = time.monotonic) -> None:
         self.timeout, self.period, self.clock = timeout, period, clock
-        self._pings: dict[int, Ping] = {}
-        self._answered: dict[int, float] = {}
-        self._silent: set[int] = set()
+        self._pings: dict[Hashable, Ping] = {}
+        self._answered: dict[Hashable, float] = {}
+        self._silent: set[Hashable] = set()
 
-    def beat(self, server: ShardedParameters) -> list[int]:
-        """Send the pings due and look at those under way; returns the shards newly found silent."""
+    def beat(self, targets: dict[Hashable, Any]) -> list[Hashable]:
+        """Send the pings due and look at those under way; returns the keys newly found silent."""
         now, silent = self.clock(), []
-        for i, shard in enumerate(server.shards):
-            ping = self._pings.get(i)
-            if ping is not None and ping.shard is not shard:  # the shard was replaced: start afresh
+        for key in [k for k in self._pings if k not in targets]:  # gone (released, re-laid out)
+            self._pings.pop(key)
+            self._silent.discard(key)
+        for key, target in targets.items():
+            ping = self._pings.get(key)
+            if ping is not None and ping.target is not target:  # replaced: start afresh
                 ping = None
-                self._pings.pop(i, None)
-                self._silent.discard(i)
+                self._pings.pop(key, None)
+                self._silent.discard(key)
             if ping is not None:
                 if _done(ping.call):
-                    self._pings.pop(i)
-                    self._answered[i] = now
-                elif now - ping.sent > self.timeout:
-                    if i not in self._silent:
-                        self._silent.add(i)
-                        silent.append(i)
-                    continue
-                else:
-                    continue
-            if now - self._answered.get(i, -float("inf")) >= self.period:
+                    self._pings.pop(key)
+                    self._answered[key] = now
+                elif now - ping.sent > self.timeout and key not in self._silent:
+                    self._silent.add(key)
+                    silent.append(key)
+                continue
+            if now - self._answered.get(key, -float("inf")) >= self.period:
                 try:
-                    self._pings[i] = Ping(shard, shard.ping(), now)
+                    self._pings[key] = Ping(target, target.ping(), now)
                 except Exception:  # noqa: BLE001 - its worker is known lost already: that is the monitor's to handle
                     continue
         return silent
+
+    def beat_shards(self, server: ShardedParameters) -> list[int]:
+        """``beat`` over the shards of ``server``; the indices of those newly silent."""
+        return [int(k) for k in self.beat(dict(enumerate(server.shards)))]  # type: ignore[call-overload]
 
 
 def _done(call: Any) -> bool:
@@ -71,14 +78,11 @@ def _done(call: Any) -> bool:
     return bool(done()) if callable(done) else True
 
 
-def drop_hung(cluster: Cluster, events: EventStream, server: ShardedParameters, silent: list[int],
-              timeout: float) -> list[str]:
-    """The workers of shards ``silent`` that the scheduler still lists (a machine that stopped, not one
-    that died): each recorded (``WorkerHung``) and dropped from the scheduler, its connections closed, so
-    that calls waiting on it fail now and its shards are lost as with a dead machine. Returns them."""
-    hung: dict[str, list[int]] = {}
-    for i in silent:
-        hung.setdefault(server.workers[i], []).append(i)
+def drop_hung(cluster: Cluster, events: EventStream, hung: dict[str, tuple[int, ...]], timeout: float) -> list[str]:
+    """The workers of ``hung`` (worker -> its silent shards, maybe none: a partition's) that the scheduler
+    still lists (a machine that stopped, not one that died): each recorded (``WorkerHung``) and dropped
+    from the scheduler, its connections closed, so that calls waiting on it fail now and what it held is
+    lost as with a dead machine. Returns them."""
     listed = set(cluster.workers())
     dropped = []
     for worker, shards in hung.items():
@@ -87,3 +91,11 @@ def drop_hung(cluster: Cluster, events: EventStream, server: ShardedParameters, 
             cluster.drop_worker(worker)
             dropped.append(worker)
     return dropped
+
+
+def workers_of_shards(server: ShardedParameters, silent: list[int]) -> dict[str, tuple[int, ...]]:
+    """Worker -> which of the shards ``silent`` it holds."""
+    out: dict[str, list[int]] = {}
+    for i in silent:
+        out.setdefault(server.workers[i], []).append(i)
+    return {w: tuple(v) for w, v in out.items()}

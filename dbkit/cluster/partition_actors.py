@@ -21,6 +21,10 @@ from .shards import ShardHandles, connect
 class PartitionActor(DownpourPartition):
     """One partition of a replica as a Dask actor (all methods async, on the worker's event loop)."""
 
+    async def ping(self) -> int:
+        """Answered on the worker's event loop at once: the driver's heartbeat (a hung machine answers nothing)."""
+        return 0
+
     async def connect_to(self, partners: list[tuple[str, str]]) -> int:
         """Proxies to every partition of this replica, given as ``(key, worker address)`` in partition order."""
         from distributed.actor import Actor

@@ -251,9 +251,9 @@ class DownpourSGD(Job):
             return None
         if self.ended or cluster.lost(0) is not None:
             return 0.5
-        silent = placement.beat()
-        if silent and placement.server is not None:
-            drop_hung(cluster, self.events, placement.server, silent, self.config.heartbeat_timeout)
+        hung = placement.beat()
+        if hung:
+            drop_hung(cluster, self.events, hung, self.config.heartbeat_timeout)
         return placement.heartbeat.period / 2
 
     def _note_transitions(self) -> None:

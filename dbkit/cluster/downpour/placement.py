@@ -12,6 +12,8 @@ with that state loaded; the job stops its replicas first and starts them again a
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 
@@ -197,17 +199,33 @@ class Placement:
                 return []
             return [i for i, w in enumerate(self.server.workers) if w not in alive]
 
-    def beat(self) -> list[int]:
-        """Ping the shards (never waiting); the shards newly found silent for the heartbeat timeout. Not
-        under this placement's lock: a reader holding it may be waiting on the silent shard itself."""
+    def beat(self) -> dict[str, tuple[int, ...]]:
+        """Ping the shards and the partitions (never waiting); the workers newly found silent for the
+        heartbeat timeout, each with its silent shards (none: a partition's). Not under this placement's
+        lock: a reader holding it may be waiting on the silent machine itself."""
         server = self.server
         if server is None:
-            return []
-        silent = self.heartbeat.beat(server)
-        for i in silent:
-            self.last_read.mark_lost(i, f"no answer to a heartbeat for {self.heartbeat.timeout:g}s: its machine "
-                                        "is hung")
-        return silent
+            return {}
+        targets: dict[Hashable, Any] = dict(enumerate(server.shards))
+        registry = self.cluster.registry
+        for names in list(self._partition_names.values()):
+            for name in names:
+                try:
+                    targets[name] = registry.proxy(name)
+                except KeyError:  # released meanwhile
+                    pass
+        hung: dict[str, list[int]] = {}
+        for key in self.heartbeat.beat(targets):
+            if isinstance(key, int):
+                self.last_read.mark_lost(key, f"no answer to a heartbeat for {self.heartbeat.timeout:g}s: its "
+                                              "machine is hung")
+                hung.setdefault(server.workers[key], []).append(key)
+            else:
+                try:
+                    hung.setdefault(registry.worker(str(key)), [])
+                except KeyError:
+                    pass
+        return {w: tuple(v) for w, v in hung.items()}
 
     def forget_gone(self) -> None:
         """``forget_workers`` of every worker the scheduler no longer lists."""

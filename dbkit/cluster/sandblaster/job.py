@@ -37,7 +37,7 @@ from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
 from ..folders import check_workers_can_write
-from ..heartbeat import Heartbeat, drop_hung
+from ..heartbeat import Heartbeat, drop_hung, workers_of_shards
 from ..session import Cluster
 from ..shards import start_shards
 from .batch import DaskBatch
@@ -249,9 +249,9 @@ class SandblasterLBFGS(Job):
         if cluster is None or self.stopped:
             return None
         if server is not None and not self.ended and cluster.lost(0) is None:
-            silent = self._heartbeat.beat(server)
+            silent = self._heartbeat.beat_shards(server)
             if silent:
-                drop_hung(cluster, self.events, server, silent, self.config.heartbeat_timeout)
+                drop_hung(cluster, self.events, workers_of_shards(server, silent), self.config.heartbeat_timeout)
         return self._heartbeat.period / 2
 
     def start_from(self, path: str | os.PathLike[str]) -> SandblasterLBFGS:
