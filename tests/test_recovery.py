@@ -481,3 +481,33 @@ def test_a_hung_machine_holding_only_a_partition_is_dropped_and_its_replica_repl
     assert report["faults"]["replicas_restarted"] == 1 and report["faults"]["shards_lost"] == 0
     (restarted,) = [e for e in job.events.of(ReplicaEvent) if e.what == "restarted"]
     assert restarted.worker != w[3]
+
+
+def test_a_hung_machine_holding_only_a_replica_is_dropped_and_the_replica_replaced(digits):
+    """Issue #21, 3: the heartbeat pings each worker's control actor too, so a stopped machine holding only
+    a replica is dropped (it kept the monitor waiting on it at every poll) and its replica replaced."""
+    from dbkit.cluster import Cluster
+
+    with Cluster(n_workers=3) as cluster:
+        w = cluster.workers()
+        with dbkit.DownpourSGD("mlp", digits, replicas=2, shards=2, lr=0.05, client=cluster.client,
+                               heartbeat_timeout=3.0, shard_workers=[w[0], w[1]],
+                               replica_workers=[w[2], w[0]]) as job:
+            job.fit(steps=100, progress=False)
+            pid = cluster.client.run(os.getpid, workers=[w[2]])[w[2]]
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not any(
+                        e.what == "restarted" for e in job.events.of(ReplicaEvent)):
+                    time.sleep(0.2)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            job.fit(steps=300, progress=False)
+            report = job.report()
+    (hung,) = report["faults"]["workers_hung"]
+    assert hung["worker"] == w[2] and hung["shards"] == []
+    f = report["faults"]
+    assert f["replicas_lost"] == f["replicas_restarted"] == 1 and f["shards_lost"] == 0
+    (restarted,) = [e for e in job.events.of(ReplicaEvent) if e.what == "restarted"]
+    assert restarted.worker == w[0] and report["state"] != "failed"

@@ -251,7 +251,8 @@ class DownpourSGD(Job):
             return None
         if self.ended or cluster.lost(0) is not None:
             return 0.5
-        hung = placement.beat()
+        controls = {f"control@{w}": (ctl, w) for w, ctl in list(self._fleet.controls.items())} if self._fleet else {}
+        hung = placement.beat(controls)
         if hung:
             drop_hung(cluster, self.events, hung, self.config.heartbeat_timeout)
         return placement.heartbeat.period / 2

@@ -199,14 +199,17 @@ class Placement:
                 return []
             return [i for i, w in enumerate(self.server.workers) if w not in alive]
 
-    def beat(self) -> dict[str, tuple[int, ...]]:
-        """Ping the shards and the partitions (never waiting); the workers newly found silent for the
-        heartbeat timeout, each with its silent shards (none: a partition's). Not under this placement's
-        lock: a reader holding it may be waiting on the silent machine itself."""
+    def beat(self, others: dict[str, tuple[Any, str]] | None = None) -> dict[str, tuple[int, ...]]:
+        """Ping the shards, the partitions and ``others`` (key -> (actor, its worker): the replicas' control
+        actors), never waiting; the workers newly found silent for the heartbeat timeout, each with its
+        silent shards (maybe none). Not under this placement's lock: a reader holding it may be waiting on
+        the silent machine itself."""
         server = self.server
         if server is None:
             return {}
+        others = others or {}
         targets: dict[Hashable, Any] = dict(enumerate(server.shards))
+        targets.update({key: actor for key, (actor, _) in others.items()})
         registry = self.cluster.registry
         for names in list(self._partition_names.values()):
             for name in names:
@@ -220,6 +223,8 @@ class Placement:
                 self.last_read.mark_lost(key, f"no answer to a heartbeat for {self.heartbeat.timeout:g}s: its "
                                               "machine is hung")
                 hung.setdefault(server.workers[key], []).append(key)
+            elif key in others:
+                hung.setdefault(others[str(key)][1], [])
             else:
                 try:
                     hung.setdefault(registry.worker(str(key)), [])

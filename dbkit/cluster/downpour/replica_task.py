@@ -43,6 +43,10 @@ class ReplicaControl:
             self.settings[i] = self.settings[i].but(epoch=epoch, **changes[i])
         return targets
 
+    def ping(self) -> int:
+        """The driver's heartbeat: answered at once (a hung machine answers nothing)."""
+        return 0
+
     def latest(self) -> dict[int, ReplicaFigures]:
         return dict(self.figures)
 
