@@ -383,7 +383,7 @@ def test_cli_a_hung_shard_worker_is_noticed_and_its_shard_restored_on_a_live_wor
 
     pid = None
     with dask_processes(3) as cluster:
-        run = _dbkit("run", *algorithm, "--scheduler", cluster.address, "--shards", "2", "--seconds", "40",
+        run = _dbkit("run", *algorithm, "--scheduler", cluster.address, "--shards", "2", "--seconds", "28",
                      "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "1",
                      "--report", str(tmp_path / "r.json"), "--quiet")
         try:

@@ -68,6 +68,12 @@ class Heartbeat:
                     continue
         return silent
 
+    def clear(self) -> None:
+        """Forget every ping under way: each holds its target's proxy, which would keep the actor alive."""
+        self._pings.clear()
+        self._answered.clear()
+        self._silent.clear()
+
     def beat_shards(self, server: ShardedParameters) -> list[int]:
         """``beat`` over the shards of ``server``; the indices of those newly silent."""
         return [int(k) for k in self.beat(dict(enumerate(server.shards)))]  # type: ignore[call-overload]

@@ -49,6 +49,8 @@ class _Resources:
     def release(self) -> None:
         if self.heartbeat is not None:
             self.heartbeat.halt(timeout=5.0)
+        if self.placement is not None:
+            self.placement.heartbeat.clear()
         if self.monitor is not None:  # one stuck in a call to a lost scheduler is not waited for
             self.monitor.halt(timeout=1.0 if self.cluster is not None and self.cluster.lost(0) else 30.0)
         if self.fleet is not None:

@@ -49,6 +49,7 @@ class _Resources:
         self.gate = gate
         self.thread: JobThread | None = None
         self.heartbeat: JobThread | None = None
+        self.pings: Heartbeat | None = None  # the heartbeat thread's pings, each holding a shard's proxy
         self.batch: DaskBatch | None = None
         self.coordinator: LBFGSCoordinator | None = None
         self.server: ShardedParameters | None = None
@@ -59,6 +60,8 @@ class _Resources:
         self.gate.stop()
         if self.heartbeat is not None:
             self.heartbeat.halt(timeout=5.0)
+        if self.pings is not None:
+            self.pings.clear()
         if self.thread is not None:
             self.thread.halt()
         if self.batch is not None:
@@ -113,7 +116,7 @@ class SandblasterLBFGS(Job):
         self._coordinator: LBFGSCoordinator | None = None
         self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
         self._checkpoints: SandblasterCheckpoints | None = None
-        self._heartbeat = Heartbeat(config.heartbeat_timeout)  # used by the heartbeat thread only
+        self._heartbeat = self._res.pings = Heartbeat(config.heartbeat_timeout)  # the heartbeat thread's only
         if config.checkpoint_dir is not None:
             writable(config.checkpoint_dir)
             self._checkpoints = SandblasterCheckpoints(config.checkpoint_dir, config.checkpoint_every,
