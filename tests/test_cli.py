@@ -201,6 +201,23 @@ def _started_workers(proc, n: int, timeout: float = 120.0) -> None:
     raise AssertionError("the LocalCluster's workers never started")
 
 
+def _run_in_its_own_group(args, report) -> subprocess.Popen:
+    """``dbkit run ARGS`` for 120 s in a process group of its own (as a terminal's job), once its LocalCluster's
+    two workers have started and trained a moment."""
+    import os
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "dbkit", "run", *args, "--seconds", "120", "--quiet",
+                             "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, DBKIT_SMALL="1"))
+    try:
+        _started_workers(proc, 2)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return proc
+
+
 @pytest.mark.parametrize("signame, status", [("SIGINT", 130), ("SIGTERM", 143)])
 @pytest.mark.parametrize("args", [
     ("downpour", "--replicas", "2"),
@@ -217,11 +234,8 @@ def test_a_signal_to_the_whole_process_group_stops_and_reports(tmp_path, args, s
     import psutil
 
     report = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "dbkit", "run", *args, "--seconds", "120", "--quiet",
-                             "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=dict(os.environ, DBKIT_SMALL="1"))
+    proc = _run_in_its_own_group(args, report)
     try:
-        _started_workers(proc, 2)
         kids = psutil.Process(proc.pid).children(recursive=True)
         # a terminal's Ctrl-C, or a batch system ending the job at its time limit: the whole group, workers too
         os.killpg(proc.pid, getattr(signal, signame))
@@ -319,11 +333,8 @@ def test_a_second_ctrl_c_while_stopping_still_leaves_the_report(tmp_path, args):
     import psutil
 
     report = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "dbkit", "run", *args, "--seconds", "120", "--quiet",
-                             "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=dict(os.environ, DBKIT_SMALL="1"))
+    proc = _run_in_its_own_group(args, report)
     try:
-        _started_workers(proc, 2)
         kids = psutil.Process(proc.pid).children(recursive=True)
         for _ in range(2):  # 0.3 s apart, as a hurried hand
             os.killpg(proc.pid, signal.SIGINT)

@@ -452,6 +452,18 @@ def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survive
     assert report["final"]["test_accuracy"] > 0.9
 
 
+def _stop_until_a_replica_restarts(client, worker: str, job, timeout: float = 60.0) -> None:
+    """SIGSTOP ``worker`` until ``job`` restarts a replica (at most ``timeout`` s), then SIGCONT it."""
+    pid = client.run(os.getpid, workers=[worker])[worker]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not any(e.what == "restarted" for e in job.events.of(ReplicaEvent)):
+            time.sleep(0.2)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def test_a_hung_machine_holding_only_a_partition_is_dropped_and_its_replica_replaced(digits, tmp_path):
     """Issue #21, 3: the heartbeat watches partitions too. A worker holding one partition of a replica and
     no shard is stopped (SIGSTOP): after ``heartbeat_timeout`` it is dropped from the scheduler, its replica
@@ -466,15 +478,7 @@ def test_a_hung_machine_holding_only_a_partition_is_dropped_and_its_replica_repl
             job.fit(steps=100, progress=False)
             where = {p.worker for p in job.replicas()[0].partitions}
             assert where == {w[2], w[3]}
-            pid = cluster.client.run(os.getpid, workers=[w[3]])[w[3]]
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline and not any(
-                        e.what == "restarted" for e in job.events.of(ReplicaEvent)):
-                    time.sleep(0.2)
-            finally:
-                os.kill(pid, signal.SIGCONT)
+            _stop_until_a_replica_restarts(cluster.client, w[3], job)
             report = job.report()
     (hung,) = report["faults"]["workers_hung"]
     assert hung["worker"] == w[3] and hung["shards"] == []
@@ -494,15 +498,7 @@ def test_a_hung_machine_holding_only_a_replica_is_dropped_and_the_replica_replac
                                heartbeat_timeout=3.0, shard_workers=[w[0], w[1]],
                                replica_workers=[w[2], w[0]]) as job:
             job.fit(steps=100, progress=False)
-            pid = cluster.client.run(os.getpid, workers=[w[2]])[w[2]]
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline and not any(
-                        e.what == "restarted" for e in job.events.of(ReplicaEvent)):
-                    time.sleep(0.2)
-            finally:
-                os.kill(pid, signal.SIGCONT)
+            _stop_until_a_replica_restarts(cluster.client, w[2], job)
             job.fit(steps=300, progress=False)
             report = job.report()
     (hung,) = report["faults"]["workers_hung"]

@@ -207,29 +207,23 @@ class Placement:
         server = self.server
         if server is None:
             return {}
-        others = others or {}
-        targets: dict[Hashable, Any] = dict(enumerate(server.shards))
-        targets.update({key: actor for key, (actor, _) in others.items()})
+        where: dict[Hashable, tuple[Any, str]] = {i: (s, w) for i, (s, w) in enumerate(zip(server.shards,
+                                                                                          server.workers))}
         registry = self.cluster.registry
         for names in list(self._partition_names.values()):
             for name in names:
                 try:
-                    targets[name] = registry.proxy(name)
+                    where[name] = (registry.proxy(name), registry.worker(name))
                 except KeyError:  # released meanwhile
                     pass
+        where.update(others or {})
         hung: dict[str, list[int]] = {}
-        for key in self.heartbeat.beat(targets):
-            if isinstance(key, int):
+        for key in self.heartbeat.beat({key: actor for key, (actor, _) in where.items()}):
+            shards = hung.setdefault(where[key][1], [])
+            if isinstance(key, int):  # a shard: the driver's reads give it up too
                 self.last_read.mark_lost(key, f"no answer to a heartbeat for {self.heartbeat.timeout:g}s: its "
                                               "machine is hung")
-                hung.setdefault(server.workers[key], []).append(key)
-            elif key in others:
-                hung.setdefault(others[str(key)][1], [])
-            else:
-                try:
-                    hung.setdefault(registry.worker(str(key)), [])
-                except KeyError:
-                    pass
+                shards.append(key)
         return {w: tuple(v) for w, v in hung.items()}
 
     def forget_gone(self) -> None:
