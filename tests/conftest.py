@@ -162,11 +162,15 @@ def real_dask(n_workers: int, prefixes: dict[int, list[str]] | None = None):
         for p in reversed(procs):
             if p.poll() is None:
                 p.terminate()
+        # a healthy worker closes in about a second; one that was stopped and dropped from the scheduler
+        # (the hang tests) may try to reach it for a minute: 10 s in all, then SIGKILL
+        deadline = time.monotonic() + 10
         for p in procs:
             try:
-                p.wait(timeout=30)
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -147,8 +147,9 @@ def _dbkit(*args: str) -> subprocess.Popen:
                             text=True)
 
 
-def _worker_holding(address: str, shard: bool) -> str:
-    """A worker that holds a parameter shard (``shard``) or none, once the job has placed its shards."""
+def _worker_holding(address: str, shard: bool, also: str = "") -> str:
+    """A worker that holds a parameter shard (``shard``) or none, once the job has placed its shards (and
+    an actor whose key holds ``also``: a partition, whose placing takes a while more)."""
     from distributed import Client
 
     with Client(address, timeout=10) as c:
@@ -156,7 +157,8 @@ def _worker_holding(address: str, shard: bool) -> str:
         while time.monotonic() < deadline:
             held = c.run(lambda dask_worker: [str(k) for k in dask_worker.state.actors])
             with_shard = sorted(w for w, keys in held.items() if any("shard" in k for k in keys))
-            if len(with_shard) == 2:  # both shards placed
+            placed = any(also in k for keys in held.values() for k in keys)
+            if len(with_shard) == 2 and placed:  # both shards placed
                 time.sleep(3)  # let it train a while first
                 return with_shard[0] if shard else sorted(set(held) - set(with_shard))[0]
             time.sleep(0.2)
@@ -218,7 +220,7 @@ def test_cli_the_scheduler_killed_ends_the_run_within_seconds_with_one_line_and_
         run = _dbkit("run", *algorithm, "--scheduler", cluster.address, "--seconds", "60", "--report",
                      str(tmp_path / "r.json"), "--quiet")
         try:
-            _worker_holding(cluster.address, shard=True)  # shards placed, trained a while
+            _worker_holding(cluster.address, shard=True, also="partition" if "--partitions" in algorithm else "")
             cluster.scheduler.send_signal(signal.SIGKILL)
             killed = time.monotonic()
             out, err = run.communicate(timeout=60)
@@ -507,3 +509,39 @@ def test_a_hung_machine_holding_only_a_replica_is_dropped_and_the_replica_replac
     assert f["replicas_lost"] == f["replicas_restarted"] == 1 and f["shards_lost"] == 0
     (restarted,) = [e for e in job.events.of(ReplicaEvent) if e.what == "restarted"]
     assert restarted.worker == w[0] and report["state"] != "failed"
+
+
+# ---- a wait on a shard ends when its worker leaves (CI: a checkpoint begun as the worker died) ----------
+class _Silent:
+    """An actor call that is never answered, as one to a dead worker's actor may be: each wait times out."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    def result(self, timeout: float):  # noqa: ANN201
+        self.waits += 1
+        raise TimeoutError
+
+
+def test_a_wait_on_a_shard_ends_as_soon_as_its_worker_leaves_the_cluster_not_at_the_timeout():
+    """A checkpoint begun as a shard's worker was SIGKILLed waited the whole answer timeout with the job's
+    monitor held, so the restore came after a 12 s run had ended (CI: ``shards_restored`` 0). The wait now
+    asks, between slices, whether the worker is still in the cluster."""
+    from dbkit.cluster.downpour.last_read import LastRead, answer
+
+    left = {"tcp://a": False}
+    call = _Silent()
+
+    def gone() -> bool:
+        left["tcp://a"] = call.waits >= 3  # the scheduler drops the worker after the third slice
+        return left["tcp://a"]
+
+    with pytest.raises(ConnectionError, match="left the cluster"):
+        answer(call, timeout=3600.0, gone=gone)
+    assert call.waits == 3
+    with pytest.raises(TimeoutError):  # a worker still listed: the timeout stands
+        answer(_Silent(), timeout=0.05, gone=lambda: False)
+    assert answer(7, timeout=1.0, gone=lambda: True) == 7  # a plain value is its own answer
+    read = LastRead(timeout=3600.0, gone=lambda w: w == "tcp://b")
+    with pytest.raises(ConnectionError):
+        read.answer(_Silent(), "tcp://b")

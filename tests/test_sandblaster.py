@@ -206,14 +206,59 @@ def test_flush_reports_units_a_unit_task_pushed_and_applies_decisions_again():
             return [PushAnswer(True)]
 
     st, server = SandblasterReplica(1), Server()
-    st.batch, st.acc, st.unpushed = 7, np.zeros(3, np.float32), []
-    st.pending = {u: (np.ones(3, np.float32), frozenset()) for u in range(6)}
+    b = st.batch_state(7)
+    b.acc = np.zeros(3, np.float32)
+    b.pending = {u: (np.ones(3, np.float32), frozenset()) for u in range(6)}
     # the unit task in flight applies its decisions and pushes 0-3 (push_every = 4) ...
-    assert st._apply(7, Decisions(commit=(0, 1, 2, 3)), server, push_every=4) == [0, 1, 2, 3]
+    assert st._apply(b, Decisions(commit=(0, 1, 2, 3)), server, push_every=4) == [0, 1, 2, 3]
     # ... and the flush, carrying the decision sent with that task again plus its own, reports all
     assert st.flush(server, 7, Decisions(commit=(3, 4, 5))) == [0, 1, 2, 3, 4, 5]
     assert sorted(server.landed) == [0, 1, 2, 3, 4, 5]  # each unit pushed once
     assert st.flush(server, 8, Decisions()) == []  # another batch: nothing of it
+
+
+def test_a_unit_of_an_abandoned_batch_stuck_on_a_hung_shard_does_not_hold_up_the_next_batch(digits):
+    """Issue #21 (seen in a test run): after a hung shard was restored, the replica's next units waited a
+    minute for a unit of the abandoned batch, which held the replica's one lock while its fetch waited on
+    the stopped machine. Each batch now has its own state and lock: the new batch's unit runs while the
+    old one is stuck, computes what a fresh replica computes, and the old one, when it ends, changes
+    nothing of the new batch."""
+    import threading
+
+    net = nn.build("linear", 64, 10, l2=0.01)
+    params = net.init_params(1)
+    release, entered = threading.Event(), threading.Event()
+
+    class HungShards:  # the old shards: a fetch that waits until the machine wakes
+        def fetch_vector(self, name):
+            entered.set()
+            release.wait(30)
+            return np.zeros_like(params)
+
+    st = SandblasterReplica(0)
+    unit = WorkUnit(0, 0, 100)
+    old = threading.Thread(target=st.run_unit, args=(HungShards(), net, digits.X_train, digits.y_train,
+                                                     Assignment(0, unit, 3, False, Decisions(), frozenset()),
+                                                     1000, "params", 4))
+    old.start()
+    assert entered.wait(10)
+    done: list = []
+    new = threading.Thread(target=lambda: done.append(st.run_unit(
+        local_shards(params, 2), net, digits.X_train, digits.y_train,
+        Assignment(0, unit, 4, False, Decisions(), frozenset()), 1000, "params", 4)))
+    new.start()
+    new.join(20)
+    stuck_meanwhile = old.is_alive()
+    release.set()
+    old.join(10)
+    assert stuck_meanwhile and done, "the next batch's unit waited for the abandoned batch's stuck fetch"
+    fresh = SandblasterReplica(0).run_unit(local_shards(params, 2), net, digits.X_train, digits.y_train,
+                                           Assignment(0, unit, 4, False, Decisions(), frozenset()), 1000, "params", 4)
+    assert done[0].loss == fresh.loss and st.current is not None and st.current.number == 4
+    assert st.current.params is not None and np.array_equal(st.current.params, params)  # not the old zeros
+    stale = st.run_unit(HungShards(), net, digits.X_train, digits.y_train,  # an older batch's unit: nothing
+                        Assignment(0, unit, 3, False, Decisions(), frozenset()), 1000, "params", 4)
+    assert np.isnan(stale.loss) and st.current.number == 4
 
 
 def test_a_replica_computes_a_unit_share_of_the_batch(digits):

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,25 +37,40 @@ class SandblasterReplicaFigures:
     slow_factor: float
 
 
+@dataclass
+class BatchState:
+    """What one replica holds of batch ``number``: the parameters fetched for it, the committed gradient
+    not yet pushed (``acc``, the units in it ``unpushed``), finished units awaiting a decision
+    (``pending``: unit -> gradient and the shards to skip) and every unit it pushed. ``lock`` guards it,
+    shard calls included."""
+
+    number: int
+    lock: AbstractContextManager
+    params: np.ndarray | None = None
+    acc: np.ndarray | None = None
+    pending: dict[int, tuple[np.ndarray, frozenset[int]]] = field(default_factory=dict)
+    unpushed: list[int] = field(default_factory=list)
+    pushed: set[int] = field(default_factory=set)
+
+
 class SandblasterReplica:
     """State of replica ``index``; ``slow_factor`` > 1 makes each unit take that many times longer.
 
-    ``lock`` guards its state between a unit and a flush of the same replica (default a thread lock;
-    the simulator gives one that waits in virtual time).
+    Each batch has its own ``BatchState`` and lock (``lock_factory()``; default a thread lock, the
+    simulator gives one that waits in virtual time): a unit of an abandoned batch, stuck on a shard
+    whose machine hung until its call times out, holds only its own batch's lock, never the next
+    batch's units (issue #21: it once held a restored run's replica for a minute). A unit or flush of a
+    batch older than the newest seen is stale and touches nothing.
     """
 
     def __init__(self, index: int, slow_factor: float = 1.0, sleep: Callable[[float], None] = time.sleep,
-                 lock: AbstractContextManager | None = None) -> None:
+                 lock_factory: Callable[[], AbstractContextManager] = threading.Lock) -> None:
         self.index = index
         self.slow_factor = float(slow_factor)
         self.sleep = sleep
-        self.lock = lock if lock is not None else threading.Lock()
-        self.batch: int | None = None
-        self.params: np.ndarray | None = None
-        self.pending: dict[int, tuple[np.ndarray, frozenset[int]]] = {}
-        self.acc: np.ndarray | None = None
-        self.unpushed: list[int] = []
-        self.pushed: set[int] = set()  # every unit of this batch whose gradient this replica pushed
+        self.lock_factory = lock_factory
+        self._guard = threading.Lock()  # the current batch and the counters: held for no call, no wait
+        self.current: BatchState | None = None
         self.units = self.pushes = self.fetches = 0
 
     def set_slow(self, factor: float) -> float:
@@ -65,60 +80,75 @@ class SandblasterReplica:
     def figures(self) -> SandblasterReplicaFigures:
         return SandblasterReplicaFigures(self.index, self.units, self.pushes, self.fetches, self.slow_factor)
 
+    def batch_state(self, number: int) -> BatchState | None:
+        """Batch ``number``'s state, new if it is newer than any seen; ``None`` if it is older (stale)."""
+        with self._guard:
+            b = self.current
+            if b is None or number > b.number:
+                b = self.current = BatchState(number, self.lock_factory())
+            return b if b.number == number else None
+
+    def _count(self, units: int = 0, pushes: int = 0, fetches: int = 0) -> None:
+        with self._guard:
+            self.units, self.pushes, self.fetches = self.units + units, self.pushes + pushes, self.fetches + fetches
+
     def run_unit(self, server, network: Network, X: np.ndarray, y: np.ndarray, job: Assignment, n_total: int,
                  vector: str, push_every: int) -> UnitResult:
-        """Apply ``job.decisions``, compute ``job.unit`` at shard vector ``vector``; returns its share of the loss."""
-        with self.lock:
-            if self.batch != job.batch:  # first unit of a new batch: fetch the parameters once
-                self.batch, self.pending, self.unpushed, self.pushed = job.batch, {}, [], set()
-                self.params = server.fetch_vector(vector)
-                self.acc = np.zeros_like(self.params)
-                self.fetches += 1
-            pushed = self._apply(job.batch, job.decisions, server, push_every)
-            params = self.params
-        assert params is not None
+        """Apply ``job.decisions``, compute ``job.unit`` at shard vector ``vector``; returns its share of the loss
+        (NaN, computing nothing, for a unit of a batch older than the newest this replica has seen)."""
+        b = self.batch_state(job.batch)
+        if b is None:
+            return UnitResult(job.unit.index, job.batch, float("nan"), ())
+        with b.lock:
+            if b.params is None:  # first unit of the batch: fetch the parameters once
+                b.params = server.fetch_vector(vector)
+                b.acc = np.zeros_like(b.params)
+                self._count(fetches=1)
+            pushed = self._apply(b, job.decisions, server, push_every)
+            params = b.params
         t0 = time.perf_counter()
         loss, grad = unit_gradient(network, params, X, y, job.unit, n_total)
         if self.slow_factor > 1:
             self.sleep((self.slow_factor - 1) * max(time.perf_counter() - t0, MIN_UNIT_SECONDS))
-        with self.lock:
-            if self.batch == job.batch:  # a straggler from an old batch must not leak into this one
-                self.pending[job.unit.index] = (grad, job.skip)
-                self.units += 1
+        with b.lock:  # the batch's own state: a straggler from an old batch cannot leak into a newer one
+            b.pending[job.unit.index] = (grad, job.skip)
+        self._count(units=1)
         return UnitResult(job.unit.index, job.batch, float(loss), tuple(pushed))
 
     def flush(self, server, batch: int, decisions: Decisions) -> list[int]:
         """End of batch: apply the last decisions, push whatever was committed, and return every
         unit of this batch this replica has pushed, by this call or by a unit task (whose result
         the coordinator may not have read yet)."""
-        with self.lock:
-            self._apply(batch, decisions, server, push_every=10**9)
-            if self.batch == batch and self.unpushed:
-                self._push(server)
-            self.pending.clear()
-            return sorted(self.pushed) if self.batch == batch else []
-
-    def _apply(self, batch: int, decisions: Decisions, server, push_every: int) -> list[int]:
-        """Commit or discard finished units; push committed gradients if enough have gathered."""
-        if self.batch != batch:
+        b = self.batch_state(batch)
+        if b is None:
             return []
-        assert self.acc is not None
+        with b.lock:
+            self._apply(b, decisions, server, push_every=10**9)
+            if b.unpushed:
+                self._push(b, server)
+            b.pending.clear()
+            return sorted(b.pushed)
+
+    def _apply(self, b: BatchState, decisions: Decisions, server, push_every: int) -> list[int]:
+        """Commit or discard finished units of ``b``; push committed gradients if enough have gathered."""
         pushed = []
         for u in decisions.commit:
-            grad, skip = self.pending.pop(u, (None, frozenset()))
+            grad, skip = b.pending.pop(u, (None, frozenset()))
             if grad is None:
                 continue
             if skip:  # redone after a lost replica's partial push: only the shards that lack it
                 self._check(server.accumulate("acc", grad, (u,), frozenset(skip)))
                 pushed.append(u)
-                self.pushed.add(u)
+                b.pushed.add(u)
             else:
-                self.acc += grad
-                self.unpushed.append(u)
+                if b.acc is None:
+                    b.acc = np.zeros_like(grad)
+                b.acc += grad
+                b.unpushed.append(u)
         for u in decisions.discard:
-            self.pending.pop(u, None)
-        if self.unpushed and len(self.unpushed) >= push_every:
-            pushed += self._push(server)
+            b.pending.pop(u, None)
+        if b.unpushed and len(b.unpushed) >= push_every:
+            pushed += self._push(b, server)
         return pushed
 
     def _check(self, answers: list[PushAnswer]) -> None:
@@ -126,11 +156,11 @@ class SandblasterReplica:
         if refused:
             raise FloatingPointError(f"replica {self.index}: shards refused its gradient: {refused}")
 
-    def _push(self, server) -> list[int]:
-        assert self.acc is not None
-        self._check(server.accumulate("acc", self.acc, tuple(self.unpushed)))
-        self.acc[:] = 0.0
-        pushed, self.unpushed = self.unpushed, []
-        self.pushed.update(pushed)
-        self.pushes += 1
+    def _push(self, b: BatchState, server) -> list[int]:
+        assert b.acc is not None
+        self._check(server.accumulate("acc", b.acc, tuple(b.unpushed)))
+        b.acc[:] = 0.0
+        pushed, b.unpushed = b.unpushed, []
+        b.pushed.update(pushed)
+        self._count(pushes=1)
         return pushed

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from contextlib import nullcontext
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -83,7 +84,7 @@ class SimulatedSandblaster(SimulatedRun):
                                          threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter,
                                          rng=np.random.default_rng([c.seed, i]))
             self.replicas[i] = SandblasterReplica(i, slow_factor=slow.get(i, 1.0), sleep=self._straggle(i),
-                                                  lock=VirtualLock(self.sim))
+                                                  lock_factory=partial(VirtualLock, self.sim))
             if layout.shared:
                 self.task_slots.setdefault(machine.name, VirtualLock(self.sim))
             slots.append(Slot(i, machine.name))

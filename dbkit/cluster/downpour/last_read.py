@@ -10,24 +10,50 @@ read, and says so. No call here waits on a dead peer for more than ``timeout``.
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 from ...ps import ShardedParameters, ShardFigures
 
 TIMEOUT = 30.0  # seconds a driver waits for one shard's answer before counting it lost
+SLICE = 0.5  # seconds between asking whether a silent shard's worker is still in the cluster
 
 
-def answer(call, timeout: float):  # noqa: ANN001, ANN202 - an actor future or a plain value
+def answer(call, timeout: float, gone: Callable[[], bool] | None = None):  # noqa: ANN001, ANN202
+    """The result of ``call`` (an actor future, or a plain value), waiting at most ``timeout`` seconds;
+    with ``gone``, in slices, and ``ConnectionError`` as soon as ``gone()`` says the answering worker
+    has left the cluster: a call to a dead worker's actor may never be answered (issue #21: a checkpoint
+    begun as a shard's worker died held the job's monitor for the whole timeout, past the run's end)."""
     result = getattr(call, "result", None)
-    return result(timeout=timeout) if callable(result) else call
+    if not callable(result):
+        return call
+    if gone is None:
+        return result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return result(timeout=min(SLICE, max(0.01, deadline - time.monotonic())))
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+            if gone():
+                raise ConnectionError("its worker left the cluster") from None
+
+
+def never_gone(worker: str) -> bool:  # noqa: ARG001 - the default: only the timeout ends a wait
+    return False
 
 
 class LastRead:
-    """The parameters (server order) and figures last read from each shard, and which shards are lost."""
+    """The parameters (server order) and figures last read from each shard, and which shards are lost.
 
-    def __init__(self, timeout: float = TIMEOUT) -> None:
-        self.timeout = timeout
+    ``gone(worker)`` says whether a worker has left the cluster: a wait on its shard ends then, not at
+    ``timeout``."""
+
+    def __init__(self, timeout: float = TIMEOUT, gone: Callable[[str], bool] = never_gone) -> None:
+        self.timeout, self.gone = timeout, gone
         self.params: np.ndarray | None = None
         self.figures: dict[int, ShardFigures] = {}
         self.lost: dict[int, str] = {}  # shard -> why
@@ -40,9 +66,9 @@ class LastRead:
         """Every shard's parameters in server order: fresh where a shard answers, as last read where not
         (that shard is then counted lost). ``RuntimeError`` if a lost shard was never read."""
         out = np.empty(server.layout.size, dtype=np.float32)
-        for i, (shard, (a, b)) in enumerate(zip(server.shards, server.layout.ranges)):
+        for i, (shard, worker, (a, b)) in enumerate(zip(server.shards, server.workers, server.layout.ranges)):
             try:
-                version, values = answer(shard.fetch(), self.timeout)
+                version, values = self.answer(shard.fetch(), worker)
                 out[a:b] = values
                 server.versions[i] = version
             except Exception as e:  # noqa: BLE001 - its worker died (or does not answer): use what was read
@@ -52,6 +78,11 @@ class LastRead:
                 out[a:b] = self.params[a:b]
         self.params = out.copy()
         return out
+
+    def answer(self, call, worker: str):  # noqa: ANN001, ANN201 - an actor future or a plain value
+        """``call``'s result from a shard on ``worker``: bounded by ``timeout``, and failing as soon as
+        ``worker`` leaves the cluster."""
+        return answer(call, self.timeout, lambda: self.gone(worker))
 
     def mark_lost(self, index: int, why: str) -> None:
         """Shard ``index`` is lost (the first reason given stays)."""
@@ -74,7 +105,7 @@ class LastRead:
         out = []
         for i, (shard, worker, (a, b)) in enumerate(zip(server.shards, server.workers, server.layout.ranges)):
             try:
-                f = dataclasses.replace(answer(shard.figures(), self.timeout), worker=worker)
+                f = dataclasses.replace(self.answer(shard.figures(), worker), worker=worker)
                 self.figures[i] = f
             except Exception as e:  # noqa: BLE001
                 self.mark_lost(i, f"{type(e).__name__}: {e}")

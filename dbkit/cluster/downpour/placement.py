@@ -35,7 +35,7 @@ from ..heartbeat import Heartbeat
 from ..partition_actors import PartitionActor
 from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
-from .last_read import LastRead, answer
+from .last_read import LastRead
 
 
 def check_layout(network: Network, config: RunConfig) -> tuple[Ownership, AlignedLayout]:
@@ -67,7 +67,7 @@ class Placement:
         self._partition_names: dict[int, list[str]] = {}
         # what the driver last read of each shard: a lost one ends the job cleanly; a shard silent for
         # heartbeat_timeout counts as lost, its worker as hung (issue #21)
-        self.last_read = LastRead(config.heartbeat_timeout)
+        self.last_read = LastRead(config.heartbeat_timeout, gone=self._left)
         self.heartbeat = Heartbeat(config.heartbeat_timeout)
 
     @property
@@ -183,10 +183,17 @@ class Placement:
                     failed[i] = f"{type(e).__name__}: {e}"
             for i, call in calls:
                 try:
-                    saved[i] = int(answer(call, self.last_read.timeout))
+                    saved[i] = int(self.last_read.answer(call, self.server.workers[i]))
                 except Exception as e:  # noqa: BLE001
                     failed[i] = f"{type(e).__name__}: {e}"
             return saved, failed
+
+    def _left(self, worker: str) -> bool:
+        """Whether ``worker`` has left the cluster (False if the scheduler cannot say: the wait goes on)."""
+        try:
+            return worker not in self.cluster.workers()
+        except Exception:  # noqa: BLE001 - the scheduler lost: the job's connection check ends it
+            return False
 
     def forget_workers(self, alive: set[str]) -> list[int]:
         """Place nothing more on workers not in ``alive``; returns the shards that lived on them."""

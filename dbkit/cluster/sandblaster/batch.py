@@ -27,6 +27,8 @@ from ..session import Cluster
 from ..shards import handles_of
 from .tasks import flush, run_unit
 
+READ_SLICE = 0.5  # seconds between asking whether the worker holding a task's result is still there
+
 
 def wait(futures: list, timeout: float, return_when: str = "ALL_COMPLETED") -> None:
     """``distributed.wait`` that returns at the timeout instead of raising."""
@@ -128,7 +130,7 @@ class DaskBatch:
                     d.lose(slot, f"its work unit was {f.status} (worker {slot.worker} lost)", self._landed)
                     continue
                 try:
-                    result = f.result()
+                    result = self._read(f, slot.worker)
                 except CancelledError:  # read as finished, then released: its worker died in between
                     d.lose(slot, f"its work unit's result was lost with worker {slot.worker}", self._landed)
                     continue
@@ -136,6 +138,18 @@ class DaskBatch:
             if time.monotonic() - last_check > 0.25:
                 last_check = time.monotonic()
                 self._check_workers()
+
+    def _read(self, future, worker: str):  # noqa: ANN001, ANN202 - a finished Dask future, its result
+        """The result of a finished task held on ``worker``; ``CancelledError`` if ``worker`` leaves the
+        cluster meanwhile. Reading it fetches it from ``worker``: from a stopped machine (SIGSTOP) that
+        waits for ever, and after the heartbeat drops the worker, for the connect timeouts (a test run
+        once spent 60 s past its budget there)."""
+        while True:
+            try:
+                return future.result(timeout=READ_SLICE)
+            except TimeoutError:
+                if worker not in self.cluster.workers():
+                    raise CancelledError(f"worker {worker} left the cluster holding the result") from None
 
     def _check_workers(self) -> None:
         alive = set(self.cluster.workers())
@@ -166,7 +180,7 @@ class DaskBatch:
             status, pushed = f.status, None
             if status == "finished":
                 try:
-                    pushed = f.result()
+                    pushed = self._read(f, slot.worker)
                 except CancelledError:  # its worker died after the push was read as done
                     status = "cancelled"
             ok = d.flushed(slot, pushed, status, self._landed) and ok

@@ -32,5 +32,11 @@ def run_unit(state_key: str, shards: ShardHandles, network: Network, X: np.ndarr
 
 
 def flush(state_key: str, shards: ShardHandles, batch: int, decisions: Decisions) -> list[int]:
-    """End of batch on one replica: every unit of the batch it has pushed (see ``SandblasterReplica.flush``)."""
+    """End of batch on one replica: every unit of the batch it has pushed (see ``SandblasterReplica.flush``).
+
+    It secedes as a unit does: a flush stuck pushing to a hung shard once held a worker's only thread
+    for a minute, so the restored shard's actor could not start there and the run failed."""
+    from distributed import secede
+
+    secede()
     return _replica(state_key).flush(connect(shards), batch, decisions)
