@@ -117,3 +117,14 @@ def test_calibrate_quick_writes_a_profile_the_simulator_reads(tmp_path):
     assert p.name == "here" and p.machine.machines == 2 and p.measured["wire_cpu"]
     assert (folder / "here.json").exists()  # and it is the 'here' profile from now on
     assert "mlp:9610" in p.measured["gradients"] and p.measured["fit"]["real"]["1"] > 0
+
+
+@pytest.mark.parametrize("n", [1, 16])
+def test_the_calibration_fit_s_cost_only_steps_take_the_virtual_time_steps_with_numbers_take(n):
+    """``dbkit calibrate`` fits the rig's costs to real steps by simulating one replica many times; it does
+    so cost-only (ten times sooner). Virtual time does not depend on the numbers: the same step time."""
+    from dbkit.sim.calibrate_fit import simulated_step
+
+    here = load_profile("distbelief-2012")
+    with_numbers = simulated_step(here, n, 120, cost_only=False)
+    assert with_numbers > 0 and simulated_step(here, n, 120, cost_only=True) == with_numbers
