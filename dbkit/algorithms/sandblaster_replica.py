@@ -140,9 +140,8 @@ class SandblasterReplica:
                 self._check(server.accumulate("acc", grad, (u,), frozenset(skip)))
                 pushed.append(u)
                 b.pushed.add(u)
-            else:
-                if b.acc is None:
-                    b.acc = np.zeros_like(grad)
+            else:  # a pending unit was computed on fetched parameters: ``acc`` is there
+                assert b.acc is not None
                 b.acc += grad
                 b.unpushed.append(u)
         for u in decisions.discard:

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .bounded_wait import WorkerLeft, wait_unless_gone
 from .registry import ActorRegistry
 
 _OPEN: weakref.WeakSet[Cluster] = weakref.WeakSet()
@@ -247,24 +248,19 @@ class Cluster:
             # Dask would keep an actor pinned to an unknown worker waiting for it for ever
             raise ClusterError(f"no worker {worker} in the cluster (its workers: {', '.join(workers) or 'none'})")
         future, scattered = self._submit(cls, args, kwargs, worker, key=f"dbkit-{name}-{self.tag}", actor=True)
-        deadline = time.monotonic() + self.place_timeout
-        while True:  # in slices: a pinned actor whose worker dies meanwhile would wait for ever
-            try:
-                proxy = future.result(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
-                break
-            except TimeoutError as e:
-                gone = worker is not None and worker not in self.workers()
-                if not gone and time.monotonic() < deadline:
-                    continue
-                future.cancel()
-                for a in scattered:
-                    a.release()
-                if gone:
-                    raise ClusterError(f"worker {worker} left the cluster while actor {name!r} was placed "
-                                       "on it") from e
-                where = f"on {worker}" if worker else "on any worker"
-                raise ClusterError(f"could not place actor {name!r} {where} within {self.place_timeout:g}s "
-                                   f"(the cluster's workers: {', '.join(self.workers()) or 'none'})") from e
+        try:  # in slices: a pinned actor whose worker dies meanwhile would wait for ever
+            proxy = wait_unless_gone(future.result, self.place_timeout,
+                                     lambda: worker is not None and worker not in self.workers(), slice_seconds=1.0)
+        except (TimeoutError, WorkerLeft) as e:
+            future.cancel()
+            for a in scattered:
+                a.release()
+            if isinstance(e, WorkerLeft):
+                raise ClusterError(f"worker {worker} left the cluster while actor {name!r} was placed "
+                                   "on it") from e
+            where = f"on {worker}" if worker else "on any worker"
+            raise ClusterError(f"could not place actor {name!r} {where} within {self.place_timeout:g}s "
+                               f"(the cluster's workers: {', '.join(self.workers()) or 'none'})") from e
         for a in scattered:
             a.release()
         where = worker or self.client.who_has(future).get(future.key, ["?"])[0]

@@ -10,36 +10,27 @@ read, and says so. No call here waits on a dead peer for more than ``timeout``.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 from ...ps import ShardedParameters, ShardFigures
+from ..bounded_wait import wait_unless_gone
 
 TIMEOUT = 30.0  # seconds a driver waits for one shard's answer before counting it lost
-SLICE = 0.5  # seconds between asking whether a silent shard's worker is still in the cluster
 
 
 def answer(call, timeout: float, gone: Callable[[], bool] | None = None):  # noqa: ANN001, ANN202
     """The result of ``call`` (an actor future, or a plain value), waiting at most ``timeout`` seconds;
-    with ``gone``, in slices, and ``ConnectionError`` as soon as ``gone()`` says the answering worker
-    has left the cluster: a call to a dead worker's actor may never be answered (issue #21: a checkpoint
-    begun as a shard's worker died held the job's monitor for the whole timeout, past the run's end)."""
+    with ``gone``, ``WorkerLeft`` (a ``ConnectionError``) as soon as ``gone()`` says the answering worker
+    has left the cluster (``wait_unless_gone``; issue #21: a checkpoint begun as a shard's worker died
+    held the job's monitor for the whole timeout, past the run's end)."""
     result = getattr(call, "result", None)
     if not callable(result):
         return call
     if gone is None:
         return result(timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return result(timeout=min(SLICE, max(0.01, deadline - time.monotonic())))
-        except TimeoutError:
-            if time.monotonic() >= deadline:
-                raise
-            if gone():
-                raise ConnectionError("its worker left the cluster") from None
+    return wait_unless_gone(result, timeout, gone)
 
 
 def never_gone(worker: str) -> bool:  # noqa: ARG001 - the default: only the timeout ends a wait

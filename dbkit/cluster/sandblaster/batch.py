@@ -23,11 +23,10 @@ from ...algorithms import Decisions, Slot, UnitDispatcher, make_units
 from ...jobs import Gate, Stopping
 from ...nn import Network
 from ...ps import ShardedParameters
+from ..bounded_wait import WorkerLeft, wait_unless_gone
 from ..session import Cluster
 from ..shards import handles_of
 from .tasks import flush, run_unit
-
-READ_SLICE = 0.5  # seconds between asking whether the worker holding a task's result is still there
 
 
 def wait(futures: list, timeout: float, return_when: str = "ALL_COMPLETED") -> None:
@@ -144,12 +143,10 @@ class DaskBatch:
         cluster meanwhile. Reading it fetches it from ``worker``: from a stopped machine (SIGSTOP) that
         waits for ever, and after the heartbeat drops the worker, for the connect timeouts (a test run
         once spent 60 s past its budget there)."""
-        while True:
-            try:
-                return future.result(timeout=READ_SLICE)
-            except TimeoutError:
-                if worker not in self.cluster.workers():
-                    raise CancelledError(f"worker {worker} left the cluster holding the result") from None
+        try:
+            return wait_unless_gone(future.result, None, lambda: worker not in self.cluster.workers())
+        except WorkerLeft:
+            raise CancelledError(f"worker {worker} left the cluster holding the result") from None
 
     def _check_workers(self) -> None:
         alive = set(self.cluster.workers())
