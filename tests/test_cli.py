@@ -261,16 +261,36 @@ def test_a_diverging_run_says_so_once_with_the_fix_and_exits_3(tmp_path):
 
 
 def test_a_downpour_run_whose_model_ends_with_a_non_finite_loss_exits_3_with_its_report(tmp_path):
-    """The shards refuse every non-finite step, so Downpour's replicas never stop on their own; the
+    """The shards refuse every non-finite step, so Downpour's replicas may never stop on their own; the
     final model's loss says the run diverged. The same settings at a sane rate exit 0 (the reference)."""
     runs = {lr: dbkit("run", "downpour", "--optimizer", "sgd", "--lr", lr, "--steps", "400", "--quiet", "--report",
                       str(tmp_path / f"r{lr}.json")) for lr in ("100", "0.05")}
-    assert runs["100"].returncode == 3, runs["100"].stderr
+    assert runs["100"].returncode == 3, runs["100"].stdout + runs["100"].stderr
     line = runs["100"].stderr.strip()  # the replicas may also have stopped on non-finite gradients first
     assert line.startswith("dbkit: the run diverged: ") and "\n" not in line
     assert line.endswith("; lower the learning rate (lr=100.0) or use Adagrad")
     assert validate_report(json.loads((tmp_path / "r100.json").read_text())) == []
     assert runs["0.05"].returncode == 0, runs["0.05"].stderr
+
+
+def test_a_final_loss_far_above_the_start_counts_as_diverged_and_a_warm_start_s_noise_does_not():
+    """CI once saw lr=100 end with a finite but exploded loss and exit 0: with a stable log-softmax, parameters
+    too large give a huge finite loss, not NaN. Judged against the run's own loss at step 0, floored at 1."""
+    from dbkit.cli.main import _diverged
+
+    def report(start: float, end: float) -> dict:
+        return {"state": "stopped", "config": {"lr": 100.0}, "final": {"train_loss": end, "test_loss": end},
+                "history": [{"step": 0, "train_loss": start, "test_loss": start}]}
+
+    why = _diverged(report(2.6, 3.1e4))
+    assert why == ("the final model's train loss (3.1e+04) is over 10 times max(1, its loss at the start, 2.6); "
+                   "lower the learning rate (lr=100.0) or use Adagrad")
+    assert _diverged(report(2.6, 0.1)) is None and _diverged(report(2.6, 25.0)) is None  # 25 < 10 x 2.6
+    assert _diverged(report(0.05, 0.6)) is None  # a warm start's small loss: the floor of 1 keeps this one
+    assert _diverged(report(0.05, 10.5)) is not None
+    assert _diverged(report(2.6, float("nan"))) == ("the final model's loss is not finite; lower the learning "
+                                                   "rate (lr=100.0) or use Adagrad")
+    assert _diverged({**report(2.6, 3.1e4), "cost_only": True}) is None
 
 
 def test_a_failed_run_writes_its_report_says_why_in_one_line_and_exits_1(tmp_path, monkeypatch, capsys):

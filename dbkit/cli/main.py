@@ -144,8 +144,10 @@ def _check_outputs(outputs: dict[str, str | None], args: argparse.Namespace) -> 
 
 def _diverged(report: dict) -> str | None:
     """Why the run ended diverged (exit status 3), or ``None``: its state says so, or its final model's
-    training or test loss is not finite (Downpour's shards refuse non-finite steps, so its replicas go on
-    stepping on parameters that have grown too large to give a finite loss)."""
+    training or test loss is not finite, or is more than :data:`GROWTH` times the larger of 1 and the loss
+    it had at the start (the floor keeps a warm-started model, whose start loss is small, from counting as
+    diverged for a little noise). Downpour's shards refuse non-finite steps, so its replicas go on stepping on parameters that have grown
+    too large for a sane loss; a stable log-softmax keeps that loss finite but huge."""
     if report.get("cost_only"):  # no arrays, so no loss to judge by
         return None
     final = report.get("final") or {}
@@ -153,10 +155,24 @@ def _diverged(report: dict) -> str | None:
     advice = f"; lower the learning rate (lr={lr}) or use Adagrad" if lr is not None else ""
     if report.get("state") == "diverged":
         return "every replica stopped on a non-finite loss or gradient" + advice
-    losses = [final.get(k) for k in ("train_loss", "test_loss") if k in final]
-    if losses and not any(isinstance(v, (int, float)) and math.isfinite(v) for v in losses):
+    keys = [k for k in ("train_loss", "test_loss") if k in final]
+    if keys and not any(_finite(final.get(k)) for k in keys):
         return "the final model's loss is not finite" + advice
+    for k in keys:
+        start = next((row.get(k) for row in report.get("history") or [] if _finite(row.get(k))), None)
+        end = final.get(k)
+        if start is not None and _finite(end) and end > GROWTH * max(start, 1.0):
+            return (f"the final model's {k.replace('_', ' ')} ({end:.4g}) is over {GROWTH:g} times "
+                    f"max(1, its loss at the start, {start:.4g})" + advice)
     return None
+
+
+GROWTH = 10.0
+"""A final loss over this many times max(1, the loss at the start) counts as diverged."""
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _quiet_dask() -> None:
