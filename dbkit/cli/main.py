@@ -144,10 +144,10 @@ def _check_outputs(outputs: dict[str, str | None], args: argparse.Namespace) -> 
 
 def _diverged(report: dict) -> str | None:
     """Why the run ended diverged (exit status 3), or ``None``: its state says so, or its final model's
-    training or test loss is not finite, or is more than :data:`GROWTH` times the larger of 1 and the loss
-    it had at the start (the floor keeps a warm-started model, whose start loss is small, from counting as
-    diverged for a little noise). Downpour's shards refuse non-finite steps, so its replicas go on stepping on parameters that have grown
-    too large for a sane loss; a stable log-softmax keeps that loss finite but huge."""
+    training or test loss is not finite, or is over :data:`GROWTH` times max(1, its loss at step 0); the
+    floor of 1 keeps a warm start, whose start loss is small, from counting a little noise as divergence.
+    Downpour's shards refuse non-finite steps, so its replicas go on stepping on parameters grown too large
+    for a sane loss; a stable log-softmax keeps that loss finite but huge."""
     if report.get("cost_only"):  # no arrays, so no loss to judge by
         return None
     final = report.get("final") or {}
