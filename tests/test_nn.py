@@ -115,3 +115,29 @@ def test_signal_local_preset_is_locally_connected_and_its_gradient_checks():
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((6, 40)).astype(np.float32), rng.integers(0, 10, 6)
     assert check_network(net, X, y) < 1e-3  # central differences
+
+
+@pytest.mark.parametrize("name,n_features,n_classes,hidden,l2", [
+    ("mlp", 64, 10, None, 1e-4), ("speech", 440, 12, (16, 8), 0.0), ("linear", 30, 5, None, 1e-3)])
+def test_a_stack_of_replicas_gradients_is_each_replica_s_own_bit_for_bit(name, n_features, n_classes, hidden, l2):
+    """The simulator computes gradients due together as one stack; each row must be exactly the gradient
+    one replica computes alone (the reference), with and without the L2 term."""
+    net = nn.build(name, n_features, n_classes, hidden=hidden, l2=l2)
+    rng = np.random.default_rng(3)
+    R, B = 5, 11
+    P = np.stack([net.init_params(i) for i in range(R)]) + rng.standard_normal((R, net.size)).astype(np.float32) * 0.1
+    X, y = rng.standard_normal((R, B, n_features)).astype(np.float32), rng.integers(0, n_classes, (R, B))
+    for with_penalty in (True, False):
+        losses, grads = net.loss_and_grad_stacked(P, X, y, with_penalty)
+        for r in range(R):
+            loss, grad = net.loss_and_grad(P[r], X[r], y[r], with_penalty)
+            assert losses[r] == loss and np.array_equal(grads[r], grad)
+    assert not np.array_equal(grads[0], grads[1])  # the rows are different replicas' gradients
+
+
+def test_a_locally_connected_network_does_not_stack_and_says_so():
+    net = nn.build("signal-local", 40, 10)
+    assert not net.stackable and nn.build("mlp", 40, 10).stackable
+    with pytest.raises(ValueError, match="one batch at a time"):
+        net.loss_and_grad_stacked(np.zeros((2, net.size), np.float32), np.zeros((2, 3, 40), np.float32),
+                                  np.zeros((2, 3), int))

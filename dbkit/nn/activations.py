@@ -8,6 +8,7 @@ from .layer import Layer, Params
 
 
 class _Elementwise(Layer):
+    stacks = True  # elementwise: any shape
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"{self.kind} size must be >= 1, got {size}")

@@ -15,6 +15,7 @@ class Dense(Layer):
     """``y = x @ W + b`` with ``W`` of shape ``(in_size, out_size)``."""
 
     kind = "dense"
+    stacks = True
 
     def __init__(self, in_size: int, out_size: int) -> None:
         if in_size < 1 or out_size < 1:
@@ -34,8 +35,10 @@ class Dense(Layer):
 
     def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         x = cache
-        grads = {"W": x.T @ dout, "b": dout.sum(axis=0)}
+        # swapaxes and axis -2, not .T and axis 0: the same arithmetic on one batch, and on a stack of
+        # replicas' batches (Network.loss_and_grad_stacked) each matrix of the stack on its own
+        grads = {"W": np.swapaxes(x, -1, -2) @ dout, "b": dout.sum(axis=-2)}
         return (self.input_grad(params, cache, dout) if need_dx else None), grads
 
     def input_grad(self, params: Params, cache, dout: np.ndarray) -> np.ndarray:
-        return dout @ params["W"].T
+        return dout @ np.swapaxes(params["W"], -1, -2)

@@ -27,6 +27,7 @@ class Layer:
     in_size: int
     out_size: int
     kind: str = "layer"
+    stacks: bool = False  # forward and backward also take a stack of batches (replicas, batch, size)
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         """Shapes of this layer's parameters, in flat-vector order."""

@@ -138,7 +138,41 @@ class Network:
         for gradient checks. ``with_penalty=False`` leaves out the L2 term (a
         Sandblaster work unit adds it once per batch, not once per unit).
         """
-        views = self.views(params)
+        loss, grad = self._backprop(params, self.views(params), X, y, with_penalty)
+        return (loss + self.penalty(params) if with_penalty else loss), grad
+
+    @property
+    def stackable(self) -> bool:
+        """Every layer also computes on a stack of batches, so ``loss_and_grad_stacked`` can be used."""
+        return all(layer.stacks for layer in self.layers)
+
+    def loss_and_grad_stacked(self, params: np.ndarray, X: np.ndarray, y: np.ndarray,
+                              with_penalty: bool = True) -> tuple[list[float], np.ndarray]:
+        """``loss_and_grad`` of R replicas at once: ``params`` (R, size), ``X`` (R, batch, in_size), ``y``
+        (R, batch). The same arithmetic as R calls, each matrix product of the stack on its own, so each
+        row's loss and gradient are those of ``loss_and_grad`` bit for bit (``tests/test_nn.py`` checks);
+        Python's per-call cost is paid once for the stack. The simulator uses it for replicas whose
+        gradients are due in the same stretch of virtual time."""
+        if not self.stackable:
+            raise ValueError(f"{self.name}: layers {[layer.kind for layer in self.layers if not layer.stacks]} "
+                             "compute on one batch at a time")
+        if params.ndim != 2 or params.shape[1] != self.size or X.ndim != 3 or len(X) != len(params):
+            raise ValueError(f"expected params (R, {self.size}) and X (R, batch, {self.in_size}), got "
+                             f"{params.shape} and {X.shape}")
+        R = params.shape[0]
+        views: list[Params] = [{} for _ in self.layers]
+        for s in self.specs:  # a bias gets an axis for the batch, to broadcast over the stack's examples
+            views[s.layer][s.key] = params[:, s.start : s.stop].reshape((R,) + (s.shape if len(s.shape) > 1
+                                                                                 else (1,) + s.shape))
+        losses, grad = self._backprop(params, views, X, y, with_penalty)
+        if with_penalty:
+            return [float(loss) + self.penalty(p) for loss, p in zip(losses, params)], grad
+        return [float(loss) for loss in losses], grad
+
+    def _backprop(self, params: np.ndarray, views: list[Params], X: np.ndarray, y: np.ndarray,
+                  with_penalty: bool) -> tuple:
+        """The forward and backward passes: the mean cross-entropy (one, or one per row of a stack) and the
+        gradient, with the L2 term's part on the weights unless ``with_penalty`` is false."""
         h = np.asarray(X, dtype=params.dtype)
         caches = []
         for layer, p in zip(self.layers, views):
@@ -147,18 +181,20 @@ class Network:
         d: np.ndarray | None
         loss, d = softmax_cross_entropy(h, y)
         grad = np.empty_like(params)  # every entry is written below
+        lead = params.shape[:-1]  # () for one replica, (R,) for a stack
         for i in range(len(self.layers) - 1, -1, -1):
             assert d is not None  # only the first layer (i = 0) returns no input gradient
             d, grads = self.layers[i].backward(views[i], caches[i], d, need_dx=i > 0)
             for key, g in grads.items():
                 s = self.spec(f"{i}.{key}")
-                out = grad[s.start : s.stop]
+                out = grad[..., s.start : s.stop]
+                g = g.reshape(lead + (-1,))
                 if self.l2 and s.is_weight and with_penalty:
-                    np.multiply(params[s.start : s.stop], self.l2, out=out)
-                    out += g.ravel()
+                    np.multiply(params[..., s.start : s.stop], self.l2, out=out)
+                    out += g
                 else:
-                    out[:] = g.ravel()
-        return (loss + self.penalty(params) if with_penalty else loss), grad
+                    out[...] = g
+        return loss, grad
 
     def predict(self, params: np.ndarray, X: np.ndarray) -> np.ndarray:
         return self.forward(params, X).argmax(axis=1)
