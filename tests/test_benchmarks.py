@@ -128,6 +128,7 @@ def test_sim_speed(tmp_path):
     assert r["replicas"] == 10 and r["steps"] == 20 and r["events"] > 0
     assert r["plain_seconds"] > 0 and r["same_classes_seconds"] > 0 and r["simulated_seconds"] > 0
     assert r["ratio"] == r["simulated_seconds"] / r["plain_seconds"] and r["fig3_seconds"] >= 0
+    assert 0 <= r["stacked_gradients"] <= 10 * 20
 
 
 def test_sim_validation_predicts_one_communication_bound_point(tmp_path):

@@ -103,6 +103,23 @@ def test_same_seed_same_report(digits):
     assert a["history"][-1]["test_accuracy"] > 0.8
 
 
+@pytest.mark.parametrize("n", [1, 4])
+def test_gradients_computed_as_a_stack_give_the_run_computed_one_by_one_bit_for_bit(digits, n):
+    """Deferring each gradient to the end of its hold and computing those due together as one stack
+    (``GradientBatch``) changes nothing but speed: the reference is the same run, gradient by gradient."""
+    def once(stack):
+        net = nn.build("mlp", 64, 10, l2=1e-4)
+        cfg = RunConfig.make(algorithm="downpour", optimizer="adagrad", lr=0.05, replicas=12, shards=2, steps=600,
+                             eval_every=200, n_fetch=n, n_push=n)
+        run = SimulatedDownpour(cfg, net, digits, Cluster("distbelief-2012"), stack_gradients=stack)
+        report = run.run()
+        return report, run._parameters(), report.pop("simulation"), report.pop("created")
+
+    (stacked, p1, sim1, _), (alone, p2, sim2, _) = once(True), once(False)
+    assert sim1["stacked_gradients"] > 100 and sim2["stacked_gradients"] == 0  # stacks were computed
+    assert stacked == alone and (p1 == p2).all() and sim1["virtual_seconds"] == sim2["virtual_seconds"]
+
+
 def _queue_run(digits, replicas, service, compute, steps, jitter="exponential"):
     """``replicas`` replicas pushing (never fetching after the first) to one shard whose every push is
     served in ``service`` seconds; each replica computes for ``compute`` seconds on average."""

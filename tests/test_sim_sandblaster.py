@@ -74,3 +74,17 @@ def test_same_seed_same_report(digits):
         r.pop("created")
         reports.append(r)
     assert reports[0] == reports[1]
+
+
+def test_work_units_computed_as_a_stack_give_the_run_computed_one_by_one_bit_for_bit(digits):
+    """Units due together are computed as one stack (``GradientBatch``): the same run as unit by unit."""
+    reports = []
+    for stack in (True, False):
+        net = nn.build("linear", 64, 10, l2=1e-2)
+        cfg = RunConfig.make(algorithm="sandblaster", model="linear", l2=1e-2, steps=10**6, eval_every=1,
+                             iterations=5, shards=2, replicas=30, slow_replicas=((1, 3.0),))
+        r = SimulatedSandblaster(cfg, net, digits, Cluster("distbelief-2012"), stack_gradients=stack).run()
+        reports.append((r.pop("simulation"), r, r.pop("created")))
+    (sim1, stacked, _), (sim2, alone, _) = reports
+    assert sim1["stacked_gradients"] > 100 and sim2["stacked_gradients"] == 0
+    assert stacked == alone and sim1["virtual_seconds"] == sim2["virtual_seconds"]

@@ -4,7 +4,9 @@ A simulated replica is given ``TimedNetwork(network, ...)`` instead of the
 network: every ``loss_and_grad`` computes the real loss and gradient, then
 holds a core of the replica's machine for the time the cost model gives
 (times ``slow``, for a straggler). So the replica's code is unchanged and its
-steps take virtual time where they take real time on a cluster.
+steps take virtual time where they take real time on a cluster. Given a
+``GradientBatch``, the gradient is computed when the hold ends, in one stack
+with every other gradient asked for by then (the same numbers, bit for bit).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from ..nn import Network
 from .cost import CostModel
 from .engine import Simulation
+from .gradient_batch import GradientBatch
 from .machines import Machine
 
 
@@ -25,13 +28,15 @@ class TimedNetwork:
     ``update_floats`` is how many parameters the replica's own per-step vector
     work covers (its accrue and local step); ``threads`` how many cores one
     gradient is split across; ``jitter`` (``"exponential"``) draws each
-    computation's time around its mean from ``rng`` instead of taking the mean.
+    computation's time around its mean from ``rng`` instead of taking the mean; ``batch`` (a
+    ``GradientBatch``) defers each gradient's arithmetic to the end of its hold, to compute it in a stack.
     """
 
     def __init__(self, network: Network, sim: Simulation, machine: Machine, cost: CostModel, update_floats: int = 0,
                  threads: int = 1, fraction: float = 1.0, jitter: str = "none",
-                 rng: np.random.Generator | None = None) -> None:
+                 rng: np.random.Generator | None = None, batch: GradientBatch | None = None) -> None:
         self.network, self.sim, self.machine, self.cost = network, sim, machine, cost
+        self.batch = batch
         self.threads = max(1, min(int(threads), machine.cores.n))  # no more than the machine has
         self.fraction = float(fraction)
         self.per_step = cost.update_seconds(update_floats) if update_floats else 0.0  # a Downpour replica's own work
@@ -44,10 +49,14 @@ class TimedNetwork:
 
     def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray,
                       with_penalty: bool = True) -> tuple[float, np.ndarray]:
-        out = self.network.loss_and_grad(params, X, y, with_penalty)
         serial, parallel = self.cost.gradient_parts(len(y), self.fraction)
+        if self.batch is None:
+            out = self.network.loss_and_grad(params, X, y, with_penalty)
+            self.hold(parallel + self.per_step, serial)
+            return out
+        ticket = self.batch.ask(self.network, params, X, y, with_penalty)
         self.hold(parallel + self.per_step, serial)
-        return out
+        return ticket.result()
 
     def penalty_grad(self, params: np.ndarray) -> np.ndarray:
         out = self.network.penalty_grad(params)

@@ -76,7 +76,8 @@ class SimulatedDownpour(SimulatedRun):
             server = ShardedParameters([ShardEnd(s, machines[0]) for s in self.services], self.alignment.layout,
                                        name=f"replica{i}")
             timed = TimedNetwork(net, self.sim, machines[0], self.cost, update_floats=self.shape.parameters,
-                                 threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter, rng=rng)
+                                 threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter, rng=rng,
+                                 batch=self.gradients)
             self.timed[i] = [timed]
             replica = DownpourReplica(i, cast(Network, timed), X, y, server, c.batch_size, c.downpour.n_fetch,
                                       c.downpour.n_push, c.lr, seed=c.seed + i, max_nonfinite=c.downpour.max_nonfinite,

@@ -24,6 +24,7 @@ from ..ps import ShardFigures
 from ..telemetry import ByteCounts, EventStream, RunRecord, Sampler, StateChange, build_report, history
 from .cost import CostModel
 from .engine import Simulation
+from .gradient_batch import GradientBatch
 from .layout import Cluster, Layout
 from .shape import ModelShape
 from .shard_service import ShardService
@@ -47,9 +48,12 @@ class SimulatedRun(ABC):
 
     def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *,
                  start: float = 0.0, initial: np.ndarray | None = None, shape: ModelShape | None = None,
-                 jitter: str = "none", cost_only: bool = False, stop_at: float | None = None) -> None:
+                 jitter: str = "none", cost_only: bool = False, stop_at: float | None = None,
+                 stack_gradients: bool = True) -> None:
         self.config, self.network, self.data, self.cluster = config, network, data, cluster
         self.sim = Simulation()
+        # gradients due together computed as one stack (the same numbers; off: each as it is asked for)
+        self.gradients = GradientBatch() if stack_gradients and not cost_only else None
         self.shape = shape or ModelShape.of(network)
         self.cost_only = cost_only
         self.stop_at = stop_at  # a test accuracy at which the run stops (Figs. 4 and 5: time to an accuracy)
@@ -167,6 +171,7 @@ class SimulatedRun(ABC):
         return {
             "profile": spec.name, "profile_description": spec.description, "virtual_seconds": now,
             "start": self.start, "real_seconds": self._real_seconds, "events": self.sim.events,
+            "stacked_gradients": self.gradients.stacked if self.gradients else 0,
             "model_shape": {"name": self.shape.name, "parameters": self.shape.parameters},
             "machines": [{"name": m.name, "roles": m.roles, "cores": m.cores.n,
                           "utilisation": round(m.utilisation(now), 4), "bytes_sent": m.bytes_sent,

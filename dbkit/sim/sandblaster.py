@@ -82,7 +82,7 @@ class SimulatedSandblaster(SimulatedRun):
             self.servers[i] = ShardedParameters([ShardEnd(sv, machine) for sv in self.services], shard_layout)
             self.timed[i] = TimedNetwork(self.network, self.sim, machine, self.cost,
                                          threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter,
-                                         rng=np.random.default_rng([c.seed, i]))
+                                         rng=np.random.default_rng([c.seed, i]), batch=self.gradients)
             self.replicas[i] = SandblasterReplica(i, slow_factor=slow.get(i, 1.0), sleep=self._straggle(i),
                                                   lock_factory=partial(VirtualLock, self.sim))
             if layout.shared:
