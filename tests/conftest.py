@@ -11,6 +11,17 @@ CLUSTER_FIXTURES = {"local_cluster", "dask_cluster_address", "roomy_cluster", "d
 CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py", "test_recovery.py"}  # they start clusters in subprocesses
 
 
+def pytest_configure(config):
+    """A shell without job control starts a background command with SIGINT ignored (``cmd &`` in a script),
+    and Python then leaves it ignored, as do the subprocesses the Ctrl-C tests start: they would wait for an
+    interrupt that never comes. The suite tests Ctrl-C as a terminal delivers it, so it puts Python's own
+    handler back (the children it starts then get the default, as from a terminal)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(items):
     """Tests that start a Dask cluster carry the ``cluster`` marker, so ``pytest -m "not cluster"``
     runs the in-process half alone: those using a cluster fixture, the modules that run dbkit in
