@@ -13,8 +13,11 @@ rankings of the configurations, and the Kolmogorov-Smirnov distance between
 the real and simulated staleness histograms.
 
 Real rates are measured over a window inside a running fit, read off the
-replicas' own counters, after a warm-up; the simulated ones over the same
-share of a simulated run (its second half), so neither counts the start.
+replicas' own counters, after a warm-up; the simulated ones over the second
+half of a simulated run of ``--sim-steps`` steps a replica. The real window
+opens after half that many steps a replica and lasts as many more (and at
+least ``--seconds``), so both measure the same stretch of a run and neither
+counts the start.
 """
 
 from __future__ import annotations
@@ -48,23 +51,43 @@ def window(before: list[ReplicaFigures], after: list[ReplicaFigures], seconds: f
             "staleness_examples": ages.mean(), "histogram": dict(zip(versions.values, versions.counts))}
 
 
-def real_downpour(client, case: dict, replicas: int, n: int, seconds: float, optimizer: str = "sgd") -> dict:
-    """A real Downpour run on ``client``'s cluster: its rates and staleness over a window of ``seconds``."""
-    return real_window(client, seconds, model=case["model"], data=case["dataset"], replicas=replicas, shards=2,
-                       n_fetch=n, n_push=n, optimizer=optimizer, lr=case["lr"], batch_size=case["batch_size"])
+def real_downpour(client, case: dict, replicas: int, n: int, seconds: float, optimizer: str = "sgd",
+                  steps: int = 0) -> dict:
+    """A real Downpour run on ``client``'s cluster: its rates and staleness over a window of at least ``seconds``
+    and ``steps`` steps a replica, after a warm-up of as many steps."""
+    return real_window(client, seconds, steps=steps, model=case["model"], data=case["dataset"], replicas=replicas,
+                       shards=2, n_fetch=n, n_push=n, optimizer=optimizer, lr=case["lr"],
+                       batch_size=case["batch_size"])
 
 
-def real_window(client, seconds: float, **settings) -> dict:
-    """A real Downpour job of ``settings`` on ``client``'s cluster, measured over ``seconds`` once running."""
+def real_window(client, seconds: float, steps: int = 0, cap: float = 60.0, **settings) -> dict:
+    """A real Downpour job of ``settings`` on ``client``'s cluster, measured once running.
+
+    The window is the twin of the simulated one (the second half of a run of ``2 * steps`` steps a replica):
+    it opens once every replica has taken ``steps`` steps (and at least 2.5 s have passed) and closes once
+    every replica has taken ``steps`` more (and at least ``seconds`` have passed), each wait capped at
+    ``cap`` seconds. Replicas that start together start in phase, and their first pushes see fewer versions
+    than they do once their phases have spread (speech, six replicas, n = 16: 2.6 over a window of 4 s
+    opened at 2.5 s, 4.2 over one of 16 s); a window of a few pushes a replica measures the start, not the
+    run. ``seconds`` alone (``steps=0``) keeps the fixed window of the earlier passes."""
     from dbkit import DownpourSGD
+
+    def least_steps() -> int:
+        figures = job.replicas()
+        return min((f.steps for f in figures), default=0) if len(figures) == settings["replicas"] else 0
+
+    def wait_for(target: int, at_least: float, began: float) -> None:
+        while time.perf_counter() - began < cap and (time.perf_counter() - began < at_least
+                                                      or least_steps() < target):
+            time.sleep(0.05)
 
     with DownpourSGD(client=client, eval_every=10**9, **settings) as job:
         job.fit(seconds=min(2.0, seconds), progress=False)  # replicas started, first fetches done
-        runner = threading.Thread(target=job.fit, kwargs={"seconds": seconds + 60, "progress": False})
+        runner = threading.Thread(target=job.fit, kwargs={"seconds": 2 * cap + seconds + 60, "progress": False})
         runner.start()
-        time.sleep(0.5)
+        wait_for(steps, 0.5, time.perf_counter())
         before, t0 = job.replicas(), time.perf_counter()
-        time.sleep(seconds)
+        wait_for(least_steps() + steps, seconds, t0)
         after, dt = job.replicas(), time.perf_counter() - t0
         job.pause()
         runner.join()
@@ -142,7 +165,8 @@ def error(real: float, simulated: float, floor: float = 0.0) -> float:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seconds", type=float, default=5.0, help="measuring window of each real run")
+    p.add_argument("--seconds", type=float, default=5.0,
+                   help="shortest measuring window of each real run (it also lasts the simulated window's steps)")
     p.add_argument("--cases", default="digits,speech")
     p.add_argument("--replicas", default="1,2,3,6")
     p.add_argument("--n", default="1,4,16", help="values of n_fetch = n_push")
@@ -162,7 +186,7 @@ def main(argv=None) -> int:
             case = CASES[name]
             for r in map(int, args.replicas.split(",")):
                 for n in map(int, args.n.split(",")):
-                    real = real_downpour(cluster.client, case, r, n, args.seconds)
+                    real = real_downpour(cluster.client, case, r, n, args.seconds, steps=args.sim_steps // 2)
                     with threadpool_limits(1):
                         sim = simulated_downpour(case, r, n, args.sim_steps, args.profile)
                     row = {"config": {"case": name, "replicas": r, "n": n}, "real": real, "simulated": sim,
