@@ -376,9 +376,9 @@ HANGING_STOP = """
 import subprocess, sys, time
 from dbkit.cli.signals import stop_signals
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-print(child.pid, flush=True)
 with stop_signals() as presses:
     try:
+        print(child.pid, flush=True)  # ready: the handler is in place and the signal lands inside the try
         time.sleep(120)
     except KeyboardInterrupt:
         print("stopping", flush=True)
