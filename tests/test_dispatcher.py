@@ -34,8 +34,10 @@ class Simulation:
                 self.running[slot.index] = (self.now + took, job)
                 self.assignments.append((self.now, slot.index, job))
 
-    def batch(self, lose_at=None):
-        """One batch; ``lose_at=(time, slot)`` kills that replica at that time."""
+    def batch(self, lose_at=None, flush_answer=None):
+        """One batch; ``lose_at=(time, slot)`` kills that replica at that time; ``flush_answer(slot,
+        units)`` gives what a replica's flush says it pushed (default: all its committed units)."""
+        answer = flush_answer or (lambda slot, units: units)
         d = self.dispatcher
         d.begin()
         while True:
@@ -51,8 +53,8 @@ class Simulation:
                 self.now = end
                 del self.running[index]
                 d.finished(self.slots[index], UnitResult(job.unit.index, job.batch, loss=job.unit.index + 1.0))
-            ok = all(d.flushed(self.slots[i], sorted(self.slots[i].unpushed), "finished", self.landed)
-                     for i in d.flush_orders())
+            ok = all([d.flushed(self.slots[i], answer(i, sorted(self.slots[i].unpushed)), "finished", self.landed)
+                      for i in d.flush_orders()])
             if ok and d.complete:
                 return d.loss
 
@@ -133,3 +135,31 @@ def test_every_replica_lost_is_an_error():
     sim.dispatcher.begin()
     with pytest.raises(RuntimeError, match="every Sandblaster replica is lost"):
         sim.dispatcher.lose(sim.slots[0], "gone", sim.landed)
+
+
+def test_a_live_replica_whose_flush_lacked_a_gradient_redoes_that_unit_and_stays():
+    """Seen once in CI: a unit's gradient was not on its live replica at the flush (the replica had
+    dropped it), and the replica was taken for lost -- with the other one killed, every replica."""
+    sim = Simulation([1.0, 1.0], n_examples=60, unit_size=10, backup=False)
+    flushes = []
+
+    def answer(slot, units):
+        flushes.append(slot)
+        return units[1:] if len(flushes) == 1 and slot == 0 else units  # its first flush misses one
+
+    loss = sim.batch(flush_answer=answer)
+    d = sim.dispatcher
+    assert d.lost == [] and all(s.alive for s in sim.slots)
+    assert loss == pytest.approx(expected_loss(sim.units))  # every unit's share exactly once
+    assert sum(d.units_done.values()) == len(sim.units)
+    assert sorted(r.unit for r in d.timeline() if r.won) == sorted(u.index for u in sim.units)
+    copies = Counter(job.unit.index for _, _, job in sim.assignments)
+    assert sorted(copies.values()) == [1] * (len(sim.units) - 1) + [2]  # the one unit done twice
+
+
+def test_a_replica_whose_flush_misses_the_same_unit_twice_is_lost_and_its_unit_redone_elsewhere():
+    sim = Simulation([1.0, 1.0], n_examples=60, unit_size=10, backup=False)
+    loss = sim.batch(flush_answer=lambda slot, units: [] if slot == 0 else units)
+    d = sim.dispatcher
+    assert [x.replica for x in d.lost] == [0] and "twice" in d.lost[0].reason
+    assert loss == pytest.approx(expected_loss(sim.units))

@@ -217,6 +217,28 @@ def test_flush_reports_units_a_unit_task_pushed_and_applies_decisions_again():
     assert st.flush(server, 8, Decisions()) == []  # another batch: nothing of it
 
 
+def test_a_gradient_stored_before_a_flush_is_still_there_to_commit_after_it():
+    """Seen once in CI: a unit task stored its gradient, the flush ran before the coordinator had read
+    that task's result, and dropped it; the batch went on (a replica was lost), the next flush
+    committed the unit, found nothing to push, and the live replica was taken for lost."""
+
+    class Server:
+        def __init__(self):
+            self.landed = []
+
+        def accumulate(self, name, grad, units, skip=None):
+            self.landed += list(units)
+            return [PushAnswer(True)]
+
+    st, server = SandblasterReplica(0), Server()
+    b = st.batch_state(3)
+    b.acc = np.zeros(3, np.float32)
+    b.pending = {5: (np.ones(3, np.float32), frozenset())}  # unit 5 finished; no decision yet
+    assert st.flush(server, 3, Decisions()) == []  # the flush the batch's end ordered
+    assert st.flush(server, 3, Decisions(commit=(5,))) == [5]  # the batch goes on: 5 won
+    assert server.landed == [5]
+
+
 def test_a_unit_of_an_abandoned_batch_stuck_on_a_hung_shard_does_not_hold_up_the_next_batch(digits):
     """Issue #21 (seen in a test run): after a hung shard was restored, the replica's next units waited a
     minute for a unit of the abandoned batch, which held the replica's one lock while its fetch waited on

@@ -121,6 +121,7 @@ class UnitDispatcher:
         self.skip: dict[int, frozenset[int]] = {}
         self._timeline: list[list] = []  # [replica, unit, start, end, backup, won]
         self._open: dict[tuple[int, int], list] = {}  # (replica, unit): its copy's record while it runs
+        self.redone_at_flush: set[int] = set()  # units a live replica's flush left unpushed, redone once
 
     def live(self) -> list[Slot]:
         return [s for s in self.slots if s.alive]
@@ -257,13 +258,41 @@ class UnitDispatcher:
     def flushed(self, slot: Slot, pushed: Iterable[int] | None, status: str,
                 landed: Callable[[], list[set[int]]]) -> bool:
         """The flush of ``slot`` answered with every unit of this batch it has pushed (``None``: it
-        failed); a replica with committed units still unpushed is lost. True if all is pushed."""
+        failed, and the replica is lost). A flush that answered but left committed units unpushed
+        (their gradients were not there) has them done again, once; a second time the replica is
+        lost. True if all is pushed."""
         if pushed is not None:
             slot.unpushed -= set(pushed)
-        if pushed is None or slot.unpushed:
+        if pushed is None:
             self.lose(slot, f"lost while pushing its gradients (status {status})", landed)
             return False
-        return True
+        if not slot.unpushed:
+            return True
+        if slot.unpushed & self.redone_at_flush:  # a second time for the same unit: something is wrong
+            self.lose(slot, f"its flush twice left units {sorted(slot.unpushed)} unpushed", landed)
+            return False
+        self._redo(slot, landed)  # it answered, so it is alive: only those units are done again
+        return False
+
+    def _redo(self, slot: Slot, landed: Callable[[], list[set[int]]]) -> None:
+        """Hand ``slot``'s committed but unpushed units back to the queue (a live replica that lacked
+        a unit's gradient at its flush); shards that hold one already are skipped by its new copy."""
+        where_all = landed()
+        for u in sorted(slot.unpushed):
+            where = frozenset(i for i, units in enumerate(where_all) if u in units)
+            if self.winner.get(u) != slot.index or (where_all and len(where) == len(where_all)):
+                continue  # not its copy's to push, or it landed everywhere after all
+            self.redone_at_flush.add(u)
+            self.winner.pop(u, None)
+            self.losses.pop(u, None)
+            self.units_done[slot.index] -= 1
+            self.examples_done[slot.index] -= self._by_index[u].size
+            self.skip[u] = where
+            self.queue.appendleft(self._by_index[u])
+            won = next((r for r in reversed(self._timeline) if r[0] == slot.index and r[1] == u and r[5]), None)
+            if won is not None:  # (rare: a scan is fine) its copy no longer counts as the winner
+                won[5] = False
+        slot.unpushed.clear()
 
     def timeline(self) -> tuple[UnitRecord, ...]:
         """This batch's copies of units so far, in the order they were handed out."""

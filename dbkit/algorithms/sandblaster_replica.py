@@ -118,7 +118,13 @@ class SandblasterReplica:
     def flush(self, server, batch: int, decisions: Decisions) -> list[int]:
         """End of batch: apply the last decisions, push whatever was committed, and return every
         unit of this batch this replica has pushed, by this call or by a unit task (whose result
-        the coordinator may not have read yet)."""
+        the coordinator may not have read yet).
+
+        Gradients still awaiting a decision are kept: a unit task that finished just before this
+        flush ran has stored its gradient, but the coordinator reads its result only afterwards, and
+        if the batch goes on (a replica was lost meanwhile) it commits that unit with the next flush.
+        (Clearing them here once lost such a unit and with it a live replica, in a CI run.) The next
+        batch's state replaces this one, and them with it."""
         b = self.batch_state(batch)
         if b is None:
             return []
@@ -126,7 +132,6 @@ class SandblasterReplica:
             self._apply(b, decisions, server, push_every=10**9)
             if b.unpushed:
                 self._push(b, server)
-            b.pending.clear()
             return sorted(b.pushed)
 
     def _apply(self, b: BatchState, decisions: Decisions, server, push_every: int) -> list[int]:
