@@ -34,7 +34,7 @@ from dbkit import data
 from dbkit.telemetry import SummaryTable, compare_runs, plot_lines
 
 small = data.small()
-seconds = 15 if small else 40
+seconds = 10 if small else 40
 target = 0.6
 cluster = dbkit.Cluster(n_workers=2)
 common = dict(client=cluster.client, shards=2, optimizer="adagrad", lr=0.03, eval_every=200, target_accuracy=target)

@@ -106,7 +106,7 @@ plot_timelines(batches, title="one batch each, replica 0 four times slower")
 local = nn.build("signal-local", signals.n_features, signals.n_classes, l2=1e-4)
 target = 0.6
 with dbkit.SandblasterLBFGS(local, signals, client=cluster.client, replicas=2, shards=2, eval_every=1,
-                            iterations=40 if small else 150, target_accuracy=target) as sb:
+                            iterations=30 if small else 150, target_accuracy=target) as sb:
     sb.fit(progress=False)
 lbfgs = sb.report()
 with dbkit.DownpourSGD(local, signals, client=cluster.client, replicas=2, shards=2, optimizer="adagrad", lr=0.03,
