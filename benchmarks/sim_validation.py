@@ -1,6 +1,6 @@
 """The simulator against reality: real LocalCluster runs here and their simulated twins, side by side.
 
-    python benchmarks/sim_validation.py [--seconds 5] [--cases digits,speech] [--json out.json]
+    python benchmarks/sim_validation.py [--seconds 5] [--cases digits,speech] [--repeat 2] [--json out.json]
 
 For a grid of Downpour runs (replicas 1, 2, 3, 6; n_fetch = n_push 1, 4, 16;
 the digits MLP and the speech preset), Sandblaster's time per batch with and
@@ -17,7 +17,9 @@ replicas' own counters, after a warm-up; the simulated ones over the second
 half of a simulated run of ``--sim-steps`` steps a replica. The real window
 opens after half that many steps a replica and lasts as many more (and at
 least ``--seconds``), so both measure the same stretch of a run and neither
-counts the start.
+counts the start. With ``--repeat 2`` every real row is measured twice, in two whole sweeps minutes apart,
+the prediction is compared with their mean, and the summary says how far the two real runs are apart
+(``real_vs_real``): the noise floor of the comparison, measured in the same run.
 """
 
 from __future__ import annotations
@@ -163,6 +165,26 @@ def error(real: float, simulated: float, floor: float = 0.0) -> float:
     return (simulated - real) / scale if scale else float("nan")
 
 
+def errors(real: dict, other: dict) -> dict[str, float]:
+    """``other``'s errors against ``real``: examples per second, and staleness in versions (against at least
+    one) and in examples (against at least one batch)."""
+    return {"examples_per_second": error(real["examples_per_second"], other["examples_per_second"]),
+            "staleness": error(real["staleness"], other["staleness"], floor=1.0),
+            "staleness_examples": error(real["staleness_examples"], other["staleness_examples"], floor=32.0)}
+
+
+def mean_of(runs: list[dict]) -> dict:
+    """Several real measurements of one setting as one: the mean of each figure, the histograms summed."""
+    if len(runs) == 1:
+        return runs[0]
+    histogram: dict = {}
+    for run in runs:
+        for value, count in run["histogram"].items():
+            histogram[value] = histogram.get(value, 0) + count
+    return {key: statistics.fmean(run[key] for run in runs)
+            for key in ("examples_per_second", "staleness", "staleness_examples")} | {"histogram": histogram}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=5.0,
@@ -174,33 +196,44 @@ def main(argv=None) -> int:
     p.add_argument("--sim-steps", type=int, default=400, help="simulated steps per replica (default: %(default)s)")
     p.add_argument("--sandblaster", default="1,4", help="slow replica factors of the Sandblaster rows ('' for none)")
     p.add_argument("--partitions", default="2", help="partitions of the partitioned-step rows ('' for none)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="measure every real Downpour row this many times, in whole sweeps, and compare with their "
+                        "mean; with 2 or more, each row also gives how far its first two real runs are apart "
+                        "(the noise floor a prediction is judged against) (default: %(default)s)")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, got {args.repeat}")
     from threadpoolctl import threadpool_limits
 
     from dbkit.cluster import Cluster
 
     rows = []
+    grid = [(name, r, n) for name in args.cases.split(",") for r in map(int, args.replicas.split(","))
+            for n in map(int, args.n.split(","))]
     with Cluster(n_workers=2) as cluster:
-        for name in args.cases.split(","):
-            case = CASES[name]
-            for r in map(int, args.replicas.split(",")):
-                for n in map(int, args.n.split(",")):
-                    real = real_downpour(cluster.client, case, r, n, args.seconds, steps=args.sim_steps // 2)
-                    with threadpool_limits(1):
-                        sim = simulated_downpour(case, r, n, args.sim_steps, args.profile)
-                    row = {"config": {"case": name, "replicas": r, "n": n}, "real": real, "simulated": sim,
-                           "error": {"examples_per_second": error(real["examples_per_second"],
-                                                                  sim["examples_per_second"]),
-                                     "staleness": error(real["staleness"], sim["staleness"], floor=1.0),
-                                     "staleness_examples": error(real["staleness_examples"],
-                                                                 sim["staleness_examples"], floor=32.0)},
-                           "ks": ks_distance(real["histogram"], sim["histogram"])}
-                    rows.append(row)
-                    print(f"{name:>7} R={r} n={n:<3} real {real['examples_per_second']:9.0f} ex/s stale "
-                          f"{real['staleness']:6.2f} | sim {sim['examples_per_second']:9.0f} ex/s stale "
-                          f"{sim['staleness']:6.2f} | err {row['error']['examples_per_second']:+6.1%} "
-                          f"{row['error']['staleness']:+6.1%} ks {row['ks']:.2f}", flush=True)
+        measured: dict[tuple, list[dict]] = {g: [] for g in grid}
+        for rep in range(args.repeat):  # whole sweeps, so that a repeat is minutes after the first measurement
+            for name, r, n in grid:
+                real = real_downpour(cluster.client, CASES[name], r, n, args.seconds, steps=args.sim_steps // 2)
+                measured[(name, r, n)].append(real)
+                print(f"{name:>7} R={r} n={n:<3} real (sweep {rep + 1}) {real['examples_per_second']:9.0f} ex/s "
+                      f"stale {real['staleness']:6.2f}", flush=True)
+        for name, r, n in grid:
+            runs = measured[(name, r, n)]
+            real = mean_of(runs)
+            with threadpool_limits(1):
+                sim = simulated_downpour(CASES[name], r, n, args.sim_steps, args.profile)
+            row = {"config": {"case": name, "replicas": r, "n": n}, "real": real, "simulated": sim,
+                   "error": errors(real, sim), "ks": ks_distance(real["histogram"], sim["histogram"])}
+            if len(runs) > 1:  # how far two real runs of the same settings are apart: the noise floor
+                row["real_runs"] = runs
+                row["real_spread"] = errors(runs[0], runs[1])
+            rows.append(row)
+            print(f"{name:>7} R={r} n={n:<3} real {real['examples_per_second']:9.0f} ex/s stale "
+                  f"{real['staleness']:6.2f} | sim {sim['examples_per_second']:9.0f} ex/s stale "
+                  f"{sim['staleness']:6.2f} | err {row['error']['examples_per_second']:+6.1%} "
+                  f"{row['error']['staleness']:+6.1%} ks {row['ks']:.2f}", flush=True)
         others = []
         for slow in [float(x) for x in args.sandblaster.split(",") if x]:
             real = real_sandblaster(cluster.client, 3, slow, 8)
@@ -236,6 +269,11 @@ def summarize(rows: list[dict]) -> dict:
         out[key] = {"median_abs_error": statistics.median(errs) if errs else None,
                     "worst_abs_error": max(errs) if errs else None, "kendall_tau": tau}
     out["ks_median"] = statistics.median(r["ks"] for r in rows)
+    spread = [r["real_spread"] for r in rows if "real_spread" in r]
+    if spread:  # the same figures for the first two real runs of each setting against each other
+        out["real_vs_real"] = {key: {"median_abs_error": statistics.median(abs(s[key]) for s in spread),
+                                     "worst_abs_error": max(abs(s[key]) for s in spread)}
+                               for key in ("examples_per_second", "staleness", "staleness_examples")}
     return out
 
 
