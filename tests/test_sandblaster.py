@@ -189,23 +189,26 @@ def test_slow_replica_does_fewer_units_and_backups_keep_the_result(digits, roomy
     np.testing.assert_allclose(acc, gr, atol=2e-6)
 
 
+class RecordingServer:
+    """Shards in process for one replica's flush: every unit pushed is recorded, every push accepted."""
+
+    def __init__(self):
+        self.landed = []
+
+    def fetch_vector(self, name):
+        return np.zeros(3, np.float32)
+
+    def accumulate(self, name, grad, units, skip=None):
+        self.landed += list(units)
+        return [PushAnswer(True)]
+
+
 def test_flush_reports_units_a_unit_task_pushed_and_applies_decisions_again():
     """The race of a batch's end, in process: the unit task in flight pushed (its decisions reached
     ``push_every``) before the flush ran, or has not applied its decisions yet; either way the
     flush's answer covers every unit pushed."""
 
-    class Server:
-        def __init__(self):
-            self.landed = []
-
-        def fetch_vector(self, name):
-            return np.zeros(3, np.float32)
-
-        def accumulate(self, name, grad, units, skip=None):
-            self.landed += list(units)
-            return [PushAnswer(True)]
-
-    st, server = SandblasterReplica(1), Server()
+    st, server = SandblasterReplica(1), RecordingServer()
     b = st.batch_state(7)
     b.acc = np.zeros(3, np.float32)
     b.pending = {u: (np.ones(3, np.float32), frozenset()) for u in range(6)}
@@ -222,15 +225,7 @@ def test_a_gradient_stored_before_a_flush_is_still_there_to_commit_after_it():
     that task's result, and dropped it; the batch went on (a replica was lost), the next flush
     committed the unit, found nothing to push, and the live replica was taken for lost."""
 
-    class Server:
-        def __init__(self):
-            self.landed = []
-
-        def accumulate(self, name, grad, units, skip=None):
-            self.landed += list(units)
-            return [PushAnswer(True)]
-
-    st, server = SandblasterReplica(0), Server()
+    st, server = SandblasterReplica(0), RecordingServer()
     b = st.batch_state(3)
     b.acc = np.zeros(3, np.float32)
     b.pending = {5: (np.ones(3, np.float32), frozenset())}  # unit 5 finished; no decision yet

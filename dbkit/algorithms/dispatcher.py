@@ -226,18 +226,7 @@ class UnitDispatcher:
         if slot.unit is not None:
             redo.add(slot.unit.index)
             slot.unit = None
-        where_all = landed() if redo else []
-        for u in sorted(redo):
-            if self.winner.get(u) not in (None, slot.index):
-                continue  # another copy won: nothing of this replica's counts
-            where = frozenset(i for i, units in enumerate(where_all) if u in units)
-            if where_all and len(where) == len(where_all) and u in self.winner:
-                continue  # its push landed everywhere before the replica died
-            self.winner.pop(u, None)
-            self.losses.pop(u, None)
-            self.skip[u] = where
-            self.queue.appendleft(self._by_index[u])
-        slot.unpushed.clear()
+        self._hand_back(slot, redo, landed)
         if not self.live():
             raise RuntimeError(f"every Sandblaster replica is lost ({reason})")
 
@@ -271,28 +260,35 @@ class UnitDispatcher:
         if slot.unpushed & self.redone_at_flush:  # a second time for the same unit: something is wrong
             self.lose(slot, f"its flush twice left units {sorted(slot.unpushed)} unpushed", landed)
             return False
-        self._redo(slot, landed)  # it answered, so it is alive: only those units are done again
-        return False
-
-    def _redo(self, slot: Slot, landed: Callable[[], list[set[int]]]) -> None:
-        """Hand ``slot``'s committed but unpushed units back to the queue (a live replica that lacked
-        a unit's gradient at its flush); shards that hold one already are skipped by its new copy."""
-        where_all = landed()
-        for u in sorted(slot.unpushed):
-            where = frozenset(i for i, units in enumerate(where_all) if u in units)
-            if self.winner.get(u) != slot.index or (where_all and len(where) == len(where_all)):
-                continue  # not its copy's to push, or it landed everywhere after all
+        # it answered, so it is alive: only those units are done again, and its copies no longer count
+        for u in self._hand_back(slot, slot.unpushed, landed):
             self.redone_at_flush.add(u)
-            self.winner.pop(u, None)
-            self.losses.pop(u, None)
             self.units_done[slot.index] -= 1
             self.examples_done[slot.index] -= self._by_index[u].size
+            won = next((r for r in reversed(self._timeline) if r[0] == slot.index and r[1] == u and r[5]), None)
+            if won is not None:  # (rare: a scan is fine)
+                won[5] = False
+        return False
+
+    def _hand_back(self, slot: Slot, units: set[int], landed: Callable[[], list[set[int]]]) -> list[int]:
+        """Put ``units`` of ``slot`` (unpushed, or in flight) back at the head of the queue, each to skip
+        the shards that hold it already; returns those handed back. A unit another copy won, or whose push
+        landed on every shard, is left alone. Clears ``slot.unpushed``."""
+        where_all = landed() if units else []
+        handed = []
+        for u in sorted(units):
+            if self.winner.get(u) not in (None, slot.index):
+                continue  # another copy won: nothing of this replica's counts
+            where = frozenset(i for i, held in enumerate(where_all) if u in held)
+            if where_all and len(where) == len(where_all) and u in self.winner:
+                continue  # its push landed everywhere after all
+            self.winner.pop(u, None)
+            self.losses.pop(u, None)
             self.skip[u] = where
             self.queue.appendleft(self._by_index[u])
-            won = next((r for r in reversed(self._timeline) if r[0] == slot.index and r[1] == u and r[5]), None)
-            if won is not None:  # (rare: a scan is fine) its copy no longer counts as the winner
-                won[5] = False
+            handed.append(u)
         slot.unpushed.clear()
+        return handed
 
     def timeline(self) -> tuple[UnitRecord, ...]:
         """This batch's copies of units so far, in the order they were handed out."""
