@@ -1,10 +1,13 @@
 """How fast the simulator runs: 200 simulated replicas x 1000 steps of the digits MLP with numerics, against
 computing the same 200,000 gradients in a plain numpy loop, in one run; and the cost-only Fig. 3 sweep.
 
-    python benchmarks/sim_speed.py [--replicas 200] [--steps 1000] [--json out.json]
+    python benchmarks/sim_speed.py [--replicas 200] [--steps 1000] [--n 1] [--repeat 1] [--json out.json]
 
-The simulation's overhead is its time over the plain loop's: the event queue, the greenlets, the
-replicas' own bookkeeping (accrue, local step, the shards' updates) and the evaluations it skips here.
+Beside the plain loop, in the same run: the same loop with Adagrad's arithmetic (one replica's Downpour
+step with no framework), 200 replicas each with its own parameters, accrued gradient and data in a bare
+loop (the ceiling: the same work per step as the simulated replicas', with no classes and no clock), and
+dbkit's classes stepping in turn with no clock. The simulation's overhead is its time over the classes'
+alone: the event queue, the greenlets, the modelled cores, NICs and queues.
 """
 
 from __future__ import annotations
@@ -71,10 +74,69 @@ def bare_downpour(gradients: int, sizes: list[int], lr: float = 0.05, eps: float
     return time.perf_counter() - began
 
 
-def same_classes(replicas: int, steps: int, shards: int, n: int = 1, batch: int = 32) -> float:
+def bare_replicas(replicas: int, steps: int, n: int = 1, batch: int = 32, lr: float = 0.05,
+                  eps: float = 1e-8) -> tuple[float, np.ndarray]:
+    """Seconds for ``replicas`` Downpour replicas of the digits MLP, each with its own state, taking turns
+    on one Adagrad shard in a bare numpy loop with no classes: every replica keeps its own parameters (a
+    copy of the shard's at each fetch), its own accrued gradient and its own data shard, drawn as
+    ``MiniBatches`` draws it (a fresh permutation each epoch); every ``n`` steps it pushes the accrued
+    gradient (checked finite, Adagrad applied) and fetches. The same work per step as the simulated
+    replicas', with nothing but the arithmetic and the per-replica state: the ceiling for a simulator
+    that computes 200 replicas' numerics, where ``bare_downpour`` is one replica's. Returns the seconds and
+    the shard's parameters at the end, which equal ``same_classes``' bit for bit (the same work, checked
+    in ``tests/test_benchmarks.py``)."""
+    from dbkit.data import load, shard_indices
+    from dbkit.nn import build
+
+    data = load("digits")
+    net = build("mlp", data.n_features, data.n_classes, l2=1e-4)
+    shard = net.init_params(0)
+    state = np.full_like(shard, 0.1)
+    a, b = np.empty_like(shard), np.empty_like(shard)
+    rows = shard_indices(data.n_train, replicas, seed=0)
+    X = [data.X_train[r] for r in rows]
+    y = [data.y_train[r] for r in rows]
+    sizes = [min(batch, len(r)) for r in rows]
+    rngs = [np.random.default_rng(i) for i in range(replicas)]
+    orders = [rng.permutation(len(r)) for rng, r in zip(rngs, rows)]
+    at = [0] * replicas
+    params = [np.empty_like(shard) for _ in range(replicas)]  # each fetched at the replica's first step
+    accrued = [np.zeros_like(shard) for _ in range(replicas)]
+    began = time.perf_counter()
+    for step in range(steps):
+        for i in range(replicas):
+            if step == 0:
+                np.copyto(params[i], shard)
+            if at[i] + sizes[i] > len(orders[i]):
+                orders[i], at[i] = rngs[i].permutation(len(y[i])), 0
+            idx = orders[i][at[i]: at[i] + sizes[i]]
+            at[i] += sizes[i]
+            _, grad = net.loss_and_grad(params[i], X[i][idx], y[i][idx])
+            np.isfinite(np.dot(grad, grad))
+            if step % n == 0:
+                np.copyto(accrued[i], grad)
+            else:
+                accrued[i] += grad
+            if (step + 1) % n:  # the local step between fetches (Sec. 4.1)
+                grad *= np.float32(lr)
+                params[i] -= grad
+            else:  # push and fetch
+                np.multiply(accrued[i], np.float32(lr), out=a)
+                np.isfinite(np.dot(a, a))
+                np.multiply(accrued[i], accrued[i], out=b)
+                state += b
+                np.sqrt(state, out=b)
+                b += np.float32(eps)
+                a /= b
+                shard -= a
+                np.copyto(params[i], shard)
+    return time.perf_counter() - began, shard
+
+
+def same_classes(replicas: int, steps: int, shards: int, n: int = 1, batch: int = 32) -> tuple[float, np.ndarray]:
     """Seconds for the simulated run's numerics with no clock: ``replicas`` ``DownpourReplica`` s of the
     digits MLP taking turns, each step by step, on in-process shards (Adagrad) -- the floor a simulator
-    that runs dbkit's own classes cannot go below."""
+    that runs dbkit's own classes cannot go below. Returns the seconds and the parameters at the end."""
     from dbkit.algorithms import DownpourReplica
     from dbkit.data import load, shard_indices
     from dbkit.nn import build
@@ -92,7 +154,7 @@ def same_classes(replicas: int, steps: int, shards: int, n: int = 1, batch: int 
     for _ in range(steps):
         for r in reps:
             r.step()
-    return time.perf_counter() - began
+    return time.perf_counter() - began, np.concatenate([s.params for s in ps])
 
 
 def simulated(replicas: int, steps: int, shards: int, profile: str, n: int = 1) -> tuple[float, dict]:
@@ -113,38 +175,61 @@ def main(argv=None) -> int:
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--n", type=int, default=1, help="n_fetch = n_push (default: %(default)s)")
     p.add_argument("--profile", default="distbelief-2012")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="measure everything N times, in turn, and give each ratio as the median of its N "
+                        "rounds' (this machine's speed drifts between minutes; default: %(default)s)")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, got {args.repeat}")
     from threadpoolctl import threadpool_limits
 
     from dbkit.sim.figures import figure3
 
+    gradients = args.replicas * args.steps
+    sizes = batch_sizes(args.replicas)
+    rounds: list[dict[str, float]] = []
     with threadpool_limits(1):
-        gradients = args.replicas * args.steps
-        sizes = batch_sizes(args.replicas)
-        plain = plain_loop(gradients, sizes)
-        bare = bare_downpour(gradients, sizes)
-        floor = same_classes(args.replicas, args.steps, args.shards, args.n)
-        sim_seconds, report = simulated(args.replicas, args.steps, args.shards, args.profile, args.n)
+        for k in range(args.repeat):
+            r = {"plain": plain_loop(gradients, sizes), "bare_adagrad": bare_downpour(gradients, sizes),
+                 "bare_replicas": bare_replicas(args.replicas, args.steps, args.n)[0],
+                 "same_classes": same_classes(args.replicas, args.steps, args.shards, args.n)[0]}
+            r["simulated"], report = simulated(args.replicas, args.steps, args.shards, args.profile, args.n)
+            rounds.append(r)
+            if args.repeat > 1:
+                print(f"round {k + 1}/{args.repeat}: " + ", ".join(f"{name} {t:.1f} s" for name, t in r.items()),
+                      flush=True)
         began = time.perf_counter()
         figure3()
         fig3_seconds = time.perf_counter() - began
-    ratio = sim_seconds / plain
-    print(f"{gradients:,} gradients of the digits MLP (batches of {min(sizes)} to {max(sizes)}): plain numpy loop "
-          f"{plain:.1f} s; with Adagrad's update "
-          f"in the same bare loop {bare:.1f} s = {bare / plain:.2f}x; the same classes with no "
-          f"clock {floor:.1f} s = {floor / plain:.2f}x; simulated ({args.replicas} replicas, {args.shards} shards, "
-          f"n={args.n}, {args.profile}) {sim_seconds:.1f} s = {ratio:.2f}x the loop, {sim_seconds / bare:.2f}x the "
-          f"bare loop with Adagrad, {sim_seconds / floor:.2f}x the classes alone; "
-          f"{report['simulation']['events']:,} events; {report['simulation']['stacked_gradients']:,} gradients "
-          f"computed in stacks")
+
+    def ratio(a: str, b: str = "plain") -> float:  # the median over the rounds of a / b in one round
+        return float(np.median([r[a] / r[b] for r in rounds]))
+
+    def seconds(a: str) -> float:
+        return float(np.median([r[a] for r in rounds]))
+
+    print(f"{gradients:,} gradients of the digits MLP (batches of {min(sizes)} to {max(sizes)}), "
+          f"{'median of ' + str(args.repeat) + ' rounds' if args.repeat > 1 else 'one round'}: plain numpy loop "
+          f"{seconds('plain'):.1f} s; with Adagrad's update in the same bare loop {seconds('bare_adagrad'):.1f} s = "
+          f"{ratio('bare_adagrad'):.2f}x; {args.replicas} replicas each with its own state in a bare loop (the "
+          f"ceiling) {seconds('bare_replicas'):.1f} s = {ratio('bare_replicas'):.2f}x; the same classes with no "
+          f"clock {seconds('same_classes'):.1f} s = {ratio('same_classes'):.2f}x; simulated ({args.replicas} "
+          f"replicas, {args.shards} shards, n={args.n}, {args.profile}) {seconds('simulated'):.1f} s = "
+          f"{ratio('simulated'):.2f}x the loop, {ratio('simulated', 'bare_replicas'):.2f}x the ceiling, "
+          f"{ratio('simulated', 'same_classes'):.2f}x the classes alone; {report['simulation']['events']:,} events; "
+          f"{report['simulation']['stacked_gradients']:,} gradients computed in stacks")
     print(f"cost-only Fig. 3 sweep: {fig3_seconds:.3f} s")
     write_json(args.json, "sim_speed", {"replicas": args.replicas, "steps": args.steps, "shards": args.shards,
-                                        "n": args.n, "batch_sizes": sorted(set(sizes)), "plain_seconds": plain,
-                                        "bare_adagrad_seconds": bare,
-                                        "same_classes_seconds": floor,
-                                        "simulated_seconds": sim_seconds, "ratio": ratio,
-                                        "overhead": sim_seconds / floor - 1,
+                                        "n": args.n, "repeat": args.repeat,
+                                        "batch_sizes": sorted(set(sizes)), "rounds": rounds,
+                                        "plain_seconds": seconds("plain"),
+                                        "bare_adagrad_seconds": seconds("bare_adagrad"),
+                                        "bare_replicas_seconds": seconds("bare_replicas"),
+                                        "same_classes_seconds": seconds("same_classes"),
+                                        "simulated_seconds": seconds("simulated"), "ratio": ratio("simulated"),
+                                        "of_ceiling": 1 / ratio("simulated", "bare_replicas"),
+                                        "overhead": ratio("simulated", "same_classes") - 1,
                                         "events": report["simulation"]["events"],
                                         "stacked_gradients": report["simulation"]["stacked_gradients"],
                                         "fig3_seconds": fig3_seconds})

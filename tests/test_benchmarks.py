@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -124,11 +125,40 @@ def test_downpour_throughput_with_partitioned_replicas(tmp_path):
 
 
 def test_sim_speed(tmp_path):
-    r = run("sim_speed", "--replicas", "10", "--steps", "20", tmp_path=tmp_path)
-    assert r["replicas"] == 10 and r["steps"] == 20 and r["events"] > 0
-    assert r["plain_seconds"] > 0 and r["same_classes_seconds"] > 0 and r["simulated_seconds"] > 0
-    assert r["ratio"] == r["simulated_seconds"] / r["plain_seconds"] and r["fig3_seconds"] >= 0
+    r = run("sim_speed", "--replicas", "10", "--steps", "20", "--repeat", "2", tmp_path=tmp_path)
+    assert r["replicas"] == 10 and r["steps"] == 20 and r["events"] > 0 and r["repeat"] == 2
+    assert len(r["rounds"]) == 2
+    names = ("plain", "bare_adagrad", "bare_replicas", "same_classes", "simulated")
+    assert all(set(names) == set(one) and all(one[k] > 0 for k in names) for one in r["rounds"])
+    # each ratio is the median over the rounds of the ratio within one round (two rounds: their mean)
+    within = [one["simulated"] / one["plain"] for one in r["rounds"]]
+    assert r["ratio"] == pytest.approx(sum(within) / 2) and r["fig3_seconds"] >= 0
+    assert r["of_ceiling"] == pytest.approx(2 / sum(one["simulated"] / one["bare_replicas"] for one in r["rounds"]))
     assert 0 <= r["stacked_gradients"] <= 10 * 20
+
+
+def test_sim_speed_refuses_no_rounds(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "sim_speed.py"), "--repeat", "0"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "--repeat must be at least 1" in proc.stderr
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_the_speed_ceiling_does_the_simulated_replicas_work(n):
+    """``bare_replicas`` (no classes, no clock) ends with the shard's parameters bit for bit those of dbkit's
+    replicas stepping in turn on an in-process Adagrad shard: the ceiling does the same work, fetches
+    included (each replica's first at its first step, after the replicas before it have pushed)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import sim_speed
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    _, bare = sim_speed.bare_replicas(6, 9, n)
+    _, classes = sim_speed.same_classes(6, 9, 1, n)
+    assert bare.dtype == classes.dtype == np.float32
+    assert np.array_equal(bare, classes)
+    _, other = sim_speed.bare_replicas(6, 9, n, lr=0.04)  # and it is not equal whatever it computes
+    assert not np.array_equal(other, classes)
 
 
 def test_sim_validation_predicts_one_communication_bound_point(tmp_path):
