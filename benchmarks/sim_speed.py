@@ -5,8 +5,9 @@ computing the same 200,000 gradients in a plain numpy loop, in one run; and the 
 
 Beside the plain loop, in the same run: the same loop with Adagrad's arithmetic (one replica's Downpour
 step with no framework), 200 replicas each with its own parameters, accrued gradient and data in a bare
-loop (the ceiling: the same work per step as the simulated replicas', with no classes and no clock), and
-dbkit's classes stepping in turn with no clock. The simulation's overhead is its time over the classes'
+loop (the ceiling: the same work per step as the simulated replicas', with no classes and no clock), at
+n = 1 minimal replica loops calling dbkit's shard directly, and dbkit's classes stepping in turn with no
+clock. The last three end with the same parameters, bit for bit. The simulation's overhead is its time over the classes'
 alone: the event queue, the greenlets, the modelled cores, NICs and queues.
 """
 
@@ -133,6 +134,39 @@ def bare_replicas(replicas: int, steps: int, n: int = 1, batch: int = 32, lr: fl
     return time.perf_counter() - began, shard
 
 
+def direct_replicas(replicas: int, steps: int, batch: int = 32) -> tuple[float, np.ndarray]:
+    """Seconds for ``replicas`` minimal replica loops (n = 1) calling dbkit's ``ParameterShard`` (Adagrad,
+    its checks and counters included) directly: each draws its batch from ``MiniBatches``, computes its
+    gradient with the finiteness check, copies it into its accrued buffer and calls ``push_fetch``. Between
+    the ceiling and ``same_classes``: what the shard's own work adds to the bare loop, and (against the
+    classes) what the replica's parts do (schedule, exchange, client, pending calls, counters). Returns the
+    seconds and the shard's parameters, equal to the classes' bit for bit."""
+    from dbkit.data import MiniBatches, load, shard_indices
+    from dbkit.nn import build
+    from dbkit.ps import ParameterShard
+
+    data = load("digits")
+    net = build("mlp", data.n_features, data.n_classes, l2=1e-4)
+    shard = ParameterShard(0, 0, net.size, net.init_params(0), "adagrad", 0.05)
+    rows = shard_indices(data.n_train, replicas, seed=0)
+    batches = [MiniBatches(data.X_train[r], data.y_train[r], batch, seed=i) for i, r in enumerate(rows)]
+    params: list[np.ndarray | None] = [None] * replicas
+    versions = [0] * replicas
+    accrued = [np.zeros(net.size, dtype=np.float32) for _ in range(replicas)]
+    began = time.perf_counter()
+    for _ in range(steps):
+        for i in range(replicas):
+            if params[i] is None:
+                versions[i], params[i] = shard.fetch()
+            X, y = next(batches[i])
+            with np.errstate(all="ignore"):
+                loss, grad = net.loss_and_grad(params[i], X, y)
+                np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
+            np.copyto(accrued[i], grad)
+            _, versions[i], params[i] = shard.push_fetch(accrued[i], versions[i], str(i), len(y), versions[i])
+    return time.perf_counter() - began, shard.params.copy()
+
+
 def same_classes(replicas: int, steps: int, shards: int, n: int = 1, batch: int = 32) -> tuple[float, np.ndarray]:
     """Seconds for the simulated run's numerics with no clock: ``replicas`` ``DownpourReplica`` s of the
     digits MLP taking turns, each step by step, on in-process shards (Adagrad) -- the floor a simulator
@@ -193,6 +227,7 @@ def main(argv=None) -> int:
         for k in range(args.repeat):
             r = {"plain": plain_loop(gradients, sizes), "bare_adagrad": bare_downpour(gradients, sizes),
                  "bare_replicas": bare_replicas(args.replicas, args.steps, args.n)[0],
+                 **({"direct_replicas": direct_replicas(args.replicas, args.steps)[0]} if args.n == 1 else {}),
                  "same_classes": same_classes(args.replicas, args.steps, args.shards, args.n)[0]}
             r["simulated"], report = simulated(args.replicas, args.steps, args.shards, args.profile, args.n)
             rounds.append(r)
@@ -213,7 +248,10 @@ def main(argv=None) -> int:
           f"{'median of ' + str(args.repeat) + ' rounds' if args.repeat > 1 else 'one round'}: plain numpy loop "
           f"{seconds('plain'):.1f} s; with Adagrad's update in the same bare loop {seconds('bare_adagrad'):.1f} s = "
           f"{ratio('bare_adagrad'):.2f}x; {args.replicas} replicas each with its own state in a bare loop (the "
-          f"ceiling) {seconds('bare_replicas'):.1f} s = {ratio('bare_replicas'):.2f}x; the same classes with no "
+          f"ceiling) {seconds('bare_replicas'):.1f} s = {ratio('bare_replicas'):.2f}x; "
+          + (f"minimal replica loops calling the shard directly {seconds('direct_replicas'):.1f} s = "
+             f"{ratio('direct_replicas'):.2f}x; " if args.n == 1 else "")
+          + f"the same classes with no "
           f"clock {seconds('same_classes'):.1f} s = {ratio('same_classes'):.2f}x; simulated ({args.replicas} "
           f"replicas, {args.shards} shards, n={args.n}, {args.profile}) {seconds('simulated'):.1f} s = "
           f"{ratio('simulated'):.2f}x the loop, {ratio('simulated', 'bare_replicas'):.2f}x the ceiling, "
@@ -226,6 +264,8 @@ def main(argv=None) -> int:
                                         "plain_seconds": seconds("plain"),
                                         "bare_adagrad_seconds": seconds("bare_adagrad"),
                                         "bare_replicas_seconds": seconds("bare_replicas"),
+                                        **({"direct_replicas_seconds": seconds("direct_replicas")}
+                                           if args.n == 1 else {}),
                                         "same_classes_seconds": seconds("same_classes"),
                                         "simulated_seconds": seconds("simulated"), "ratio": ratio("simulated"),
                                         "of_ceiling": 1 / ratio("simulated", "bare_replicas"),

@@ -128,13 +128,15 @@ def test_sim_speed(tmp_path):
     r = run("sim_speed", "--replicas", "10", "--steps", "20", "--repeat", "2", tmp_path=tmp_path)
     assert r["replicas"] == 10 and r["steps"] == 20 and r["events"] > 0 and r["repeat"] == 2
     assert len(r["rounds"]) == 2
-    names = ("plain", "bare_adagrad", "bare_replicas", "same_classes", "simulated")
+    names = ("plain", "bare_adagrad", "bare_replicas", "direct_replicas", "same_classes", "simulated")
     assert all(set(names) == set(one) and all(one[k] > 0 for k in names) for one in r["rounds"])
     # each ratio is the median over the rounds of the ratio within one round (two rounds: their mean)
     within = [one["simulated"] / one["plain"] for one in r["rounds"]]
     assert r["ratio"] == pytest.approx(sum(within) / 2) and r["fig3_seconds"] >= 0
     assert r["of_ceiling"] == pytest.approx(2 / sum(one["simulated"] / one["bare_replicas"] for one in r["rounds"]))
     assert 0 <= r["stacked_gradients"] <= 10 * 20
+    at_4 = run("sim_speed", "--replicas", "4", "--steps", "8", "--n", "4", tmp_path=tmp_path)
+    assert "direct_replicas" not in at_4["rounds"][0] and "direct_replicas_seconds" not in at_4  # n = 1 only
 
 
 def test_sim_speed_refuses_no_rounds(tmp_path):
@@ -159,6 +161,9 @@ def test_the_speed_ceiling_does_the_simulated_replicas_work(n):
     assert np.array_equal(bare, classes)
     _, other = sim_speed.bare_replicas(6, 9, n, lr=0.04)  # and it is not equal whatever it computes
     assert not np.array_equal(other, classes)
+    if n == 1:  # the minimal replica loops on dbkit's shard: the same work again
+        _, direct = sim_speed.direct_replicas(6, 9)
+        assert np.array_equal(direct, classes)
 
 
 def test_sim_validation_predicts_one_communication_bound_point(tmp_path):
