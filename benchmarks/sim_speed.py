@@ -30,14 +30,32 @@ def batch_sizes(replicas: int, batch: int = 32) -> list[int]:
     return [min(batch, len(rows)) for rows in shard_indices(load("digits").n_train, replicas, seed=0)]
 
 
-def plain_loop(gradients: int, sizes: list[int]) -> float:
-    """Seconds for ``gradients`` mini-batch gradients of the digits MLP (of ``sizes``, in turn) in a bare
-    numpy loop."""
+def digits_mlp():
+    """The digits data and the MLP every loop here computes (``l2`` as ``dbkit run``'s default)."""
     from dbkit.data import load
     from dbkit.nn import build
 
     data = load("digits")
-    net = build("mlp", data.n_features, data.n_classes, l2=1e-4)
+    return data, build("mlp", data.n_features, data.n_classes, l2=1e-4)
+
+
+def adagrad(params: np.ndarray, grad: np.ndarray, state: np.ndarray, a: np.ndarray, b: np.ndarray, lr: float,
+            eps: float) -> None:
+    """Adagrad's update of ``params`` in place, as the shard applies it (``a`` and ``b`` are scratch):
+    ``state += grad**2; params -= lr * grad / (sqrt(state) + eps)``."""
+    np.multiply(grad, np.float32(lr), out=a)
+    np.multiply(grad, grad, out=b)
+    state += b
+    np.sqrt(state, out=b)
+    b += np.float32(eps)
+    a /= b
+    params -= a
+
+
+def plain_loop(gradients: int, sizes: list[int]) -> float:
+    """Seconds for ``gradients`` mini-batch gradients of the digits MLP (of ``sizes``, in turn) in a bare
+    numpy loop."""
+    data, net = digits_mlp()
     params = net.init_params(0)
     rng = np.random.default_rng(0)
     began = time.perf_counter()
@@ -51,11 +69,7 @@ def bare_downpour(gradients: int, sizes: list[int], lr: float = 0.05, eps: float
     """Seconds for the arithmetic every Downpour step with one Adagrad shard must do, in a bare numpy
     loop with no classes: the gradient, its finiteness check (one dot) and Adagrad's update on the flat
     parameters (Section 4.1) -- the ceiling the simulated run is also given against."""
-    from dbkit.data import load
-    from dbkit.nn import build
-
-    data = load("digits")
-    net = build("mlp", data.n_features, data.n_classes, l2=1e-4)
+    data, net = digits_mlp()
     params = net.init_params(0)
     state = np.full_like(params, 0.1)
     a, b = np.empty_like(params), np.empty_like(params)
@@ -65,13 +79,7 @@ def bare_downpour(gradients: int, sizes: list[int], lr: float = 0.05, eps: float
         rows = rng.integers(0, data.n_train, sizes[k % len(sizes)])
         _, grad = net.loss_and_grad(params, data.X_train[rows], data.y_train[rows])
         np.isfinite(np.dot(grad, grad))
-        np.multiply(grad, np.float32(lr), out=a)
-        np.multiply(grad, grad, out=b)
-        state += b
-        np.sqrt(state, out=b)
-        b += np.float32(eps)
-        a /= b
-        params -= a
+        adagrad(params, grad, state, a, b, lr, eps)
     return time.perf_counter() - began
 
 
@@ -86,11 +94,9 @@ def bare_replicas(replicas: int, steps: int, n: int = 1, batch: int = 32, lr: fl
     that computes 200 replicas' numerics, where ``bare_downpour`` is one replica's. Returns the seconds and
     the shard's parameters at the end, which equal ``same_classes``' bit for bit (the same work, checked
     in ``tests/test_benchmarks.py``)."""
-    from dbkit.data import load, shard_indices
-    from dbkit.nn import build
+    from dbkit.data import shard_indices
 
-    data = load("digits")
-    net = build("mlp", data.n_features, data.n_classes, l2=1e-4)
+    data, net = digits_mlp()
     shard = net.init_params(0)
     state = np.full_like(shard, 0.1)
     a, b = np.empty_like(shard), np.empty_like(shard)
@@ -121,15 +127,9 @@ def bare_replicas(replicas: int, steps: int, n: int = 1, batch: int = 32, lr: fl
             if (step + 1) % n:  # the local step between fetches (Sec. 4.1)
                 grad *= np.float32(lr)
                 params[i] -= grad
-            else:  # push and fetch
-                np.multiply(accrued[i], np.float32(lr), out=a)
-                np.isfinite(np.dot(a, a))
-                np.multiply(accrued[i], accrued[i], out=b)
-                state += b
-                np.sqrt(state, out=b)
-                b += np.float32(eps)
-                a /= b
-                shard -= a
+            else:  # push (checked finite, one dot, as the shard checks it) and fetch
+                np.isfinite(np.dot(accrued[i], accrued[i]))
+                adagrad(shard, accrued[i], state, a, b, lr, eps)
                 np.copyto(params[i], shard)
     return time.perf_counter() - began, shard
 
@@ -141,12 +141,10 @@ def direct_replicas(replicas: int, steps: int, batch: int = 32) -> tuple[float, 
     the ceiling and ``same_classes``: what the shard's own work adds to the bare loop, and (against the
     classes) what the replica's parts do (schedule, exchange, client, pending calls, counters). Returns the
     seconds and the shard's parameters, equal to the classes' bit for bit."""
-    from dbkit.data import MiniBatches, load, shard_indices
-    from dbkit.nn import build
+    from dbkit.data import MiniBatches, shard_indices
     from dbkit.ps import ParameterShard
 
-    data = load("digits")
-    net = build("mlp", data.n_features, data.n_classes, l2=1e-4)
+    data, net = digits_mlp()
     shard = ParameterShard(0, 0, net.size, net.init_params(0), "adagrad", 0.05)
     rows = shard_indices(data.n_train, replicas, seed=0)
     batches = [MiniBatches(data.X_train[r], data.y_train[r], batch, seed=i) for i, r in enumerate(rows)]
@@ -172,12 +170,10 @@ def same_classes(replicas: int, steps: int, shards: int, n: int = 1, batch: int 
     digits MLP taking turns, each step by step, on in-process shards (Adagrad) -- the floor a simulator
     that runs dbkit's own classes cannot go below. Returns the seconds and the parameters at the end."""
     from dbkit.algorithms import DownpourReplica
-    from dbkit.data import load, shard_indices
-    from dbkit.nn import build
+    from dbkit.data import shard_indices
     from dbkit.ps import ShardedParameters, balanced_layout, ParameterShard
 
-    data = load("digits")
-    net = build("mlp", data.n_features, data.n_classes, l2=1e-4)
+    data, net = digits_mlp()
     initial = net.init_params(0)
     layout = balanced_layout(net.size, shards)
     ps = [ParameterShard(i, a, b, initial[a:b], "adagrad", 0.05) for i, (a, b) in enumerate(layout.ranges)]
@@ -261,13 +257,8 @@ def main(argv=None) -> int:
     write_json(args.json, "sim_speed", {"replicas": args.replicas, "steps": args.steps, "shards": args.shards,
                                         "n": args.n, "repeat": args.repeat,
                                         "batch_sizes": sorted(set(sizes)), "rounds": rounds,
-                                        "plain_seconds": seconds("plain"),
-                                        "bare_adagrad_seconds": seconds("bare_adagrad"),
-                                        "bare_replicas_seconds": seconds("bare_replicas"),
-                                        **({"direct_replicas_seconds": seconds("direct_replicas")}
-                                           if args.n == 1 else {}),
-                                        "same_classes_seconds": seconds("same_classes"),
-                                        "simulated_seconds": seconds("simulated"), "ratio": ratio("simulated"),
+                                        **{f"{name}_seconds": seconds(name) for name in rounds[0]},
+                                        "ratio": ratio("simulated"),
                                         "of_ceiling": 1 / ratio("simulated", "bare_replicas"),
                                         "overhead": ratio("simulated", "same_classes") - 1,
                                         "events": report["simulation"]["events"],
