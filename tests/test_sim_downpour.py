@@ -188,3 +188,46 @@ def test_short_work_beside_a_computation_runs_at_its_next_release_and_the_next_c
     assert m.interleave(0.2, 0.1) == pytest.approx(0.41)  # one piece at a time
     assert m.compute(1.0, 1.0) == pytest.approx(1.0 + 1.0 + 2 * (0.1 + 0.05))  # the next computation pays
     assert m.interleave(5.0, 0.1) == pytest.approx(5.1)  # nothing computing: an idle core
+
+
+def test_a_simulated_shard_end_writes_fetched_parameters_into_the_clients_array():
+    """A ``ShardEnd`` is an end its client owns, as a ``WireShard`` is: a push_fetch through it writes the
+    shard's parameters straight into the client's array, equal to what a push_fetch on the shard itself
+    gives; ``close`` ends nothing, and the end still carries commands after it."""
+    import numpy as np
+
+    from dbkit.ps import ParameterShard, ShardedParameters, balanced_layout
+    from dbkit.ps.client import owned_end
+    from dbkit.sim.cost import CostModel
+    from dbkit.sim.engine import Simulation
+    from dbkit.sim.machines import Cores, Machine, Network
+    from dbkit.sim.shape import ModelShape
+    from dbkit.sim.shard_service import ShardEnd, ShardService
+
+    net = nn.build("mlp", 8, 3)
+    initial, grad = net.init_params(0), np.linspace(-1, 1, net.size, dtype=np.float32)
+    shard, reference = (ParameterShard(0, 0, net.size, initial, "adagrad", 0.1) for _ in range(2))
+    sim, cost = Simulation(), CostModel(load_profile("distbelief-2012"), ModelShape.of(net))
+    server, client = Machine("server", Cores(1), 1e9), Machine("client", Cores(1), 1e9)
+    end = ShardEnd(ShardService(sim, shard, server, Network(1e-4), cost), client)
+    params = ShardedParameters([end], balanced_layout(net.size, 1))
+    assert owned_end(end)
+    got: dict = {}
+
+    def replica() -> None:
+        got["answers"], got["params"] = params.start_push_fetch(grad, examples=4).result()
+        got["buffer"] = np.zeros(net.size, dtype=np.float32)
+        got["fetched"] = end.fetch(into=got["buffer"]).result()
+        got["lr"] = end.set_lr(0.2).result()  # a command, through ``__getattr__``
+
+    sim.spawn(replica)
+    sim.run()
+    answer, _, expected = reference.push_fetch(grad, 0, examples=4)
+    assert got["answers"][0].accepted and got["answers"][0].version == answer.version == 1
+    assert np.array_equal(got["params"], expected) and np.array_equal(shard.params, reference.params)
+    assert not np.shares_memory(got["params"], shard.params) and sim.now > 0
+    version, values = got["fetched"]
+    assert version == 1 and values is got["buffer"] and np.array_equal(values, expected)  # written in place
+    assert got["lr"] == 0.2 and shard.rule.lr == 0.2
+    params.close()  # nothing to end; the shard stays
+    assert shard.version == 1

@@ -102,7 +102,10 @@ class Exchange:
 
     def pending(self) -> list[Pending]:
         """What is under way, push first (one entry for a push_fetch)."""
-        return [p for p in dict.fromkeys([self.pushing, self.fetching]) if p is not None]
+        pushing, fetching = self.pushing, self.fetching
+        if pushing is None:
+            return [] if fetching is None else [fetching]
+        return [pushing] if fetching is None or fetching is pushing else [pushing, fetching]
 
     def arrived(self) -> list[Pending]:
         """What is under way and has arrived."""
@@ -127,6 +130,8 @@ class Exchange:
         self.take(self.fetching, self.fetching.result())
 
     def collect(self) -> None:
+        if self.pushing is None and self.fetching is None:
+            return
         for p in self.arrived():
             self.take(p, p.result())
 

@@ -32,6 +32,11 @@ class StepActions:
     push_fetch: bool
 
 
+#: the sixteen possible steps, made once (a step asks for one; records are immutable)
+_ACTIONS = {(f, lo, p, pf): StepActions(f, lo, p, pf) for f in (False, True) for lo in (False, True)
+            for p in (False, True) for pf in (False, True)}
+
+
 class Schedule:
     """Counters of one replica's steps since its last fetch and push, its rates, and ``lr``, the size of
     its local steps."""
@@ -53,7 +58,7 @@ class Schedule:
         since_fetch = (0 if fetch else self.since_fetch) + 1
         fetch_next = since_fetch >= self.n_fetch
         push = self.since_push + 1 >= self.n_push
-        return StepActions(fetch, local=not fetch_next, push=push, push_fetch=push and fetch_next)
+        return _ACTIONS[fetch, not fetch_next, push, push and fetch_next]
 
     def done(self, actions: StepActions) -> None:
         """The step of ``actions`` was taken."""

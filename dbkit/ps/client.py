@@ -15,10 +15,9 @@ import numpy as np
 
 from .client_calls import CALL_TIMEOUT, aresolve, resolve
 from .layout import ShardLayout
+from .owned_end import OwnedEnd
 from .pending import Pending
 from .records import PushAnswer, ShardFigures
-from .threaded_shard import ThreadedShard
-from .wire_client import WireShard
 
 
 class ShardedParameters:
@@ -109,16 +108,23 @@ class ShardedParameters:
     def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None, examples: int,
               first_versions: Sequence[int] | None, out: np.ndarray | None = None) -> list:
         """Call ``method`` on every shard with its slice of ``grad``; a ``push_fetch`` given ``out`` has the
-        shards that can (``WireShard``, ``ThreadedShard``) write their parameters straight into it."""
+        shards that can (an ``OwnedEnd``) write their parameters straight into it."""
         grad = np.asarray(grad, dtype=np.float32)
         if grad.shape != (self.layout.size,):
             raise ValueError(f"gradient has shape {grad.shape}, parameters have ({self.layout.size},)")
         versions = list(self.versions if versions is None else versions)
         firsts = list(versions if first_versions is None else first_versions)
-        named = {} if self.name is None else {"pusher": self.name}
-        return [getattr(s, method)(grad[a:b], int(v), examples=int(examples), first_version=int(f), **named,
-                                   **({"into": out[a:b]} if out is not None and owned_end(s) else {}))
-                for s, (a, b), v, f in zip(self.shards, self.layout.ranges, versions, firsts)]
+        named: dict = {"examples": int(examples)}
+        if self.name is not None:
+            named["pusher"] = self.name
+        calls = []
+        for s, (a, b), v, f in zip(self.shards, self.layout.ranges, versions, firsts):
+            call = getattr(s, method)
+            if out is not None and owned_end(s):
+                calls.append(call(grad[a:b], int(v), first_version=int(f), into=out[a:b], **named))
+            else:
+                calls.append(call(grad[a:b], int(v), first_version=int(f), **named))
+        return calls
 
     def _answered(self, answers: list[PushAnswer]) -> list[PushAnswer]:
         self._count_pushed(answers)
@@ -210,16 +216,16 @@ class ShardedParameters:
         return [resolve(p) for p in [s.state() for s in self.shards]]
 
     def close(self) -> None:
-        """End this client's own connections to its shards (``WireShard``s) and threads (``ThreadedShard``s);
-        the shards stay. Calls already made are answered first."""
+        """End this client's own ends of its shards (``OwnedEnd``s: ``WireShard`` connections, ``ThreadedShard``
+        threads); the shards stay. Calls already made are answered first."""
         for s in self.shards:
             if owned_end(s):
                 s.close()
 
 
 def owned_end(shard) -> bool:
-    """Whether ``shard`` is an end this client owns (a ``WireShard``'s connection, a ``ThreadedShard``'s
-    thread): it writes fetched parameters into a given array (``into=``) and must be closed. An actor
-    proxy is neither: it answers with a fresh array, which is copied in. ``isinstance``, not ``hasattr``:
-    a proxy answers any attribute, ``close`` included (it would call the shard's)."""
-    return isinstance(shard, (WireShard, ThreadedShard))
+    """Whether ``shard`` is an end this client owns (an ``OwnedEnd``: a ``WireShard``'s connection, a
+    ``ThreadedShard``'s thread, a simulated ``ShardEnd``): it writes fetched parameters into a given array
+    (``into=``) and must be closed. An actor proxy is neither: it answers with a fresh array, which is
+    copied in."""
+    return isinstance(shard, OwnedEnd)

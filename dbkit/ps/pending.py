@@ -29,7 +29,13 @@ class Pending(Generic[T]):
 
     def ready(self) -> bool:
         """True when every shard has answered (never waits)."""
-        return self._taken or all(getattr(c, "done", lambda: True)() for c in self._calls)
+        if self._taken:
+            return True
+        for c in self._calls:
+            done = getattr(c, "done", None)  # a plain value has none: it is in
+            if done is not None and not done():
+                return False
+        return True
 
     def result(self) -> T:
         """The combined answers, waiting for them if need be; combined (and counted) once."""

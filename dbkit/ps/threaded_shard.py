@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from .owned_end import OwnedEnd
 
-class ThreadedShard:
+
+class ThreadedShard(OwnedEnd):
     """``shard``'s ``fetch``, ``push`` and ``push_fetch`` on one thread of their own, answered as futures."""
 
     def __init__(self, shard: Any) -> None:

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from .owned_end import OwnedEnd
 from .records import PushAnswer, WireAddress
 from .wire_frames import FETCH, HELLO, OK, PUSH, PUSH_FETCH, REQUEST, WireError, recv_reply, tune
 
 
-class WireShard:
+class WireShard(OwnedEnd):
     """The shard ``key`` at ``address``, for the replica (or partition) named ``pusher``.
 
     Parameters

@@ -43,13 +43,17 @@ class TimedNetwork:
         self.jitter, self.rng = jitter, rng
         self.slow = 1.0
         self.seconds = 0.0  # virtual seconds of arithmetic so far
+        self._parts: dict[int, tuple[float, float]] = {}  # ``gradient_parts`` by batch size
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.network, name)
 
     def loss_and_grad(self, params: np.ndarray, X: np.ndarray, y: np.ndarray,
                       with_penalty: bool = True) -> tuple[float, np.ndarray]:
-        serial, parallel = self.cost.gradient_parts(len(y), self.fraction)
+        parts = self._parts.get(len(y))
+        if parts is None:  # the same few batch sizes every step
+            parts = self._parts[len(y)] = self.cost.gradient_parts(len(y), self.fraction)
+        serial, parallel = parts
         if self.batch is None:
             out = self.network.loss_and_grad(params, X, y, with_penalty)
             self.hold(parallel + self.per_step, serial)

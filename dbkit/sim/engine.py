@@ -72,9 +72,12 @@ class Simulation:
         """The current task waits ``seconds`` of virtual time."""
         if seconds <= 0.0:
             return
-        me = greenlet.getcurrent()
-        self.at(seconds, me.switch)
-        self._suspend()
+        me = greenlet.getcurrent()  # ``at`` and ``_suspend`` in line: every step of every replica comes here
+        if me is self._loop:
+            raise SimulationError("only a simulated task can wait for virtual time")
+        self.events += 1
+        heapq.heappush(self._queue, (self._now + seconds, next(self._order), me.switch))
+        self._loop.switch()
 
     def sleep_until(self, t: float) -> None:
         self.sleep(t - self._now)

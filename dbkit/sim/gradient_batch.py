@@ -80,9 +80,10 @@ class GradientBatch:
                     _one(t)
 
     def _stacked(self, network: Network, group: list[Ticket]) -> None:
-        params = np.stack([t.params for t in group])
-        X = np.stack([np.asarray(t.X, dtype=params.dtype) for t in group])
-        y = np.stack([t.y for t in group])
+        # one copy each, in C (``np.stack`` would add a Python-level ``expand_dims`` per array)
+        params = np.concatenate([t.params for t in group]).reshape(len(group), -1)
+        X = np.array([t.X for t in group], dtype=params.dtype)
+        y = np.array([t.y for t in group])
         try:
             with np.errstate(all="ignore"):  # as a replica computes: a non-finite gradient is its to judge
                 losses, grads = network.loss_and_grad_stacked(params, X, y, group[0].with_penalty)

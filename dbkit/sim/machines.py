@@ -28,7 +28,8 @@ class Cores:
     def reserve(self, now: float, seconds: float, threads: int = 1) -> float:
         """Hold the earliest free core (or ``threads`` of them, for work split evenly across them) from
         when it is free; returns when the work ends."""
-        threads = max(1, min(int(threads), self.n))
+        if threads != 1:  # (one thread, by far the most common, needs no clamping)
+            threads = max(1, min(int(threads), self.n))
         if threads == 1:
             start = max(now, self._free[0])
             end = start + seconds

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import greenlet
+import numpy as np
 
+from ..ps.owned_end import OwnedEnd
 from .cost import CostModel
-from .engine import Simulation
+from .engine import Simulation, SimulationError
 from .interpreter import when_free
 from .machines import Machine, Network
 
@@ -49,8 +51,11 @@ class VirtualFuture:
         """The answer, waiting in virtual time for it (``timeout`` is accepted and not needed: nothing
         is lost in the simulator, so every answer comes)."""
         if not self._done:
-            self._waiters.append(greenlet.getcurrent())
-            self._sim._suspend()
+            me = greenlet.getcurrent()
+            self._waiters.append(me)
+            if me is self._sim._loop:
+                raise SimulationError("only a simulated task can wait for virtual time")
+            self._sim._loop.switch()
         if self._error is not None:
             raise self._error
         return self._value
@@ -139,9 +144,10 @@ class ShardService:
     def arrive(self, request: Request) -> None:
         """``request`` has reached the shard's machine (now): once its process lets it in (``when_free``),
         served at once or queued."""
-        if request.client is not self.machine:
-            when_free(self.sim, self.machine, self.cost.profile.machine.switch_seconds, lambda: self._enter(request))
-        else:
+        switch = self.cost.profile.machine.switch_seconds
+        if request.client is not self.machine and switch > 0:
+            when_free(self.sim, self.machine, switch, lambda: self._enter(request))
+        else:  # its own machine's call, or a machine that takes messages in first come, first served
             self._enter(request)
 
     def _enter(self, request: Request) -> None:
@@ -194,7 +200,10 @@ def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException
         return
 
     def arrived() -> None:
-        when_free(sim, request.client, request.switch_seconds, take)
+        if request.switch_seconds > 0:
+            when_free(sim, request.client, request.switch_seconds, take)
+        else:
+            take()
 
     def take() -> None:
         done = request.client.interleave(sim.now, cpu)
@@ -206,31 +215,56 @@ def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException
     sim.at(max(0.0, arrival - sim.now), arrived)
 
 
-class ShardEnd:
-    """``client``'s end of ``service``: the calls ``ShardedParameters`` makes, each a ``VirtualFuture``."""
+class ShardEnd(OwnedEnd):
+    """``client``'s end of ``service``: the calls ``ShardedParameters`` makes, each a ``VirtualFuture``. An
+    ``OwnedEnd``: fetched parameters are written into the client's array; ``close`` has nothing to end."""
 
     def __init__(self, service: ShardService, client: Machine) -> None:
         self.service, self.client = service, client
         self.sim, self.cost = service.sim, service.cost
         self.local = client is service.machine
         self._costs: dict[tuple[int, int, bool], CallCosts] = {}
+        self._seconds: dict[tuple[str, str], float] = {}
 
     # ---- Downpour: the data plane ---------------------------------------------------------------
-    def fetch(self) -> VirtualFuture:
+    def fetch(self, into: np.ndarray | None = None) -> VirtualFuture:
+        """``(version, parameters)``; with ``into`` (the shard's size), the parameters are written there when
+        the service runs, as a ``WireShard`` receives them (no copy of its own to copy again)."""
         n = self.service.floats
-        return self._call("fetch", lambda s: s.fetch(), self.cost.fetch_seconds(n), 0, n)
+        if into is None:
+            return self._call("fetch", lambda s: s.fetch(), self._service_seconds("fetch"), 0, n)
+        return self._call("fetch", lambda s: (s.fetch_into(into), into), self._service_seconds("fetch"), 0, n)
 
     def push(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
              first_version: int | None = None) -> VirtualFuture:
         n = self.service.floats
         return self._call("push", lambda s: s.push(grad, fetched_version, pusher, examples, first_version),
-                          self.cost.push_seconds(n, self.service.optimizer), n, 0)
+                          self._service_seconds("push"), n, 0)
 
     def push_fetch(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
-                   first_version: int | None = None) -> VirtualFuture:
+                   first_version: int | None = None, into: np.ndarray | None = None) -> VirtualFuture:
+        """``(answer, version, parameters)``; with ``into``, the parameters are written there."""
         n = self.service.floats
-        return self._call("push_fetch", lambda s: s.push_fetch(grad, fetched_version, pusher, examples, first_version),
-                          self.cost.push_seconds(n, self.service.optimizer) + self.cost.fetch_seconds(n), n, n)
+
+        def apply(s: Any) -> Any:
+            if into is None:
+                return s.push_fetch(grad, fetched_version, pusher, examples, first_version)
+            answer = s.push(grad, fetched_version, pusher, examples, first_version)
+            return answer, s.fetch_into(into), into
+
+        return self._call("push_fetch", apply, self._service_seconds("push_fetch"), n, n)
+
+    def _service_seconds(self, kind: str) -> float:
+        """A fetch's, push's or push_fetch's service time on this shard under its rule now (worked out once
+        per rule: the rule can change while a run goes on)."""
+        svc = self.service
+        key = (kind, svc.optimizer)
+        seconds = self._seconds.get(key)
+        if seconds is None:
+            n, cost = svc.floats, self.cost
+            push, fetch = cost.push_seconds(n, key[1]), cost.fetch_seconds(n)
+            seconds = self._seconds[key] = {"fetch": fetch, "push": push, "push_fetch": push + fetch}[kind]
+        return seconds
 
     # ---- Sandblaster: replicas move vectors, the coordinator sends commands ------------------------
     def fetch_vector(self, name: str) -> VirtualFuture:
