@@ -193,3 +193,30 @@ def test_sim_validation_refuses_a_repeat_below_one(tmp_path):
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "sim_validation.py"), "--repeat", "0"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2 and "--repeat must be at least 1, got 0" in proc.stderr
+
+
+def test_sim_instructions_reads_cachegrind_counts(tmp_path):
+    """The instruction counter sums a Cachegrind file's summary, and apart libc's copy and fill routines."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import sim_instructions
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    cg = tmp_path / "out.cg"
+    cg.write_text("desc: I1 cache: ...\ncmd: python x.py\nevents: Ir\n"
+                  "fl=./string/memmove-vec-unaligned-erms.S\nfn=__memcpy_avx_unaligned_erms\n10 300\n11 20\n"
+                  "fl=Python/ceval.c\nfn=_PyEval_EvalFrameDefault\n5 1000\n"
+                  "fl=./string/memset-vec-unaligned-erms.S\nfn=__memset_avx2_unaligned_erms\n3 7\n"
+                  "summary: 1327\n")
+    assert sim_instructions.counts(cg) == (1327, 327)
+    (tmp_path / "bad.cg").write_text("events: Ir\nfn=f\n1 2\n")
+    with pytest.raises(ValueError, match="no summary line"):
+        sim_instructions.counts(tmp_path / "bad.cg")
+    assert sim_instructions.loops(1)[2] == "direct_replicas" and "direct_replicas" not in sim_instructions.loops(4)
+
+
+def test_sim_instructions_refuses_without_valgrind(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path)}  # nothing on PATH: no valgrind
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "sim_instructions.py"), "--steps", "1"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "valgrind is not on PATH" in proc.stderr
