@@ -85,8 +85,12 @@ class ParameterShard(VectorOps):
         nothing, a busy shard still answers at once)."""
         return self.version
 
-    def fetch(self) -> tuple[int, np.ndarray]:
-        """Return ``(version, copy of the parameters)``; never an alias."""
+    def fetch(self, into: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+        """Return ``(version, copy of the parameters)``; never an alias. With ``into`` (this shard's size,
+        float32) the parameters are written there and ``into`` is returned: an end that owns its client's
+        array (a ``ThreadedShard``, the simulator's ``ShardEnd``) makes no copy of its own."""
+        if into is not None:
+            return self.fetch_into(into), into
         with self._lock:
             self.fetches += 1
             self.bytes_fetched += self.params.nbytes
@@ -170,15 +174,16 @@ class ParameterShard(VectorOps):
         return self.examples - int(self._examples_at[version % AGE_WINDOW])
 
     def push_fetch(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
-                   first_version: int | None = None) -> tuple[PushAnswer, int, np.ndarray]:
+                   first_version: int | None = None, into: np.ndarray | None = None
+                   ) -> tuple[PushAnswer, int, np.ndarray]:
         """``push`` then ``fetch`` in one call: ``(answer, version, copy of the parameters)``.
 
         A Downpour replica whose push is due just before its next fetch sends
         one message per shard instead of two; the result is the same as
-        calling the two in turn.
+        calling the two in turn (``into`` as ``fetch`` takes it).
         """
         answer = self.push(grad, fetched_version, pusher, examples, first_version)
-        version, params = self.fetch()
+        version, params = self.fetch(into)
         return answer, version, params
 
     def _form_refusal(self, grad: np.ndarray) -> str | None:

@@ -28,9 +28,7 @@ class ThreadedShard(OwnedEnd):
 
     def fetch(self, into: np.ndarray | None = None) -> Future:
         """``(version, parameters)``; with ``into``, the parameters are written there (and it is returned)."""
-        if into is None:
-            return self._calls.submit(self.shard.fetch)
-        return self._calls.submit(self._fetch_into, into)
+        return self._calls.submit(self.shard.fetch, into)
 
     def push(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
              first_version: int | None = None) -> Future:
@@ -39,17 +37,7 @@ class ThreadedShard(OwnedEnd):
     def push_fetch(self, grad: np.ndarray, fetched_version: int, pusher: str | None = None, examples: int = 0,
                    first_version: int | None = None, into: np.ndarray | None = None) -> Future:
         """``(answer, version, parameters)``; with ``into``, the parameters are written there."""
-        if into is None:
-            return self._calls.submit(self.shard.push_fetch, grad, fetched_version, pusher, examples, first_version)
-        return self._calls.submit(self._push_fetch_into, grad, fetched_version, pusher, examples, first_version, into)
-
-    def _fetch_into(self, into: np.ndarray) -> tuple[int, np.ndarray]:
-        return self.shard.fetch_into(into), into
-
-    def _push_fetch_into(self, grad: np.ndarray, fetched_version: int, pusher: str | None, examples: int,
-                         first_version: int | None, into: np.ndarray) -> tuple[Any, int, np.ndarray]:
-        answer = self.shard.push(grad, fetched_version, pusher, examples, first_version)
-        return answer, self.shard.fetch_into(into), into
+        return self._calls.submit(self.shard.push_fetch, grad, fetched_version, pusher, examples, first_version, into)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or "shard" not in self.__dict__:

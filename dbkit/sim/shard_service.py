@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ps.owned_end import OwnedEnd
 from .cost import CostModel
-from .engine import Simulation, SimulationError
+from .engine import Simulation
 from .interpreter import when_free
 from .machines import Machine, Network
 
@@ -51,11 +51,8 @@ class VirtualFuture:
         """The answer, waiting in virtual time for it (``timeout`` is accepted and not needed: nothing
         is lost in the simulator, so every answer comes)."""
         if not self._done:
-            me = greenlet.getcurrent()
-            self._waiters.append(me)
-            if me is self._sim._loop:
-                raise SimulationError("only a simulated task can wait for virtual time")
-            self._sim._loop.switch()
+            self._waiters.append(greenlet.getcurrent())
+            self._sim._suspend()
         if self._error is not None:
             raise self._error
         return self._value
@@ -144,10 +141,9 @@ class ShardService:
     def arrive(self, request: Request) -> None:
         """``request`` has reached the shard's machine (now): once its process lets it in (``when_free``),
         served at once or queued."""
-        switch = self.cost.profile.machine.switch_seconds
-        if request.client is not self.machine and switch > 0:
-            when_free(self.sim, self.machine, switch, lambda: self._enter(request))
-        else:  # its own machine's call, or a machine that takes messages in first come, first served
+        if request.client is not self.machine:
+            when_free(self.sim, self.machine, self.cost.profile.machine.switch_seconds, lambda: self._enter(request))
+        else:
             self._enter(request)
 
     def _enter(self, request: Request) -> None:
@@ -200,10 +196,7 @@ def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException
         return
 
     def arrived() -> None:
-        if request.switch_seconds > 0:
-            when_free(sim, request.client, request.switch_seconds, take)
-        else:
-            take()
+        when_free(sim, request.client, request.switch_seconds, take)
 
     def take() -> None:
         done = request.client.interleave(sim.now, cpu)
@@ -230,10 +223,7 @@ class ShardEnd(OwnedEnd):
     def fetch(self, into: np.ndarray | None = None) -> VirtualFuture:
         """``(version, parameters)``; with ``into`` (the shard's size), the parameters are written there when
         the service runs, as a ``WireShard`` receives them (no copy of its own to copy again)."""
-        n = self.service.floats
-        if into is None:
-            return self._call("fetch", lambda s: s.fetch(), self._service_seconds("fetch"), 0, n)
-        return self._call("fetch", lambda s: (s.fetch_into(into), into), self._service_seconds("fetch"), 0, n)
+        return self._call("fetch", lambda s: s.fetch(into), self._service_seconds("fetch"), 0, self.service.floats)
 
     def push(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
              first_version: int | None = None) -> VirtualFuture:
@@ -245,14 +235,8 @@ class ShardEnd(OwnedEnd):
                    first_version: int | None = None, into: np.ndarray | None = None) -> VirtualFuture:
         """``(answer, version, parameters)``; with ``into``, the parameters are written there."""
         n = self.service.floats
-
-        def apply(s: Any) -> Any:
-            if into is None:
-                return s.push_fetch(grad, fetched_version, pusher, examples, first_version)
-            answer = s.push(grad, fetched_version, pusher, examples, first_version)
-            return answer, s.fetch_into(into), into
-
-        return self._call("push_fetch", apply, self._service_seconds("push_fetch"), n, n)
+        return self._call("push_fetch", lambda s: s.push_fetch(grad, fetched_version, pusher, examples, first_version,
+                                                               into), self._service_seconds("push_fetch"), n, n)
 
     def _service_seconds(self, kind: str) -> float:
         """A fetch's, push's or push_fetch's service time on this shard under its rule now (worked out once
