@@ -69,7 +69,9 @@ class Recovery:
     # ---- checkpoints ----------------------------------------------------------------------------
     def save(self, placement: Placement, config: RunConfig, directory: str | None = None) -> tuple[int, ...] | None:
         """Checkpoint every shard into ``directory`` (default: the job's), then the manifest; returns the
-        versions saved, or None if a shard did not answer (its previous checkpoint stays)."""
+        versions saved, or None if a shard did not answer (an error event; the manifest stays as it was).
+        Each shard's file is its own: a shard that wrote its file and died before answering leaves that
+        newer file, and a restore reads it (``ShardLost.checkpoint_version`` says which)."""
         own = directory is None or directory == self.directory
         directory = directory or self.directory
         assert directory is not None
