@@ -217,3 +217,46 @@ def test_a_sealed_shard_whose_adagrad_state_is_negative_or_whose_lr_is_not_posit
         write_shard(tmp_path, ShardState(**{**good.__dict__, **changed}))
         with pytest.raises(CheckpointError, match=says):
             read_shard(shard_file(tmp_path, 0), MODEL)
+
+
+class _Placement:
+    """What ``Recovery.save`` asks of a Downpour job's placement, over real in-process shards: each shard
+    writes its checkpoint; shards in ``dying`` write theirs and then fail to answer, as a shard whose worker
+    is killed between its write and its reply."""
+
+    def __init__(self, shards: list[ParameterShard]) -> None:
+        from dbkit.ps import ShardedParameters, balanced_layout
+
+        self.server = ShardedParameters(shards, balanced_layout(sum(s.size for s in shards), len(shards)))
+        self.partitions = 1
+        self.dying: set[int] = set()
+
+    def save(self, directory: str, model: str) -> tuple[dict[int, int], dict[int, str]]:
+        versions = {i: s.save(directory, model) for i, s in enumerate(self.server.shards)}
+        return ({i: v for i, v in versions.items() if i not in self.dying},
+                {i: "CommClosedError: the worker is gone" for i in self.dying})
+
+
+def test_a_save_interrupted_after_a_shard_wrote_its_file_leaves_that_file_and_the_manifest_as_it_was(tmp_path):
+    """``Recovery.save``: a shard that wrote its checkpoint and died before answering makes the save an
+    error (no ``Checkpointed``, the manifest unchanged), and its newer file is what a restore reads. The
+    reference is the shard itself: the version it had when it wrote."""
+    from dbkit.cluster.downpour.recovery import JobLink, Recovery
+    from dbkit.config import RunConfig
+    from dbkit.telemetry import Checkpointed, ErrorEvent, EventStream
+
+    shards = [_trained_shard(index=0, start=0, stop=300), _trained_shard(index=1, start=300, stop=600)]
+    placement, events = _Placement(shards), EventStream()
+    recovery = Recovery(str(tmp_path), 1.0, MODEL, JobLink(events, lambda where, e: None, lambda: None, lambda: 0))
+    config = RunConfig.make(algorithm="downpour", shards=2)
+    assert recovery.save(placement, config) == (5, 5)
+    for v in range(5, 8):
+        shards[1].push(np.ones(300, dtype=np.float32), v, examples=1)
+    placement.dying = {1}
+    assert recovery.save(placement, config) is None
+    (checkpointed,) = events.of(Checkpointed)
+    assert checkpointed.versions == (5, 5) and read_checkpoint(tmp_path, MODEL).manifest.versions == (5, 5)
+    (error,) = events.of(ErrorEvent)
+    assert error.where == "checkpoint of shard 1" and "gone" in error.message
+    restored = recovery.load(1, (300, 600))
+    assert restored.version == shards[1].version == 8 and np.array_equal(restored.params, shards[1].params)
