@@ -6,6 +6,7 @@ minimum); the timings themselves belong in docs/benchmarks.md, never in an asser
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -27,6 +28,15 @@ def run(script: str, *args: str, tmp_path: Path) -> dict:
     report = json.loads(out.read_text())
     assert report["benchmark"] == script and report["machine"]
     return report
+
+
+def benchmark(name: str):
+    """The benchmark script ``name`` imported as a module (its functions called in this process)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
 
 
 def test_ps_roundtrip(tmp_path):
@@ -150,11 +160,7 @@ def test_the_speed_ceiling_does_the_simulated_replicas_work(n):
     """``bare_replicas`` (no classes, no clock) ends with the shard's parameters bit for bit those of dbkit's
     replicas stepping in turn on an in-process Adagrad shard: the ceiling does the same work, fetches
     included (each replica's first at its first step, after the replicas before it have pushed)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import sim_speed
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    sim_speed = benchmark("sim_speed")
     _, bare = sim_speed.bare_replicas(6, 9, n)
     _, classes = sim_speed.same_classes(6, 9, 1, n)
     assert bare.dtype == classes.dtype == np.float32
@@ -197,11 +203,7 @@ def test_sim_validation_refuses_a_repeat_below_one(tmp_path):
 
 def test_sim_instructions_reads_cachegrind_counts(tmp_path):
     """The instruction counter sums a Cachegrind file's summary, and apart libc's copy and fill routines."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import sim_instructions
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    sim_instructions = benchmark("sim_instructions")
     cg = tmp_path / "out.cg"
     cg.write_text("desc: I1 cache: ...\ncmd: python x.py\nevents: Ir\n"
                   "fl=./string/memmove-vec-unaligned-erms.S\nfn=__memcpy_avx_unaligned_erms\n10 300\n11 20\n"
