@@ -20,13 +20,21 @@ def loaded_after(imports: str) -> str:
 
 def test_core_imports_no_dask_widgets_or_matplotlib():
     core = ("import dbkit, dbkit.nn, dbkit.ps, dbkit.algorithms, dbkit.data, dbkit.config, dbkit.settings, "
-            "dbkit.partition, dbkit.telemetry, dbkit.jobs, dbkit.cluster")
+            "dbkit.partition, dbkit.telemetry, dbkit.jobs, dbkit.runtime, dbkit.cluster")
     assert loaded_after(core) == ""
 
 
 def test_an_in_memory_sync_sgd_job_loads_no_dask():
     run = ("import dbkit\njob = dbkit.SyncSGD('linear', 'digits', steps=20)\njob.fit(progress=False)\n"
            "job.stop()\nassert job.report()['steps'] == 20")
+    assert loaded_after(run) == ""
+
+
+def test_a_downpour_job_on_in_process_workers_loads_no_dask():
+    run = ("from dbkit.runtime import InProcessCluster\nimport dbkit\n"
+           "with InProcessCluster(2) as m, dbkit.DownpourSGD('linear', 'digits', cluster=m, replicas=2) as d:\n"
+           "    d.fit(steps=20, progress=False)\n"
+           "assert d.report()['cluster']['kind'] == 'in-process'")
     assert loaded_after(run) == ""
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 _LAZY = {
     "Cluster": ".session", "ClusterError": ".session", "SchedulerAddressError": ".session",
-    "ActorRegistry": ".registry", "start_shards": ".shards",
+    "ActorRegistry": "dbkit.runtime.registry", "start_shards": ".shards",
     "SyncSGD": ".sgd", "DownpourSGD": ".downpour", "SandblasterLBFGS": ".sandblaster",
     "ActorPartitionedNetwork": ".partitioned_network", "PartitionStep": ".timing", "RoundTrip": ".timing",
     "time_partitioned_step": ".timing", "time_roundtrip": ".timing",

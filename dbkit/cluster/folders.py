@@ -28,7 +28,7 @@ def check_workers_can_write(cluster: Cluster, directory: str) -> None:
     Each worker makes the folder if it is missing and writes and drops a file in it, as the driver's
     own check does (``dbkit.ps.checkpoint.writable``).
     """
-    answers = cluster.client.run(_probe, directory, on_error="return")
+    answers = cluster.run_on_workers(_probe, directory)
     for worker in sorted(answers):
         why = answers[worker]
         if why is not None:

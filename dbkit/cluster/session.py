@@ -21,8 +21,8 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..runtime.registry import ActorRegistry
 from .bounded_wait import WorkerLeft, wait_unless_gone
-from .registry import ActorRegistry
 
 _OPEN: weakref.WeakSet[Cluster] = weakref.WeakSet()
 # Environment for worker processes dbkit starts (see Cluster.__init__); for your own
@@ -284,6 +284,10 @@ class Cluster:
                      if _is_large_array(a) else a for a in args]
         future = self.client.submit(fn, *scattered, key=key, actor=actor, pure=False, **kwargs, **opts)
         return future, [a for a, b in zip(scattered, args) if a is not b]
+
+    def run_on_workers(self, fn, *args) -> dict:
+        """``fn(*args)`` once on every worker: its value, or the exception it raised, by worker address."""
+        return dict(self.client.run(fn, *args, on_error="return"))
 
     def place_round_robin(self, prefix: str, specs: list[tuple], cls, workers: list[str] | None = None) -> list:
         """Place one actor per argument tuple in ``specs``, spreading them over ``workers`` (default: all)."""

@@ -72,23 +72,22 @@ def connect(handles: ShardHandles, colocated: bool = True, name: str | None = No
     their own (``ThreadedShard``), beside the caller's computing. Close the
     result (``ShardedParameters.close``) to end its connections and threads.
     """
-    from distributed import get_worker
-    from distributed.actor import Actor
-
     from ..ps.threaded_shard import ThreadedShard
     from ..ps.wire_client import WireShard
+    from .task_side import task_side
 
-    local = get_worker().state.actors if colocated else {}
+    side = task_side()
     wires = handles.wires or (None,) * len(handles.keys)
     shards: list = []
     try:
         for k, w, wire in zip(handles.keys, handles.workers, wires):
-            if k in local:
-                shards.append(ThreadedShard(local[k]) if threaded else local[k])
+            here = side.local(k) if colocated else None
+            if here is not None:
+                shards.append(ThreadedShard(here) if threaded else here)
             elif wire is not None:
-                shards.append(WireShard(wire, k, pusher=name, fallback=Actor(ParameterShard, w, k)))
+                shards.append(WireShard(wire, k, pusher=name, fallback=side.remote(ParameterShard, w, k)))
             else:
-                shards.append(Actor(ParameterShard, w, k))
+                shards.append(side.remote(ParameterShard, w, k))
     except BaseException:
         for s in shards:
             if owned_end(s):  # a proxy's ``close`` would be a call to the shard

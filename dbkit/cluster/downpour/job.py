@@ -26,6 +26,7 @@ from ...jobs import FinalState, Job, JobThread, Monitor, job_from_checkpoint, re
 from ...nn import Network
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
+from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ...settings import check
 from ...telemetry import Relayout, ReplicaEvent
 from ..folders import check_workers_can_write
@@ -40,7 +41,7 @@ class _Resources:
     """What a Downpour job holds on the cluster; released once, by ``stop()`` or when the job is collected."""
 
     def __init__(self) -> None:
-        self.cluster: Cluster | None = None
+        self.cluster: Runtime | None = None
         self.placement: Placement | None = None
         self.fleet: Fleet | None = None
         self.monitor: JobThread | None = None
@@ -91,6 +92,10 @@ class DownpourSGD(Job):
         One replica trains alone this many steps before the others start.
     client, scheduler : optional
         An existing ``distributed.Client`` or a scheduler address; default: a LocalCluster.
+    cluster : optional
+        Machines that are not Dask's (``dbkit.runtime.InProcessCluster``): the job opens a session on them
+        and leaves them running when it stops. Give at most one of ``client``, ``scheduler``, ``cluster``.
+        Partitioned replicas (``partitions`` > 1) run on Dask only.
     config : RunConfig, optional
         Base settings; keyword arguments (any ``RunConfig`` setting) override it.
     replica_workers, shard_workers : list of str, optional
@@ -108,13 +113,15 @@ class DownpourSGD(Job):
     before_start = ("warm_start_steps",)
 
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, client: Any = None,
-                 scheduler: str | None = None, config: RunConfig | None = None,
+                 scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,
                  replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
                  **settings: Any) -> None:
         base = config or RunConfig.make(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
         config, dataset, network = resolve_job("downpour", model, data, base, dict(scheduler=scheduler, **settings))
+        self._machines = given_cluster(cluster, client, config.scheduler)
         check_layout(network, config)  # refuses partitions the network or shards cannot take
         super().__init__(config, dataset, network)
+        self._check_runtime(config)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self.tag = uuid.uuid4().hex[:10]
         self._res = _Resources()
@@ -183,7 +190,8 @@ class DownpourSGD(Job):
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
         c, net = self.config, self.network
-        cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
+        cluster = self._res.cluster = (self._machines.session(self.tag) if self._machines is not None else
+                                       Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers))
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)
@@ -298,7 +306,7 @@ class DownpourSGD(Job):
     def _resources(self) -> _Resources:
         return self._res
 
-    def _cluster(self) -> Cluster | None:
+    def _cluster(self) -> Runtime | None:
         return self._res.cluster
 
     def _read_shards(self) -> tuple[ShardFigures, ...]:
@@ -332,14 +340,20 @@ class DownpourSGD(Job):
 
     def _check(self, config: RunConfig) -> None:
         check_layout(self.network, config)
+        self._check_runtime(config)
         known = self._fleet.known() if self._fleet is not None else set(range(config.replicas))
         bad = sorted(i for i, _ in config.slow_replicas if i not in known)
         if bad:
             raise ValueError(f"slow_replicas names replica {bad[0]}, which this job does not have "
                              f"(its replicas: {sorted(known)})")
 
+    def _check_runtime(self, config: RunConfig) -> None:
+        if self._machines is not None and config.downpour.partitions > 1:
+            raise ValueError(f"partitions={config.downpour.partitions}: partitioned replicas run on Dask only, "
+                             f"not on {type(self._machines).__name__} (use partitions=1, or client=/scheduler=)")
+
     def _new_like(self, config: RunConfig) -> DownpourSGD:
-        return DownpourSGD(self.network, self.data, client=self._client, config=config,
+        return DownpourSGD(self.network, self.data, client=self._client, cluster=self._machines, config=config,
                            replica_workers=self._replica_workers, shard_workers=self._shard_workers)
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:

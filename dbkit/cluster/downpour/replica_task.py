@@ -1,7 +1,7 @@
 """Downpour replicas as long-running Dask tasks, steered through a control actor on their worker.
 
 A replica's loop (``dbkit.algorithms.run_replica_loop``) runs as a task that
-calls ``secede()``, so it never occupies a worker thread slot and never runs
+leaves its worker's task slot (Dask's ``secede()``), so it never occupies a worker thread slot and never runs
 on the actor thread shared by the shards on that worker (DESIGN.md, Dask
 facts). The driver changes a replica's ``ReplicaSettings`` by calling
 ``ReplicaControl`` methods; the replica reads the control object *in process*
@@ -10,6 +10,7 @@ facts). The driver changes a replica's ``ReplicaSettings`` by calling
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from ...algorithms import DownpourReplica, PartitionedDownpourReplica, ReplicaFigures, ReplicaSettings, run_replica_loop
 from ..partition_actors import PartitionActor, fail_fast
 from ..shards import ShardHandles, connect
+from ..task_side import DaskTaskSide, task_side
 
 
 class ReplicaControl:
@@ -61,22 +63,22 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     the partition actors named by ``partitions`` (``(key, worker)`` each), which
     hold their data and shards themselves.
     """
-    from distributed import get_worker, secede
-    from distributed.actor import Actor
     from threadpoolctl import threadpool_limits
 
-    secede()
-    worker = get_worker()
-    ctl = worker.state.actors.get(control_key)
+    side = task_side()
+    side.leave_slot()
+    ctl = side.local(control_key)
     if ctl is None:
         raise RuntimeError(f"replica {index}: its control actor {control_key} is not on this worker")
     s = ctl.settings[index]
     replica: DownpourReplica | PartitionedDownpourReplica
     server = None
     if partitions:
-        parts = [Actor(PartitionActor, w, k) for k, w in partitions]
+        if not isinstance(side, DaskTaskSide):
+            raise RuntimeError(f"replica {index}: partitioned replicas run on Dask workers only")
+        parts = [side.remote(PartitionActor, w, k) for k, w in partitions]
         replica = PartitionedDownpourReplica(index, parts, s.n_fetch, s.n_push, s.lr, floats_per_example,
-                                             gather=fail_fast(worker.loop), max_nonfinite=max_nonfinite)
+                                             gather=fail_fast(side.loop), max_nonfinite=max_nonfinite)
     else:
         assert X is not None and y is not None and shards is not None
         server = connect(shards, name=f"replica{index}", threaded=overlap)
@@ -87,8 +89,10 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
         ctl.figures[index] = figures
 
     try:
-        with threadpool_limits(1):  # one BLAS thread per replica: processes, not BLAS threads, share the cores
-            return run_replica_loop(replica, lambda: ctl.settings[index], publish, worker=worker.address)
+        # one BLAS thread per replica on Dask: processes, not BLAS threads, share the cores (in process,
+        # a limit is the whole process's, so it is left to the caller)
+        with threadpool_limits(1) if isinstance(side, DaskTaskSide) else nullcontext():
+            return run_replica_loop(replica, lambda: ctl.settings[index], publish, worker=side.address)
     finally:
         if server is not None:
             server.close()  # its wire connections (after the answers to what it pushed)

@@ -1,22 +1,24 @@
-"""Keeps the Futures of actors alive.
+"""The actors one job placed, by name, each kept alive until released on purpose.
 
 Dask deletes an actor when the client drops its Future, even if replicas still
-hold proxies to it (DESIGN.md, Dask facts). Every actor dbkit creates is
-registered here under a name and released only on purpose.
+hold proxies to it (DESIGN.md, Dask facts). Every actor dbkit creates, on Dask
+or on an in-process worker, is registered here under a name with its hold on
+its worker (``release()``), and released only on purpose. No Dask import.
 """
 
 from __future__ import annotations
 
 import gc
 import threading
+from typing import Any
 
 
 class ActorRegistry:
     """Named actor Futures and their proxies."""
 
     def __init__(self) -> None:
-        self._futures: dict[str, object] = {}
-        self._proxies: dict[str, object] = {}
+        self._futures: dict[str, Any] = {}  # a Dask actor's Future, or anything with ``release()``
+        self._proxies: dict[str, Any] = {}
         self._workers: dict[str, str] = {}
         self._lock = threading.Lock()
 

@@ -1,0 +1,45 @@
+"""A task's own side of its worker (``dbkit.runtime.TaskSide``): on Dask, or on an in-process worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..runtime.inprocess.task_side import current
+from ..runtime.protocol import TaskSide
+
+
+class DaskTaskSide:
+    """``TaskSide`` for a task running on a Dask worker."""
+
+    def __init__(self) -> None:
+        from distributed import get_worker
+
+        self._worker = get_worker()
+
+    @property
+    def address(self) -> str:
+        return str(self._worker.address)
+
+    @property
+    def loop(self) -> Any:
+        """The worker's event loop (where its actors' async methods, a partition's, run)."""
+        return self._worker.loop
+
+    def local(self, key: str) -> Any | None:
+        return self._worker.state.actors.get(key)
+
+    def remote(self, cls: type, worker: str, key: str) -> Any:
+        from distributed.actor import Actor
+
+        return Actor(cls, worker, key)
+
+    def leave_slot(self) -> None:
+        from distributed import secede
+
+        secede()
+
+
+def task_side() -> TaskSide | DaskTaskSide:
+    """The side of the worker this task runs on: an in-process worker's if it is one, else Dask's."""
+    side = current()
+    return side if side is not None else DaskTaskSide()

@@ -1,0 +1,49 @@
+"""A task's own side of an in-process worker: which worker it runs on, and the actors beside it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .workers import ActorProxy, Worker
+
+_here = threading.local()
+
+
+class InProcessTaskSide:
+    """``dbkit.runtime.TaskSide`` for a task on an in-process worker."""
+
+    def __init__(self, worker: Worker, workers: dict[str, Worker]) -> None:
+        self._worker, self._workers = worker, workers
+
+    @property
+    def address(self) -> str:
+        return self._worker.address
+
+    def local(self, key: str) -> Any | None:
+        return self._worker.get(key)
+
+    def remote(self, cls: type, worker: str, key: str) -> Any:
+        if worker not in self._workers:
+            raise RuntimeError(f"no in-process worker {worker}")
+        return ActorProxy(self._workers[worker], key)
+
+    def leave_slot(self) -> None:
+        """Nothing to give up: every in-process task has a thread of its own."""
+
+
+def current() -> InProcessTaskSide | None:
+    """The in-process worker this thread's task runs on, or ``None`` (not an in-process task)."""
+    return getattr(_here, "side", None)
+
+
+@contextmanager
+def running_on(side: InProcessTaskSide) -> Iterator[None]:
+    """Mark this thread as a task of ``side``'s worker while the block runs."""
+    _here.side = side
+    try:
+        yield
+    finally:
+        _here.side = None

@@ -1,0 +1,143 @@
+"""What a driver asks of the machines it runs on: the runtime protocol.
+
+A job's drivers (``Fleet``, ``Placement``, ``Recovery``) place actors (shards,
+the replicas' control objects) and long-running tasks (replicas) on workers,
+call them, watch which workers are alive, and release what they placed. They
+ask for nothing else, so the same drivers run on Dask (``dbkit.cluster.Cluster``,
+the only code that imports Dask) and in this process
+(``dbkit.runtime.inprocess``: deterministic workers for tests and for a
+learner without a cluster). A task placed on a worker asks its own side of the
+protocol (``TaskSide``) for the actors beside it.
+
+An actor's proxy answers each method call with a future-like object (its
+``result(timeout=...)`` gives the value or raises the method's error); a call
+to an actor whose worker is gone raises ``RuntimeError`` at once or from
+``result``, as a Dask actor's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Registry(Protocol):
+    """The actors one job placed, by name (``dbkit.runtime.registry.ActorRegistry``)."""
+
+    def proxy(self, name: str) -> Any: ...
+
+    def worker(self, name: str) -> str: ...
+
+    def names(self) -> list[str]: ...
+
+    def release(self, *names: str) -> None: ...
+
+
+class WireAddresses(Protocol):
+    """Where each worker's shard wire listens (``None``: reach its shards through the runtime's calls)."""
+
+    def addresses(self, workers: list[str]) -> dict[str, Any]: ...
+
+    def close(self, tell_workers: bool = True) -> None: ...
+
+
+class TaskFuture(Protocol):
+    """A long-running task's handle (a Dask Future, or an in-process ``Task``)."""
+
+    @property
+    def status(self) -> str:
+        """pending, finished, error, cancelled or lost."""
+        ...
+
+    def result(self, timeout: float | None = None) -> Any: ...
+
+    def exception(self, timeout: float | None = None) -> BaseException | None: ...
+
+    def cancel(self) -> Any: ...
+
+
+class Runtime(Protocol):
+    """One job's session on its machines: what it placed there, and how it asks them."""
+
+    tag: str
+    registry: Registry
+    wires: WireAddresses
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def workers(self) -> list[str]:
+        """The live workers' addresses, sorted."""
+        ...
+
+    def wait_for_workers(self, n: int, timeout: float = 30.0) -> list[str]: ...
+
+    def place_actor(self, name: str, cls: type, *args: Any, worker: str | None = None, **kwargs: Any) -> Any:
+        """``cls(*args, **kwargs)`` on ``worker`` (any if ``None``), registered as ``name``; its proxy."""
+        ...
+
+    def place_round_robin(self, prefix: str, specs: list[tuple], cls: type,
+                          workers: list[str] | None = None) -> list: ...
+
+    def submit_on(self, worker: str, fn: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> TaskFuture:
+        """Run ``fn(*args, **kwargs)`` on ``worker`` as a task that may run for the whole job."""
+        ...
+
+    def run_on_workers(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        """``fn(*args)`` once on every worker: its value, or the exception it raised, by worker."""
+        ...
+
+    def lost(self, grace: float = 2.0) -> str | None:
+        """One line saying the runtime itself is gone (every worker with it), or ``None``."""
+        ...
+
+    def drop_worker(self, address: str) -> None:
+        """Count ``address`` as gone (a hung machine): what it held is lost, calls to it fail now."""
+        ...
+
+    def dashboard_link(self) -> str | None: ...
+
+    def close(self) -> None:
+        """Release every actor this session placed; safe to call twice."""
+        ...
+
+
+class TaskSide(Protocol):
+    """What a task running on a worker asks of that worker."""
+
+    @property
+    def address(self) -> str: ...
+
+    def local(self, key: str) -> Any | None:
+        """The actor ``key`` itself when it lives on this worker (called in process), else ``None``."""
+        ...
+
+    def remote(self, cls: type, worker: str, key: str) -> Any:
+        """A proxy to the actor ``key`` of class ``cls`` on ``worker``."""
+        ...
+
+    def leave_slot(self) -> None:
+        """Give up the worker's task slot: this task runs for the whole job (Dask's ``secede``)."""
+        ...
+
+
+class ClusterFactory(Protocol):
+    """What a job may be given as ``cluster=``: machines it opens one session on, and leaves running."""
+
+    def session(self, tag: str) -> Runtime: ...
+
+
+def given_cluster(cluster: Any, client: Any, scheduler: str | None) -> ClusterFactory | None:
+    """A job's ``cluster=`` checked: at most one of ``cluster``, ``client`` and ``scheduler``, and machines
+    that open sessions (``session(tag)``); ``None`` when the job runs on Dask."""
+    if cluster is None:
+        return None
+    if client is not None or scheduler is not None:
+        raise ValueError("give one of cluster=, client= and scheduler=, not several")
+    if not callable(getattr(cluster, "session", None)):
+        raise TypeError(f"cluster= takes dbkit's own machines (dbkit.runtime.InProcessCluster), got "
+                        f"{type(cluster).__name__}; for a Dask cluster pass client= or scheduler=")
+    return cluster

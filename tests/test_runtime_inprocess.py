@@ -1,0 +1,164 @@
+"""The in-process runtime: Downpour's drivers (fleet, placement, shards) on workers in this process,
+checked against plain SGD and against the same job on a real LocalCluster; the workers' actor and task
+semantics; bad arguments; cleanup."""
+
+import threading
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+
+import dbkit
+from dbkit import data, nn
+from dbkit.algorithms import SGDTrainer
+from dbkit.config import RunConfig
+from dbkit.runtime import InProcessCluster
+from dbkit.runtime.inprocess.workers import Task, Worker
+from dbkit.telemetry import validate_report
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits")
+
+
+@pytest.fixture
+def machines():
+    with InProcessCluster(workers=2) as m:
+        yield m
+
+
+def _dbkit_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("dbkit")]
+
+
+def test_one_replica_one_shard_in_process_reproduces_sync_sgd_exactly(digits, machines):
+    cfg = RunConfig.make(algorithm="downpour", steps=60, lr=0.05, optimizer="sgd", replicas=1, shards=1,
+                         overlap=False)
+    net = nn.build("mlp", 64, 10, l2=cfg.l2)
+    base = SGDTrainer(net, digits, lr=0.05)
+    for _ in range(60):
+        base.step()
+    with dbkit.DownpourSGD(net, digits, config=cfg, cluster=machines) as d:
+        d.fit(steps=60, progress=False)
+        assert d.snapshot().step == 60
+        params = d.parameters()
+    assert params.tobytes() == base.params.tobytes()
+
+
+@pytest.mark.cluster
+def test_the_same_job_on_a_local_cluster_and_in_process_gives_the_same_parameters_and_report(digits, local_cluster,
+                                                                                              machines):
+    cfg = RunConfig.make(algorithm="downpour", lr=0.05, optimizer="adagrad", replicas=1, shards=2, overlap=False,
+                         eval_every=20)
+    reports, params = {}, {}
+    for name, where in (("dask", dict(client=local_cluster.client)), ("in-process", dict(cluster=machines))):
+        with dbkit.DownpourSGD("mlp", digits, config=cfg, **where) as d:
+            d.fit(steps=80, progress=False)
+            params[name] = d.parameters()
+        reports[name] = d.report()
+    assert params["dask"].tobytes() == params["in-process"].tobytes()
+    for report in reports.values():
+        assert validate_report(report) == []
+    assert reports["in-process"]["cluster"]["kind"] == "in-process"
+    kinds = {name: {e["type"] for e in r["events"]} for name, r in reports.items()}
+    assert kinds["dask"] == kinds["in-process"]
+    # (when the monitor evaluates in between depends on its polls; both end evaluated at step 80)
+    assert [rep["history"][-1]["step"] for rep in reports.values()] == [80, 80]
+
+
+def test_replicas_train_asynchronously_and_are_steered_in_process(digits, machines):
+    with dbkit.DownpourSGD("mlp", digits, cluster=machines, replicas=2, shards=2, optimizer="adagrad", lr=0.05,
+                           eval_every=100) as d:
+        d.fit(steps=400, progress=False)
+        d.set(n_fetch=4, n_push=4)
+        assert all(r.n_push == 4 for r in d.replicas())  # applied on the replicas, not just asked
+        assert d.add_replicas(1) == [2]
+        d.fit(steps=200, progress=False)
+        assert d.replicas()[2].pushes > 0
+        d.pause()
+        frozen = d.parameters()
+        assert d.parameters().tobytes() == frozen.tobytes()
+        report = d.report()
+    assert validate_report(report) == []
+    assert report["final"]["test_accuracy"] >= 0.9
+    assert sum(s["updates"] for s in report["shards"]) == 2 * sum(r["pushes"] for r in report["replicas"])
+    assert {s["worker"] for s in report["shards"]} == set(machines.workers())
+
+
+def test_stop_releases_every_actor_and_thread_and_leaves_the_machines_running(digits, machines):
+    before = _dbkit_threads()
+    d = dbkit.DownpourSGD("linear", digits, cluster=machines, replicas=2, shards=2, lr=0.02, optimizer="sgd")
+    d.fit(steps=40, progress=False)
+    assert any(machines.placed().values())
+    d.stop()
+    d.stop()  # idempotent
+    assert machines.placed() == {w: [] for w in machines.workers()}
+    leftover = [t for t in _dbkit_threads() if t not in before and "actors" not in t]
+    assert leftover == []
+    with dbkit.DownpourSGD("linear", digits, cluster=machines, replicas=1, shards=1) as again:  # still usable
+        again.fit(steps=10, progress=False)
+    assert validate_report(d.report()) == []  # figures survive the stop
+
+
+def test_bad_cluster_arguments_are_refused_before_anything_starts(digits, machines):
+    with pytest.raises(ValueError, match="one of cluster="):
+        dbkit.DownpourSGD("linear", digits, cluster=machines, scheduler="tcp://127.0.0.1:8786")
+    with pytest.raises(TypeError, match="for a Dask cluster pass client="):
+        dbkit.DownpourSGD("linear", digits, cluster=object())
+    with pytest.raises(ValueError, match="partitioned replicas run on Dask only"):
+        dbkit.DownpourSGD("image-local", digits, cluster=machines, partitions=2, shards=2)
+    with dbkit.DownpourSGD("linear", digits, cluster=machines, replicas=1, shards=2) as d:
+        d.fit(steps=5, progress=False)
+        with pytest.raises(ValueError, match="partitioned replicas run on Dask only"):
+            d.set(partitions=2)
+        assert d.config.downpour.partitions == 1
+    with pytest.raises(ValueError, match="workers must be"):
+        InProcessCluster(workers=0)
+    machines.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        machines.session("x")
+
+
+class _Counter:
+    def __init__(self, start: np.ndarray) -> None:
+        self.values = start
+
+    def add(self, x: np.ndarray) -> str:
+        self.values += x
+        return threading.current_thread().name
+
+    def total(self) -> float:
+        return float(self.values.sum())
+
+
+def test_actor_calls_run_in_order_on_their_workers_one_thread_on_copies_of_the_arguments(machines):
+    session = machines.session("t")
+    start = np.zeros(3)
+    a = session.place_actor("a", _Counter, start, worker=machines.workers()[1])
+    start += 100  # the actor holds its own copy, as one Dask unpickled would
+    threads = {a.add(np.ones(3)).result(timeout=5) for _ in range(20)}
+    assert a.total().result(timeout=5) == 60.0
+    assert len(threads) == 1 and machines.workers()[1] in threads.pop()
+    assert session.registry.worker("a") == machines.workers()[1]
+    session.close()
+    assert machines.placed() == {w: [] for w in machines.workers()}
+    with pytest.raises(RuntimeError, match="was lost"):
+        a.total()
+
+
+def test_a_lost_worker_refuses_calls_and_its_tasks_count_as_lost():
+    w = Worker("inprocess://test")
+    w.add("k", _Counter(np.zeros(1)))
+    release = threading.Event()
+    task = Task(w, "task", release.wait, (), {}, lambda _: nullcontext())
+    assert task.status == "pending"
+    w.lose()
+    assert task.status == "lost"
+    with pytest.raises(RuntimeError, match="was lost"):
+        w.call("k", "total", (), {})
+    release.set()
+    assert task.join(5)
+    failing = Task(Worker("inprocess://other"), "bad", lambda: 1 / 0, (), {}, lambda _: nullcontext())
+    assert failing.join(5) and failing.status == "error"
+    assert isinstance(failing.exception(1), ZeroDivisionError)
