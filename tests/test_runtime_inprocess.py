@@ -162,3 +162,69 @@ def test_a_lost_worker_refuses_calls_and_its_tasks_count_as_lost():
     failing = Task(Worker("inprocess://other"), "bad", lambda: 1 / 0, (), {}, lambda _: nullcontext())
     assert failing.join(5) and failing.status == "error"
     assert isinstance(failing.exception(1), ZeroDivisionError)
+
+
+# ---- a lost machine, in process (as tests/test_recovery.py does with killed worker processes) --------------
+def test_a_lost_shard_comes_back_from_its_checkpoint_in_process_and_training_goes_on(digits, tmp_path):
+    from dbkit.telemetry import Checkpointed, ReplicaEvent, ShardLost
+
+    with InProcessCluster(workers=3) as m:
+        w = m.workers()
+        with dbkit.DownpourSGD("mlp", digits, cluster=m, replicas=2, shards=2, lr=0.05, checkpoint_dir=str(tmp_path),
+                               checkpoint_every=0.05, shard_workers=[w[0], w[1]], replica_workers=[w[2], w[1]]) as job:
+            job.fit(steps=300, progress=False)
+            assert job.events.of(Checkpointed)
+            lost = next(s.index for s in job.shards() if s.worker == w[0])
+            m.lose_worker(w[0])
+            job.fit(steps=600, progress=False)
+            assert job.state == "paused"  # it went on: not failed
+            shards = job.shards()
+            report = job.report()
+    assert validate_report(report) == []
+    (event,) = job.events.of(ShardLost)
+    saved = {c.versions[lost] for c in job.events.of(Checkpointed) if c.t <= event.t}
+    assert event.shard == lost and event.worker == w[0] and event.restored_on in (w[1], w[2])
+    assert event.checkpoint_version in saved  # no kill lands mid-save here: the worker is lost between calls
+    assert event.updates_lost == event.version_read - event.checkpoint_version >= 0
+    assert shards[lost].worker == event.restored_on and shards[lost].version >= event.checkpoint_version
+    assert report["faults"]["shards_lost"] == report["faults"]["shards_restored"] == 1
+    restarted = [e for e in job.events.of(ReplicaEvent) if e.what == "restarted"]
+    assert all(e.worker != w[0] for e in restarted)
+    assert report["final"]["test_accuracy"] > 0.9
+
+
+def test_a_replica_lost_with_its_worker_in_process_is_replaced_on_its_data(digits):
+    from dbkit.telemetry import ReplicaEvent
+
+    with InProcessCluster(workers=3) as m:
+        w = m.workers()
+        with dbkit.DownpourSGD("mlp", digits, cluster=m, replicas=2, shards=2, lr=0.05,
+                               shard_workers=[w[0], w[1]], replica_workers=[w[2], w[1]]) as job:
+            job.fit(steps=200, progress=False)
+            first = job.replicas()[0]
+            m.lose_worker(w[2])  # replica 0's worker; no shard there
+            job.fit(steps=400, progress=False)
+            figures = {r.replica: r for r in job.replicas()}
+            report = job.report()
+    events = job.events.of(ReplicaEvent)
+    assert [e.replica for e in events if e.what == "lost"] == [0]
+    (r,) = [e for e in events if e.what == "restarted"]
+    assert r.worker == w[1] and r.reason == "replaces replica 0"
+    assert figures[0].state == "lost" and figures[0].steps >= first.steps  # it stopped, it was not stepped back
+    assert figures[r.replica].steps > 0 and report["faults"]["replicas_restarted"] == 1
+
+
+def test_a_job_resumes_from_its_checkpoint_in_process_bit_for_bit(digits, tmp_path, machines):
+    from dbkit.ps import read_checkpoint
+
+    with dbkit.DownpourSGD("mlp", digits, cluster=machines, replicas=2, shards=2, lr=0.05) as job:
+        job.fit(steps=200, progress=False)
+        job.checkpoint(tmp_path / "ckpt")
+    saved = read_checkpoint(tmp_path / "ckpt")
+    resumed = dbkit.DownpourSGD.from_checkpoint(tmp_path / "ckpt", data=digits, cluster=machines)
+    with resumed:
+        resumed._start(paused=True)  # placed, not yet trained
+        params, acc = resumed.parameter_state()
+        assert np.array_equal(resumed.layout.to_server(params), saved.params)
+        assert np.array_equal(resumed.layout.to_server(acc), saved.opt_state)
+        assert [s.version for s in resumed.shards()] == list(saved.manifest.versions)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..runtime.inprocess.task_side import current
 from ..runtime.protocol import TaskSide
+
+T = TypeVar("T")
 
 
 class DaskTaskSide:
@@ -37,6 +40,10 @@ class DaskTaskSide:
         from distributed import secede
 
         secede()
+
+    def while_alive(self, read: Callable[[], T]) -> Callable[[], T]:
+        """``read`` itself: a lost Dask worker's process, and the task with it, is gone."""
+        return read
 
 
 def task_side() -> TaskSide | DaskTaskSide:

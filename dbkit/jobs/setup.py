@@ -75,12 +75,13 @@ def check_fit(config: RunConfig, dataset: Dataset, network: Network) -> None:
 
 
 def job_from_checkpoint(cls: Any, path: str | os.PathLike[str], saved: dict[str, Any], model: Any, data: Any,
-                        client: Any, scheduler: str | None, settings: dict[str, Any]) -> Any:
+                        where: dict[str, Any], settings: dict[str, Any]) -> Any:
     """A job of ``cls`` (not started) that goes on from the checkpoint in ``path``: the ``saved`` settings
-    (those it was written with) changed by ``settings``, its model and data unless given."""
+    (those it was written with) changed by ``settings``, its model and data unless given, on the machines
+    ``where`` names (``client=``, ``scheduler=`` or ``cluster=``)."""
     config = RunConfig.make(**{**saved, **settings})
     job = cls(model if model is not None else config.model, data if data is not None else config.dataset,
-              config=config, client=client, scheduler=scheduler)
+              config=config, **where)
     return job.start_from(path)
 
 

@@ -18,7 +18,9 @@ to an actor whose worker is gone raises ``RuntimeError`` at once or from
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Registry(Protocol):
@@ -121,6 +123,11 @@ class TaskSide(Protocol):
 
     def leave_slot(self) -> None:
         """Give up the worker's task slot: this task runs for the whole job (Dask's ``secede``)."""
+        ...
+
+    def while_alive(self, read: Callable[[], T]) -> Callable[[], T]:
+        """``read``, which a long-running task calls at every step, ending the task (``RuntimeError``) once
+        its worker is gone; on a runtime whose lost workers take their tasks with them, ``read`` itself."""
         ...
 
 

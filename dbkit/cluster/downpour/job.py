@@ -449,8 +449,9 @@ class DownpourSGD(Job):
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], model: str | Network | None = None,
                         data: str | Dataset | None = None, *, client: Any = None, scheduler: str | None = None,
-                        **settings: Any) -> DownpourSGD:
+                        cluster: ClusterFactory | None = None, **settings: Any) -> DownpourSGD:
         """A job (not started) that trains on from the checkpoint in ``path``, with the settings it was
         saved with (model, data, replicas, shards, ...) changed by ``settings``."""
         saved = settings_of(read_manifest(path))
-        return job_from_checkpoint(cls, path, saved, model, data, client, scheduler, settings)
+        where = dict(client=client, scheduler=scheduler, cluster=cluster)
+        return job_from_checkpoint(cls, path, saved, model, data, where, settings)

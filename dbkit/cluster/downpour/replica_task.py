@@ -92,7 +92,8 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
         # one BLAS thread per replica on Dask: processes, not BLAS threads, share the cores (in process,
         # a limit is the whole process's, so it is left to the caller)
         with threadpool_limits(1) if isinstance(side, DaskTaskSide) else nullcontext():
-            return run_replica_loop(replica, lambda: ctl.settings[index], publish, worker=side.address)
+            return run_replica_loop(replica, side.while_alive(lambda: ctl.settings[index]), publish,
+                                    worker=side.address)
     finally:
         if server is not None:
             server.close()  # its wire connections (after the answers to what it pushed)

@@ -288,7 +288,7 @@ class SandblasterLBFGS(Job):
         """A job (not started) that goes on from the checkpoint in ``path`` with the settings it was
         saved with (model, data, replicas, shards, ...), changed by ``settings``."""
         saved = SandblasterCheckpoints.settings(path)
-        return job_from_checkpoint(cls, path, saved, model, data, client, scheduler, settings)
+        return job_from_checkpoint(cls, path, saved, model, data, dict(client=client, scheduler=scheduler), settings)
 
     def _restore_lost_shards(self) -> bool:
         """Bring lost shards back from the last checkpoint (``SandblasterCheckpoints.bring_back``);

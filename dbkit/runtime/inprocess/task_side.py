@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from .workers import ActorProxy, Worker
+from .workers import LOST, ActorProxy, Worker
+
+T = TypeVar("T")
 
 _here = threading.local()
 
@@ -32,6 +34,18 @@ class InProcessTaskSide:
 
     def leave_slot(self) -> None:
         """Nothing to give up: every in-process task has a thread of its own."""
+
+    def while_alive(self, read: Callable[[], T]) -> Callable[[], T]:
+        """``read``, raising ``RuntimeError`` once this worker is lost: a thread cannot be killed, so a
+        task on a lost worker ends at its next step, as the worker's death would have ended it."""
+        worker = self._worker
+
+        def checked() -> T:
+            if not worker.alive:
+                raise RuntimeError(f"{LOST}: {worker.address}")
+            return read()
+
+        return checked
 
 
 def current() -> InProcessTaskSide | None:

@@ -137,8 +137,10 @@ class Task:
     def status(self) -> str:
         if self._cancelled:
             return "cancelled"
+        if not self.worker.alive:  # as on Dask: what a dead worker ran or held is lost, finished or not
+            return "lost"
         if not self._future.done():
-            return "pending" if self.worker.alive else "lost"
+            return "pending"
         return "error" if self._future.exception() is not None else "finished"
 
     def result(self, timeout: float | None = None) -> Any:
