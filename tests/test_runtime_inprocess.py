@@ -159,6 +159,9 @@ def test_a_lost_worker_refuses_calls_and_its_tasks_count_as_lost():
         w.call("k", "total", (), {})
     release.set()
     assert task.join(5)
+    ran = []
+    late = Task(w, "late", lambda: ran.append(1), (), {}, lambda _: nullcontext())  # sent after the death
+    assert late.join(5) and late.status == "lost" and ran == []
     failing = Task(Worker("inprocess://other"), "bad", lambda: 1 / 0, (), {}, lambda _: nullcontext())
     assert failing.join(5) and failing.status == "error"
     assert isinstance(failing.exception(1), ZeroDivisionError)
@@ -228,3 +231,15 @@ def test_a_job_resumes_from_its_checkpoint_in_process_bit_for_bit(digits, tmp_pa
         assert np.array_equal(resumed.layout.to_server(params), saved.params)
         assert np.array_equal(resumed.layout.to_server(acc), saved.opt_state)
         assert [s.version for s in resumed.shards()] == list(saved.manifest.versions)
+
+
+def test_sync_sgd_with_its_parameters_on_in_process_shards_equals_sync_sgd_in_memory(digits, machines):
+    settings = dict(lr=0.05, optimizer="adagrad", batch_size=32, steps=50, seed=3)
+    with dbkit.SyncSGD("mlp", digits, **settings) as alone:
+        alone.fit(progress=False)
+    with dbkit.SyncSGD("mlp", digits, cluster=machines, shards=2, **settings) as sharded:
+        sharded.fit(progress=False)
+        assert len(sharded.shards()) == 2 and {s.worker for s in sharded.shards()} == set(machines.workers())
+        report = sharded.report()
+    assert sharded.parameters().tobytes() == alone.parameters().tobytes()
+    assert validate_report(report) == [] and report["cluster"]["kind"] == "in-process"

@@ -1,5 +1,6 @@
 """Sandblaster L-BFGS: shard-side two-loop, work units, scipy, load balancing, backups, lost replicas."""
 
+import functools
 import os
 import signal
 import threading
@@ -19,14 +20,12 @@ from dbkit.cluster import Cluster, SandblasterLBFGS
 from dbkit.ps import PushAnswer, local_shards
 from dbkit.telemetry import ErrorEvent, validate_report
 
+from .sandblaster_checks import exact_gradient_despite, paused, reference
+
 
 @pytest.fixture(scope="module")
 def digits():
     return data.load("digits")
-
-
-def _reference(net, params, ds):
-    return net.loss_and_grad(params.astype(np.float64), ds.X_train.astype(np.float64), ds.y_train)
 
 
 def test_a_coordinator_back_at_a_saved_iteration_redoes_the_same_iterations(digits, tmp_path):
@@ -104,7 +103,7 @@ def test_units_give_the_full_batch_gradient_in_process(digits, unit_size, n_shar
     ps = local_shards(params, n_shards)
     batch = LocalBatch(net, digits.X_train, digits.y_train, ps, unit_size=unit_size)
     f = batch("params")
-    fr, gr = _reference(net, params, digits)
+    fr, gr = reference(net, params, digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(ps.fetch_vector("acc"), gr, atol=2e-6)
     assert make_units(10, 4)[-1].index == PENALTY and [u.size for u in make_units(10, 4)] == [4, 4, 2, 0]
@@ -146,21 +145,15 @@ def test_sandblaster_on_dask_matches_scipy(digits, local_cluster):
     assert all(units[str(i)] > 0 for i in range(2))
 
 
-def _paused(sb):
-    sb.start()
-    sb.pause()
-    return sb
-
-
 @pytest.mark.cluster
 @pytest.mark.parametrize("replicas,unit_size", [(1, 500), (3, 37)])
 def test_dask_units_give_the_full_batch_gradient(digits, roomy_cluster, replicas, unit_size):
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
-    with _paused(SandblasterLBFGS(net, digits, replicas=replicas, shards=2, work_unit_size=unit_size,
+    with paused(SandblasterLBFGS(net, digits, replicas=replicas, shards=2, work_unit_size=unit_size,
                                   client=roomy_cluster.client)) as sb:
         f, acc = sb.batch_gradient()
         params = sb.parameters()
-    fr, gr = _reference(net, params, digits)
+    fr, gr = reference(net, params, digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(acc, gr, atol=2e-6)
 
@@ -175,7 +168,7 @@ def roomy_cluster():
 @pytest.mark.cluster
 def test_slow_replica_does_fewer_units_and_backups_keep_the_result(digits, roomy_cluster):
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
-    with _paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
+    with paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
                                   client=roomy_cluster.client)) as sb:
         for _ in range(5):  # several batches, so one fast replica's passing stall on a busy machine averages out
             f, acc = sb.batch_gradient()
@@ -184,7 +177,7 @@ def test_slow_replica_does_fewer_units_and_backups_keep_the_result(digits, roomy
         assert d.units_done[0] * 3 < min(d.units_done[1], d.units_done[2])
         assert d.backups_issued > 0
         params = sb.parameters()
-    fr, gr = _reference(net, params, digits)
+    fr, gr = reference(net, params, digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(acc, gr, atol=2e-6)
 
@@ -298,7 +291,7 @@ def test_no_healthy_replica_is_taken_for_lost(digits, roomy_cluster):
     (seen in CI as a fast replica doing as few units as the slow one). Several fresh jobs: none lost."""
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
     for _ in range(3):
-        with _paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
+        with paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40, slow_replicas={0: 10},
                                       client=roomy_cluster.client)) as sb:
             for _ in range(5):
                 sb.batch_gradient()
@@ -312,7 +305,7 @@ def test_a_replica_lost_mid_batch_does_not_lose_its_units(digits):
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
     with Cluster(n_workers=3) as cluster:
         w = cluster.workers()
-        with _paused(SandblasterLBFGS(net, digits, replicas=2, shards=1, work_unit_size=20, slow_replicas={1: 20},
+        with paused(SandblasterLBFGS(net, digits, replicas=2, shards=1, work_unit_size=20, slow_replicas={1: 20},
                                       client=cluster.client, shard_workers=[w[0]], replica_workers=[w[1], w[2]],
                                       backup=False)) as sb:
             d = sb.dispatcher
@@ -335,7 +328,7 @@ def test_a_replica_lost_mid_batch_does_not_lose_its_units(digits):
             assert [x.replica for x in d.lost] == [1]
             assert d.units_done[1] > done_before  # it had done some units of this batch before it died
             params = sb.parameters()
-    fr, gr = _reference(net, params, digits)
+    fr, gr = reference(net, params, digits)
     assert abs(f - fr) < 1e-5 * fr
     np.testing.assert_allclose(acc, gr, atol=2e-6)
 
@@ -351,21 +344,13 @@ def test_a_replica_worker_killed_at_ten_moments_never_costs_the_exact_gradient_o
     for attempt in range(10):
         with Cluster(n_workers=3) as cluster:  # a new one each time: a nanny does not always start a worker again
             w = cluster.workers()
-            with _paused(SandblasterLBFGS(net, digits, replicas=2, shards=1, work_unit_size=40,
+            with paused(SandblasterLBFGS(net, digits, replicas=2, shards=1, work_unit_size=40,
                                           slow_replicas={1: 4}, client=cluster.client, shard_workers=[w[0]],
                                           replica_workers=[w[1], w[2]])) as sb:
                 victim = sb.dispatcher.slots[1].worker
                 pid = cluster.client.run(os.getpid, workers=[victim])[victim]
-                killer = threading.Timer(0.08 * attempt, os.kill, (pid, signal.SIGKILL))
-                killer.start()
-                try:
-                    f, acc = sb.batch_gradient()
-                finally:
-                    killer.join()
-                fr, gr = _reference(net, sb.parameters(), digits)
-                assert abs(f - fr) < 1e-5 * fr, attempt
-                np.testing.assert_allclose(acc, gr, atol=2e-6, err_msg=f"attempt {attempt}")
-                sb.fit(steps=1, progress=False)  # trains on with the replica left
+                kill = functools.partial(os.kill, pid, signal.SIGKILL)
+                exact_gradient_despite(sb, net, digits, kill, 0.08 * attempt, f"attempt {attempt}")
                 assert sb.state == "paused", (attempt, sb.events.last(ErrorEvent))
                 report = sb.report()
                 assert validate_report(report) == [] and report["sandblaster"]["iterations"] >= 1
@@ -394,13 +379,13 @@ def test_more_replicas_than_threads_is_warned_about(digits, local_cluster):
 @pytest.mark.cluster
 def test_settings_change_between_batches(digits, roomy_cluster):
     net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
-    with _paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40,
+    with paused(SandblasterLBFGS(net, digits, replicas=3, shards=2, work_unit_size=40,
                                   client=roomy_cluster.client)) as sb:
         sb.set(work_unit_size=200, backup=False, replicas=2, slow_replicas={1: 3})
         d = sb.dispatcher
         assert len(d.units) == 9 and not d.backup and [s.alive for s in d.slots] == [True, True, False]
         f, acc = sb.batch_gradient()
-        fr, gr = _reference(net, sb.parameters(), digits)
+        fr, gr = reference(net, sb.parameters(), digits)
         assert abs(f - fr) < 1e-5 * fr
         np.testing.assert_allclose(acc, gr, atol=2e-6)
         sb.fit(steps=2, progress=False)

@@ -19,6 +19,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterator
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 
 from ..runtime.registry import ActorRegistry
@@ -284,6 +285,23 @@ class Cluster:
                      if _is_large_array(a) else a for a in args]
         future = self.client.submit(fn, *scattered, key=key, actor=actor, pure=False, **kwargs, **opts)
         return future, [a for a, b in zip(scattered, args) if a is not b]
+
+    def put(self, value, worker: str):
+        """``value`` scattered once to ``worker`` (a Future; a task given it gets the value)."""
+        return self.client.scatter(value, workers=[worker], hash=False)
+
+    def wait(self, futures: list, timeout: float, first: bool = False) -> None:
+        """``distributed.wait`` that returns at the timeout instead of raising."""
+        from distributed import wait
+
+        try:
+            wait(futures, timeout=timeout, return_when="FIRST_COMPLETED" if first else "ALL_COMPLETED")
+        except (TimeoutError, CancelledError):  # cancelled: its worker died; the caller looks at each status
+            pass
+
+    def threads(self) -> dict[str, int]:
+        """How many tasks each worker runs at once (its threads)."""
+        return dict(self.client.nthreads())
 
     def run_on_workers(self, fn, *args) -> dict:
         """``fn(*args)`` once on every worker: its value, or the exception it raised, by worker address."""

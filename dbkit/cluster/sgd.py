@@ -18,6 +18,7 @@ from ..data import Dataset
 from ..jobs import FinalState, Gate, Job, JobThread, resolve_job
 from ..nn import Network
 from ..ps import ShardFigures
+from ..runtime.protocol import ClusterFactory, given_cluster
 
 _REPLICA_STATE = {"created": "paused", "running": "running", "paused": "paused", "finished": "stopped",
                   "stopped": "stopped", "diverged": "diverged", "failed": "failed"}
@@ -55,7 +56,8 @@ class SyncSGD(Job):
         Any ``RunConfig`` setting, by name.
     on_cluster : bool
         Keep the parameters on ``shards`` parameter shard actors on a Dask
-        cluster (a LocalCluster, or ``scheduler`` / ``client``).
+        cluster (a LocalCluster, or ``scheduler`` / ``client``), or on dbkit's
+        own machines given as ``cluster`` (``dbkit.runtime.InProcessCluster``).
     config : RunConfig, optional
         Base settings; keyword arguments override it.
 
@@ -66,11 +68,12 @@ class SyncSGD(Job):
     steerable = ("lr", "optimizer")
 
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, on_cluster: bool | None = None,
-                 client: Any = None, scheduler: str | None = None, config: RunConfig | None = None,
-                 **settings: Any) -> None:
-        on_cluster = on_cluster or (True if (client is not None or scheduler) else None)
+                 client: Any = None, scheduler: str | None = None, cluster: ClusterFactory | None = None,
+                 config: RunConfig | None = None, **settings: Any) -> None:
+        on_cluster = on_cluster or (True if (client is not None or scheduler or cluster is not None) else None)
         config, dataset, network = resolve_job("sgd", model, data, config,
                                                dict(scheduler=scheduler, on_cluster=on_cluster, **settings))
+        self._machines = given_cluster(cluster, client, config.scheduler)
         super().__init__(config, dataset, network)
         self._client = client
         self._gate = Gate()
@@ -88,7 +91,8 @@ class SyncSGD(Job):
             from .session import Cluster
             from .shards import start_shards
 
-            self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers)
+            self._res.cluster = (self._machines.session() if self._machines is not None else
+                                 Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers))
             self.dashboard = self._res.cluster.dashboard_link()
             server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.optimizer, c.lr)
         self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.optimizer, c.seed, server)
@@ -178,10 +182,11 @@ class SyncSGD(Job):
         return FinalState(params, replicas, shards, cluster)
 
     def _new_like(self, config: RunConfig) -> SyncSGD:
-        return SyncSGD(self.network, self.data, client=self._client, config=config)
+        return SyncSGD(self.network, self.data, client=self._client, cluster=self._machines, config=config)
 
     def describe(self) -> str:
         c = self.config
-        where = f"on {c.shards} parameter shard(s) on a Dask cluster" if c.sgd.on_cluster else "in memory"
+        machines = "a Dask cluster" if self._machines is None else type(self._machines).__name__
+        where = f"on {c.shards} parameter shard(s) on {machines}" if c.sgd.on_cluster else "in memory"
         return f"sync SGD: one replica, parameters {where}, {c.optimizer} lr={c.lr}, batch {c.batch_size}"
 

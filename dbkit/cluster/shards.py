@@ -9,10 +9,10 @@ import numpy as np
 from ..ps import ParameterShard, ShardedParameters, ShardLayout, balanced_layout
 from ..ps.client import owned_end
 from ..ps.records import WireAddress
-from .session import Cluster
+from ..runtime.protocol import Runtime
 
 
-def start_shards(cluster: Cluster, initial: np.ndarray, n_shards: int, optimizer: str = "sgd",
+def start_shards(cluster: Runtime, initial: np.ndarray, n_shards: int, optimizer: str = "sgd",
                  lr: float = 0.1, prefix: str = "shard", workers: list[str] | None = None,
                  layout: ShardLayout | None = None) -> ShardedParameters:
     """Place ``n_shards`` ``ParameterShard`` actors over ``initial``, round-robin over ``workers`` (default: all).

@@ -41,6 +41,13 @@ class DaskTaskSide:
 
         secede()
 
+    def one_blas_thread(self) -> Any:
+        """Numpy's BLAS limited to one thread while the block runs: processes, not BLAS threads, share the
+        cores (each task's limit is its worker process's)."""
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(1)
+
     def while_alive(self, read: Callable[[], T]) -> Callable[[], T]:
         """``read`` itself: a lost Dask worker's process, and the task with it, is gone."""
         return read

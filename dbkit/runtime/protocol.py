@@ -18,6 +18,7 @@ to an actor whose worker is gone raises ``RuntimeError`` at once or from
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -88,6 +89,18 @@ class Runtime(Protocol):
         """Run ``fn(*args, **kwargs)`` on ``worker`` as a task that may run for the whole job."""
         ...
 
+    def put(self, value: Any, worker: str) -> Any:
+        """``value`` stored once on ``worker``; what is returned, passed to a task there, arrives as ``value``."""
+        ...
+
+    def wait(self, futures: list, timeout: float, first: bool = False) -> None:
+        """Return once all of ``futures`` (with ``first``: one of them) are done, or after ``timeout`` seconds."""
+        ...
+
+    def threads(self) -> dict[str, int]:
+        """How many tasks each worker runs at once."""
+        ...
+
     def run_on_workers(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
         """``fn(*args)`` once on every worker: its value, or the exception it raised, by worker."""
         ...
@@ -125,6 +138,10 @@ class TaskSide(Protocol):
         """Give up the worker's task slot: this task runs for the whole job (Dask's ``secede``)."""
         ...
 
+    def one_blas_thread(self) -> AbstractContextManager[Any]:
+        """A context in which this task's numpy uses one BLAS thread, where that is the task's own to set."""
+        ...
+
     def while_alive(self, read: Callable[[], T]) -> Callable[[], T]:
         """``read``, which a long-running task calls at every step, ending the task (``RuntimeError``) once
         its worker is gone; on a runtime whose lost workers take their tasks with them, ``read`` itself."""
@@ -134,7 +151,7 @@ class TaskSide(Protocol):
 class ClusterFactory(Protocol):
     """What a job may be given as ``cluster=``: machines it opens one session on, and leaves running."""
 
-    def session(self, tag: str) -> Runtime: ...
+    def session(self, tag: str = "") -> Runtime: ...
 
 
 def given_cluster(cluster: Any, client: Any, scheduler: str | None) -> ClusterFactory | None:

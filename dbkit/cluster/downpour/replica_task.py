@@ -10,7 +10,6 @@ facts). The driver changes a replica's ``ReplicaSettings`` by calling
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -63,8 +62,6 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     the partition actors named by ``partitions`` (``(key, worker)`` each), which
     hold their data and shards themselves.
     """
-    from threadpoolctl import threadpool_limits
-
     side = task_side()
     side.leave_slot()
     ctl = side.local(control_key)
@@ -89,9 +86,7 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
         ctl.figures[index] = figures
 
     try:
-        # one BLAS thread per replica on Dask: processes, not BLAS threads, share the cores (in process,
-        # a limit is the whole process's, so it is left to the caller)
-        with threadpool_limits(1) if isinstance(side, DaskTaskSide) else nullcontext():
+        with side.one_blas_thread():
             return run_replica_loop(replica, side.while_alive(lambda: ctl.settings[index]), publish,
                                     worker=side.address)
     finally:

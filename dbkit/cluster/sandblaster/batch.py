@@ -1,10 +1,11 @@
-"""One Sandblaster batch gradient on Dask: the dispatcher's assignments sent as tasks to replicas.
+"""One Sandblaster batch gradient: the dispatcher's assignments sent as tasks to replicas, on any runtime.
 
-``DaskBatch(vector)`` returns the batch loss at shard vector ``vector`` and
+``UnitBatch(vector)`` returns the batch loss at shard vector ``vector`` and
 leaves the gradient in shard vector ``"acc"``: the executor that
 ``LBFGSCoordinator`` calls. The rules (who gets which unit, backups, winners,
 redo after a loss) are ``dbkit.algorithms.UnitDispatcher``'s; this file only
-submits tasks, waits on their futures and notices lost workers.
+submits tasks, waits on their futures and notices lost workers, through the
+runtime protocol (``dbkit.runtime.protocol.Runtime``: Dask, or in process).
 """
 
 from __future__ import annotations
@@ -17,27 +18,18 @@ from concurrent.futures import CancelledError
 from typing import Any
 
 import numpy as np
-from distributed import wait as _dask_wait
 
 from ...algorithms import Decisions, Slot, UnitDispatcher, make_units
 from ...jobs import Gate, Stopping
 from ...nn import Network
 from ...ps import ShardedParameters
+from ...runtime.protocol import Runtime
 from ..bounded_wait import WorkerLeft, wait_unless_gone
-from ..session import Cluster
 from ..shards import handles_of
 from .tasks import flush, run_unit
 
 
-def wait(futures: list, timeout: float, return_when: str = "ALL_COMPLETED") -> None:
-    """``distributed.wait`` that returns at the timeout instead of raising."""
-    try:
-        _dask_wait(futures, timeout=timeout, return_when=return_when)
-    except (TimeoutError, CancelledError):  # cancelled: its worker died; the caller looks at each status
-        pass
-
-
-class DaskBatch:
+class UnitBatch:
     """Batch gradients by work units on the replicas ``slots`` (each with its state actor's key).
 
     ``lock`` is held for a whole batch: a change of units, flags or replicas
@@ -46,7 +38,7 @@ class DaskBatch:
     units on its timeline.
     """
 
-    def __init__(self, cluster: Cluster, network: Network, X: np.ndarray, y: np.ndarray, server: ShardedParameters,
+    def __init__(self, cluster: Runtime, network: Network, X: np.ndarray, y: np.ndarray, server: ShardedParameters,
                  slots: list[Slot], state_keys: dict[int, str], unit_size: int, push_every: int, backup: bool,
                  balance: bool, gate: Gate, on_batch: Callable[[UnitDispatcher, float], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -68,9 +60,7 @@ class DaskBatch:
     def data_on(self, worker: str) -> tuple[Any, Any]:
         """The batch's examples, scattered once to ``worker``."""
         if worker not in self._data:
-            client = self.cluster.client
-            self._data[worker] = (client.scatter(self.X, workers=[worker], hash=False),
-                                  client.scatter(self.y, workers=[worker], hash=False))
+            self._data[worker] = (self.cluster.put(self.X, worker), self.cluster.put(self.y, worker))
         return self._data[worker]
 
     def set_unit_size(self, unit_size: int) -> None:
@@ -117,7 +107,7 @@ class DaskBatch:
                             f"{time.perf_counter_ns()}")
             busy = [self._futures[s.index] for s in d.live() if s.busy and s.index in self._futures]
             if busy:
-                wait(busy, timeout=0.05, return_when="FIRST_COMPLETED")
+                self.cluster.wait(busy, timeout=0.05, first=True)
             for slot in d.live():
                 f = self._futures.get(slot.index)
                 if f is None or f.status == "pending":
@@ -138,7 +128,7 @@ class DaskBatch:
                 last_check = time.monotonic()
                 self._check_workers()
 
-    def _read(self, future, worker: str):  # noqa: ANN001, ANN202 - a finished Dask future, its result
+    def _read(self, future, worker: str):  # noqa: ANN001, ANN202 - a finished task's future, its result
         """The result of a finished task held on ``worker``; ``CancelledError`` if ``worker`` leaves the
         cluster meanwhile. Reading it fetches it from ``worker``: from a stopped machine (SIGSTOP) that
         waits for ever, and after the heartbeat drops the worker, for the connect timeouts (a test run
@@ -171,7 +161,7 @@ class DaskBatch:
         for index, f in futures.items():
             slot = self._slot(index)
             while f.status == "pending" and time.monotonic() < deadline:
-                wait([f], timeout=0.25)
+                self.cluster.wait([f], timeout=0.25)
                 if slot.worker not in self.cluster.workers():
                     break
             status, pushed = f.status, None

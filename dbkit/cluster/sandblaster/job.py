@@ -3,7 +3,7 @@
 DistBelief Sec. 4.2. The coordinator (``dbkit.algorithms.LBFGSCoordinator``)
 runs on a thread of this process and talks to the shards in commands and
 scalars; batch gradients are computed by replicas on the workers, unit by
-unit (``DaskBatch``), with load balancing and backup copies. It pauses
+unit (``UnitBatch``), with load balancing and backup copies. It pauses
 between L-BFGS iterations; settings change between batches.
 """
 
@@ -35,12 +35,13 @@ from ...nn import Network
 from ...ps import ShardedParameters, ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
+from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
 from ..folders import check_workers_can_write
 from ..heartbeat import Heartbeat, drop_hung, workers_of_shards
 from ..session import Cluster
 from ..shards import start_shards
-from .batch import DaskBatch
+from .batch import UnitBatch
 from .recovery import SandblasterCheckpoints
 
 
@@ -50,10 +51,10 @@ class _Resources:
         self.thread: JobThread | None = None
         self.heartbeat: JobThread | None = None
         self.pings: Heartbeat | None = None  # the heartbeat thread's pings, each holding a shard's proxy
-        self.batch: DaskBatch | None = None
+        self.batch: UnitBatch | None = None
         self.coordinator: LBFGSCoordinator | None = None
         self.server: ShardedParameters | None = None
-        self.cluster: Cluster | None = None
+        self.cluster: Runtime | None = None
 
     def release(self) -> None:
         """Stop the coordinator and drop every holder of shard proxies (they keep the actors alive)."""
@@ -93,6 +94,9 @@ class SandblasterLBFGS(Job):
         ``{replica index: factor}``: make those replicas that many times slower.
     gtol, ftol, push_every
         Stopping rules (see ``LBFGSCoordinator``) and pushes every ``push_every`` units.
+    client, scheduler, cluster : optional
+        Where it runs, as for ``DownpourSGD``: a ``distributed.Client``, a scheduler address, or dbkit's own
+        machines (``dbkit.runtime.InProcessCluster``); default: a LocalCluster.
 
     ``fit(steps=N)`` runs N more iterations; ``set()`` changes ``replicas``,
     ``work_unit_size``, ``backup``, ``balance`` and ``slow_replicas`` between batches.
@@ -102,17 +106,18 @@ class SandblasterLBFGS(Job):
     steerable = ("replicas", "work_unit_size", "backup", "balance", "slow_replicas")
 
     def __init__(self, model: str | Network = "linear", data: str | Dataset = "digits", *, client: Any = None,
-                 scheduler: str | None = None, config: RunConfig | None = None,
+                 scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,
                  replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
                  **settings: Any) -> None:
         base = config or RunConfig.make(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
         config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
+        self._machines = given_cluster(cluster, client, config.scheduler)
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self._workers: list[str] = []  # where replicas go: those asked, or every worker
         self._gate = Gate()
         self._res = _Resources(self._gate)
-        self._batch: DaskBatch | None = None
+        self._batch: UnitBatch | None = None
         self._coordinator: LBFGSCoordinator | None = None
         self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
         self._checkpoints: SandblasterCheckpoints | None = None
@@ -150,7 +155,7 @@ class SandblasterLBFGS(Job):
         return loss, server.fetch_vector("acc")
 
     def _new_like(self, config: RunConfig) -> SandblasterLBFGS:
-        return SandblasterLBFGS(self.network, self.data, client=self._client, config=config,
+        return SandblasterLBFGS(self.network, self.data, client=self._client, cluster=self._machines, config=config,
                                 replica_workers=self._replica_workers, shard_workers=self._shard_workers)
 
     def describe(self) -> str:
@@ -165,8 +170,9 @@ class SandblasterLBFGS(Job):
         c, s = self.config, self.config.sandblaster
         self._gate.paused = paused
         per_worker = max(1, math.ceil(c.replicas / c.workers))
-        cluster = self._res.cluster = Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers,
-                                              threads_per_worker=per_worker)
+        cluster = self._res.cluster = (self._machines.session() if self._machines is not None else
+                                       Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers,
+                                               threads_per_worker=per_worker))
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)
@@ -178,7 +184,7 @@ class SandblasterLBFGS(Job):
         if saved:
             self._res.server.load_vectors(saved[1])
         slots = [self._place_replica(i) for i in range(c.replicas)]
-        self._batch = self._res.batch = DaskBatch(
+        self._batch = self._res.batch = UnitBatch(
             cluster, self.network, self.data.X_train, self.data.y_train, self._res.server, slots,
             {sl.index: self._state_key(sl.index) for sl in slots}, self.unit_size, s.push_every, s.backup, s.balance,
             self._gate, on_batch=self._batch_done, clock=self.events.now)
@@ -209,7 +215,7 @@ class SandblasterLBFGS(Job):
     def _check_threads(self) -> None:
         """Warn when replicas sharing a worker outnumber its threads: they would queue, not run at once."""
         assert self._res.cluster is not None
-        nthreads = self._res.cluster.client.nthreads()
+        nthreads = self._res.cluster.threads()
         wanted: dict[str, int] = {}
         for slot in self.dispatcher.live():
             wanted[slot.worker] = wanted.get(slot.worker, 0) + 1
@@ -284,11 +290,12 @@ class SandblasterLBFGS(Job):
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike[str], model: str | Network | None = None,
                         data: str | Dataset | None = None, *, client: Any = None, scheduler: str | None = None,
-                        **settings: Any) -> SandblasterLBFGS:
+                        cluster: ClusterFactory | None = None, **settings: Any) -> SandblasterLBFGS:
         """A job (not started) that goes on from the checkpoint in ``path`` with the settings it was
         saved with (model, data, replicas, shards, ...), changed by ``settings``."""
         saved = SandblasterCheckpoints.settings(path)
-        return job_from_checkpoint(cls, path, saved, model, data, dict(client=client, scheduler=scheduler), settings)
+        where = dict(client=client, scheduler=scheduler, cluster=cluster)
+        return job_from_checkpoint(cls, path, saved, model, data, where, settings)
 
     def _restore_lost_shards(self) -> bool:
         """Bring lost shards back from the last checkpoint (``SandblasterCheckpoints.bring_back``);
@@ -317,7 +324,7 @@ class SandblasterLBFGS(Job):
     def _resources(self) -> _Resources:
         return self._res
 
-    def _cluster(self) -> Cluster | None:
+    def _cluster(self) -> Runtime | None:
         return self._res.cluster
 
     def _read_shards(self) -> tuple[ShardFigures, ...]:

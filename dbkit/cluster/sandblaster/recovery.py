@@ -28,7 +28,7 @@ from ...ps.vector_checkpoint import VectorState, read_vectors, vectors_file
 from ...telemetry import Checkpointed, EventStream, ShardLost
 from ..session import Cluster
 from ..shards import start_shards
-from .batch import DaskBatch
+from .batch import UnitBatch
 
 STATE_FILE = "sandblaster.json"
 
@@ -91,7 +91,7 @@ class SandblasterCheckpoints:
         return state, shards
 
     def bring_back(self, cluster: Cluster, server: ShardedParameters, shard_workers: list[str] | None,
-                   batch: DaskBatch, coordinator: LBFGSCoordinator) -> ShardedParameters | None:
+                   batch: UnitBatch, coordinator: LBFGSCoordinator) -> ShardedParameters | None:
         """If a shard's worker is gone and a checkpoint was written: new shards from it on live workers
         (the old ones released), the batch under way dropped, the coordinator back at the checkpoint's
         iteration; returns the new shards (``None``: nothing to bring back). The scheduler may take a

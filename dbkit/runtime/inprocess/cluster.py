@@ -10,6 +10,7 @@ would when Dask pickles them, so no driver array is shared with an actor.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import threading
 import uuid
@@ -37,7 +38,7 @@ class InProcessCluster:
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_workers, list(self._workers.values()))
 
-    def session(self, tag: str) -> InProcessSession:
+    def session(self, tag: str = "") -> InProcessSession:
         """One job's session: what it places here, released by its ``close()`` (the cluster stays)."""
         if self._closed:
             raise RuntimeError("this InProcessCluster is closed")
@@ -52,8 +53,11 @@ class InProcessCluster:
         with self._lock:
             return sorted(a for a, w in self._workers.items() if w.alive)
 
-    def worker(self, address: str) -> Worker:
+    def worker(self, address: str, alive: bool = True) -> Worker:
+        """The worker at ``address``; with ``alive``, only a live one (else ``RuntimeError``)."""
         with self._lock:
+            if not alive and address in self._workers:
+                return self._workers[address]
             if address not in self._workers or not self._workers[address].alive:
                 live = sorted(a for a, w in self._workers.items() if w.alive)
                 raise RuntimeError(f"no live in-process worker {address} (live: {', '.join(live) or 'none'})")
@@ -92,6 +96,21 @@ class InProcessCluster:
 def _close_workers(workers: list[Worker]) -> None:
     for w in workers:
         w.close()
+
+
+NO_LIMIT = 2**31 - 1  # tasks an in-process worker runs at once: each has a thread of its own
+
+
+class Stored:
+    """A value put on a worker once (``put``): tasks there get it as it is, not a copy per task."""
+
+    def __init__(self, value: Any, worker: str) -> None:
+        self.value, self.worker = value, worker
+
+
+def _arrive(value: Any) -> Any:
+    """What a task's argument is on its worker: a stored value itself, anything else a copy (as unpickled)."""
+    return value.value if isinstance(value, Stored) else copy.deepcopy(value)
 
 
 class NoWires:
@@ -163,12 +182,22 @@ class InProcessSession(Runtime):
     def submit_on(self, worker: str, fn: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> Task:
         if self._closed:
             raise RuntimeError("this session is closed")
-        w = self.cluster.worker(worker)
-        task = Task(w, key, fn, copy.deepcopy(args), copy.deepcopy(kwargs),
+        w = self.cluster.worker(worker, alive=False)  # a task sent to a dead worker is lost, as on Dask
+        task = Task(w, key, fn, tuple(_arrive(a) for a in args), {k: _arrive(v) for k, v in kwargs.items()},
                     lambda at: running_on(self.cluster.task_side(at)))
         with self._lock:
             self._tasks.append(task)
         return task
+
+    def put(self, value: Any, worker: str) -> Stored:
+        return Stored(copy.deepcopy(value), worker)
+
+    def wait(self, futures: list, timeout: float, first: bool = False) -> None:
+        concurrent.futures.wait(futures, timeout, concurrent.futures.FIRST_COMPLETED if first else
+                                concurrent.futures.ALL_COMPLETED)
+
+    def threads(self) -> dict[str, int]:
+        return {w: NO_LIMIT for w in self.workers()}
 
     def run_on_workers(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
         answers: dict[str, Any] = {}

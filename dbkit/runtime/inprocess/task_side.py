@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from .workers import LOST, ActorProxy, Worker
@@ -30,10 +30,14 @@ class InProcessTaskSide:
     def remote(self, cls: type, worker: str, key: str) -> Any:
         if worker not in self._workers:
             raise RuntimeError(f"no in-process worker {worker}")
-        return ActorProxy(self._workers[worker], key)
+        return ActorProxy(self._workers[worker], key, caller=self._worker)
 
     def leave_slot(self) -> None:
         """Nothing to give up: every in-process task has a thread of its own."""
+
+    def one_blas_thread(self) -> AbstractContextManager[Any]:
+        """Nothing: in one process a BLAS thread limit would be every thread's, the driver's too."""
+        return nullcontext()
 
     def while_alive(self, read: Callable[[], T]) -> Callable[[], T]:
         """``read``, raising ``RuntimeError`` once this worker is lost: a thread cannot be killed, so a

@@ -13,7 +13,6 @@ import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 LOST = "Worker holding Actor was lost"  # Dask's words, which the drivers already expect
@@ -76,10 +75,14 @@ class Worker:
 
 
 class ActorProxy:
-    """Calls to one actor, each answered by a future (``result(timeout=...)``)."""
+    """Calls to one actor, each answered by a future (``result(timeout=...)``).
 
-    def __init__(self, worker: Worker, key: str) -> None:
-        self._worker, self.key = worker, key
+    ``caller``: the worker of the task that holds the proxy, if any; once it is lost the proxy sends
+    nothing (a dead machine's threads may still run here, but its messages must not arrive).
+    """
+
+    def __init__(self, worker: Worker, key: str, caller: Worker | None = None) -> None:
+        self._worker, self.key, self._caller = worker, key, caller
 
     @property
     def worker(self) -> str:
@@ -90,6 +93,8 @@ class ActorProxy:
             raise AttributeError(name)
 
         def call(*args: Any, **kwargs: Any) -> Future:
+            if self._caller is not None and not self._caller.alive:
+                raise RuntimeError(f"{LOST}: the caller's worker {self._caller.address}")
             return self._worker.call(self.key, name, args, kwargs)
 
         return call
@@ -108,57 +113,56 @@ class Placed:
         self.worker.remove(self.key)
 
 
-class Task:
-    """A long-running task on a thread of its own; ``status`` as a Dask Future's."""
+class Task(Future):
+    """A long-running task on a thread of its own: a ``Future`` whose ``status`` reads as a Dask Future's."""
 
     _numbers = itertools.count()
 
     def __init__(self, worker: Worker, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
                  enter: Callable[[Worker], Any]) -> None:
+        super().__init__()
         self.worker, self.key = worker, key
-        self._future: Future = Future()
-        self._cancelled = False
+        self._forgotten = False
         self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs, enter), daemon=True,
                                         name=f"dbkit-task-{next(self._numbers)}-{key}")
         self._thread.start()
 
     def _run(self, fn: Callable[..., Any], args: tuple, kwargs: dict, enter: Callable[[Worker], Any]) -> None:
-        if not self._future.set_running_or_notify_cancel():
-            return
+        if not self.worker.alive or not self.set_running_or_notify_cancel():
+            return  # sent to a worker that had died: it never runs, and reads as lost
         try:
             with enter(self.worker):
                 value = fn(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - the task's error is its future's, as on Dask
-            self._future.set_exception(e)
+            self.set_exception(e)
         else:
-            self._future.set_result(value)
+            self.set_result(value)
 
     @property
     def status(self) -> str:
-        if self._cancelled:
+        """pending, finished, error, cancelled, or lost (its worker died, whether or not it had finished)."""
+        if self._forgotten:
             return "cancelled"
-        if not self.worker.alive:  # as on Dask: what a dead worker ran or held is lost, finished or not
+        if not self.worker.alive:
             return "lost"
-        if not self._future.done():
+        if not self.done():
             return "pending"
-        return "error" if self._future.exception() is not None else "finished"
+        return "error" if super().exception() is not None else "finished"
 
     def result(self, timeout: float | None = None) -> Any:
-        if self._cancelled:
+        if self._forgotten:
             raise CancelledError(self.key)
-        try:
-            return self._future.result(timeout)
-        except FutureTimeout as e:
-            raise TimeoutError(f"task {self.key} did not finish within {timeout}s") from e
+        return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if self._cancelled:
+        if self._forgotten:
             return CancelledError(self.key)
-        return self._future.exception(timeout)
+        return super().exception(timeout)
 
-    def cancel(self) -> None:
+    def cancel(self) -> bool:
         """Forget the result (a running thread cannot be stopped: a replica ends when told to stop)."""
-        self._cancelled = True
+        self._forgotten = True
+        return True
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end; whether it has."""
