@@ -1,4 +1,5 @@
-"""Model partitioning inside Downpour (DistBelief Sec. 3 and 4.1), on a real LocalCluster.
+"""Model partitioning inside Downpour (DistBelief Sec. 3 and 4.1), on a real LocalCluster and on workers in
+process (``InProcessCluster``): the same checks on both runtimes.
 
 References: plain synchronous SGD (one replica of two partitions), the
 connectivity's minimum traffic, and the parameters and Adagrad accumulators
@@ -17,6 +18,7 @@ from dbkit.cluster import DownpourSGD
 from dbkit.config import RunConfig
 from dbkit.partition import aligned_layout, ownership
 from dbkit.ps import balanced_layout
+from dbkit.runtime import InProcessCluster
 from dbkit.telemetry import Relayout, ReplicaEvent, validate_report
 
 
@@ -68,14 +70,51 @@ def test_schedule_follows_n_fetch_and_n_push():
     assert [pf for *_, pf in seen] == [False, False, False, False, False, True]
 
 
-# ---- on the cluster --------------------------------------------------------------------------
+# ---- on the cluster, and in process ----------------------------------------------------------
+@pytest.fixture
+def machines():
+    with InProcessCluster(workers=2) as m:
+        yield m
+
+
+def _threads_here() -> dict[str, list[str]]:
+    return {"here": _partition_threads()}
+
+
 def test_one_replica_of_two_partitions_follows_sync_sgd(digits, image_net, local_cluster):
+    follows_sync_sgd(digits, image_net, dict(client=local_cluster.client))
+
+
+def test_one_replica_of_two_partitions_in_process_follows_sync_sgd(digits, image_net, machines):
+    follows_sync_sgd(digits, image_net, dict(cluster=machines))
+
+
+def test_two_replicas_of_two_partitions_train_digits_each_partition_with_its_own_shards(
+        digits, image_net, local_cluster):
+    train_with_own_shards(digits, image_net, dict(client=local_cluster.client),
+                          lambda: local_cluster.client.run(_partition_threads))
+
+
+def test_two_replicas_of_two_partitions_in_process_train_each_partition_with_its_own_shards(
+        digits, image_net, machines):
+    train_with_own_shards(digits, image_net, dict(cluster=machines), _threads_here)
+
+
+def test_repartitioning_keeps_parameters_adagrad_state_and_the_loss(digits, image_net, local_cluster):
+    repartition(digits, image_net, dict(client=local_cluster.client))
+
+
+def test_repartitioning_in_process_keeps_parameters_adagrad_state_and_the_loss(digits, image_net, machines):
+    repartition(digits, image_net, dict(cluster=machines))
+
+
+def follows_sync_sgd(digits, image_net, where):
     cfg = RunConfig.make(algorithm="downpour", steps=40, lr=0.05, optimizer="sgd", replicas=1, shards=2, partitions=2,
                          overlap=False)  # exact: each step waits for its fetch, as sync SGD does
     base = SGDTrainer(image_net, digits, lr=0.05)
     for _ in range(40):
         base.step()
-    with DownpourSGD(image_net, digits, config=cfg, client=local_cluster.client) as d:
+    with DownpourSGD(image_net, digits, config=cfg, **where) as d:
         d.fit(steps=40, progress=False)
         params = d.parameters()
         report = d.report()
@@ -86,10 +125,9 @@ def test_one_replica_of_two_partitions_follows_sync_sgd(digits, image_net, local
     assert report["bytes"]["between_partitions"] == report["bytes"]["between_partitions_min"] > 0
 
 
-def test_two_replicas_of_two_partitions_train_digits_each_partition_with_its_own_shards(
-        digits, image_net, local_cluster):
+def train_with_own_shards(digits, image_net, where, partition_threads):
     with DownpourSGD(image_net, digits, replicas=2, shards=3, partitions=2, optimizer="adagrad", lr=0.05,
-                     client=local_cluster.client) as d:
+                     **where) as d:
         d.fit(steps=500, progress=False)
         report = d.report()
         shards_of = d.layout.shards_of
@@ -107,7 +145,7 @@ def test_two_replicas_of_two_partitions_train_digits_each_partition_with_its_own
     b = report["bytes"]
     assert b["between_partitions"] == b["between_partitions_min"] > 0
     deadline = time.time() + 10  # stopped: the partitions' arithmetic threads end with their actors
-    while (left := local_cluster.client.run(_partition_threads)) and any(left.values()) and time.time() < deadline:
+    while (left := partition_threads()) and any(left.values()) and time.time() < deadline:
         time.sleep(0.2)
     assert not any(left.values()), left
 
@@ -118,9 +156,9 @@ def _partition_threads(dask_worker=None):
     return [t.name for t in threading.enumerate() if t.name.startswith("dbkit-partition")]
 
 
-def test_repartitioning_keeps_parameters_adagrad_state_and_the_loss(digits, image_net, local_cluster):
+def repartition(digits, image_net, where):
     with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=1, optimizer="adagrad", lr=0.05,
-                     eval_every=20, client=local_cluster.client) as d:
+                     eval_every=20, **where) as d:
         d.fit(steps=150, progress=False)
         initial = d.history[0]["train_loss"]
         params, acc = d.parameter_state()
@@ -265,23 +303,44 @@ def test_a_replica_whose_partition_worker_dies_is_replaced_by_one_on_live_worker
         w = cluster.workers()
         with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, client=cluster.client,
                          shard_workers=[w[0]], replica_workers=w[1:]) as d:
-            d.fit(steps=40, progress=False)
-            where = {f.replica: [p.worker for p in f.partitions] for f in d.replicas()}
-            victim = where[1][1]
-            os.kill(cluster.client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
-            d.resume()
-            deadline = time.time() + 90
-            new: list[int] = []
-            while time.time() < deadline:
-                new = [e.replica for e in d.events.of(ReplicaEvent) if e.what == "restarted"]
-                if new and d.replicas()[new[0]].steps > 0:
-                    break
-                time.sleep(0.2)
-            d.pause()
-            (index,) = new
-            f = d.replicas()[index]
-            assert f.steps > 0 and victim not in [p.worker for p in f.partitions]
-            (event,) = [e for e in d.events.of(ReplicaEvent) if e.what == "restarted"]
-            assert event.reason == "replaces replica 1"
-            report = d.report()
+            report = replaced_after_losing_a_partition(
+                d, lambda victim: os.kill(cluster.client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL))
+    assert report["faults"]["replicas_lost"] == 1 and report["faults"]["replicas_restarted"] == 1
+
+
+def replaced_after_losing_a_partition(d, lose, wait: float = 90) -> dict:
+    """Replica 1's partition 1 lost with its worker (``lose(worker)``): the replica is started again, all of
+    its partitions on live workers, and trains, as replica 0 does throughout; returns the report."""
+    d.fit(steps=40, progress=False)
+    where = {f.replica: [p.worker for p in f.partitions] for f in d.replicas()}
+    victim = where[1][1]
+    before = d.replicas()[0].steps
+    lose(victim)
+    d.resume()
+    deadline = time.time() + wait
+    new: list[int] = []
+    while time.time() < deadline:
+        new = [e.replica for e in d.events.of(ReplicaEvent) if e.what == "restarted"]
+        if new and d.replicas()[new[0]].steps > 0:
+            break
+        time.sleep(0.05)
+    d.pause()
+    (index,) = new
+    f = d.replicas()[index]
+    assert f.steps > 0 and victim not in [p.worker for p in f.partitions]
+    (event,) = [e for e in d.events.of(ReplicaEvent) if e.what == "restarted"]
+    assert event.reason == "replaces replica 1"
+    assert d.replicas()[1].state in ("failed", "lost") and d.replicas()[0].steps > before
+    return d.report()
+
+
+def test_a_replica_whose_partition_worker_is_lost_in_process_is_replaced_on_live_workers(digits, image_net):
+    """As the test above, with an in-process worker lost: the partner left waiting is told to stop, and the
+    replacement's partitions train on live workers."""
+    with InProcessCluster(workers=5) as m:
+        w = m.workers()
+        with DownpourSGD(image_net, digits, replicas=2, shards=2, partitions=2, cluster=m, shard_workers=[w[0]],
+                         replica_workers=w[1:]) as d:
+            report = replaced_after_losing_a_partition(d, m.lose_worker, wait=60)
+        assert not any("replica1-partition" in k for keys in m.placed().values() for k in keys)
     assert report["faults"]["replicas_lost"] == 1 and report["faults"]["replicas_restarted"] == 1

@@ -76,3 +76,18 @@ def test_a_replica_that_says_it_diverged_or_failed_has_ended():
     assert book.live() == [1, 2] and book.state_of(0) == "diverged" and book.figures()[1].steps == 4
     book.update(0, ReplicaFigures(0, state="running"))  # an ended replica does not come back
     assert book.state_of(0) == "diverged" and book.live_count() == 2
+
+
+def test_a_replica_that_failed_on_a_machine_found_lost_ends_lost_and_no_other_state_changes():
+    book = ReplicaBook()
+    for i, state in enumerate(("failed", "stopped", "diverged")):
+        task = _Future(book, ReplicaFigures(i, state=state, failures=int(state == "failed"),
+                                            error="RuntimeError: no actor" if i == 0 else None))
+        task.status = "finished"  # its loop ended on its own
+        book.add(i, f"w{i}", task)
+    book.settle_futures()
+    for i in range(3):
+        book.lost_with(i, "w9")
+    figures = book.figures()
+    assert [figures[i].state for i in range(3)] == ["lost", "stopped", "diverged"]
+    assert figures[0].error == "RuntimeError: no actor (worker w9 lost)" and figures[0].failures == 1

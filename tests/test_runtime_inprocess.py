@@ -106,13 +106,10 @@ def test_bad_cluster_arguments_are_refused_before_anything_starts(digits, machin
         dbkit.DownpourSGD("linear", digits, cluster=machines, scheduler="tcp://127.0.0.1:8786")
     with pytest.raises(TypeError, match="for a Dask cluster pass client="):
         dbkit.DownpourSGD("linear", digits, cluster=object())
-    with pytest.raises(ValueError, match="partitioned replicas run on Dask only"):
-        dbkit.DownpourSGD("image-local", digits, cluster=machines, partitions=2, shards=2)
-    with dbkit.DownpourSGD("linear", digits, cluster=machines, replicas=1, shards=2) as d:
-        d.fit(steps=5, progress=False)
-        with pytest.raises(ValueError, match="partitioned replicas run on Dask only"):
-            d.set(partitions=2)
-        assert d.config.downpour.partitions == 1
+    with pytest.raises(ValueError, match="one of cluster="):
+        dbkit.SandblasterLBFGS("linear", digits, cluster=machines, client=object())
+    with pytest.raises(TypeError, match="for a Dask cluster pass client="):
+        dbkit.SyncSGD("linear", digits, cluster="tcp://127.0.0.1:8786")
     with pytest.raises(ValueError, match="workers must be"):
         InProcessCluster(workers=0)
     machines.close()

@@ -82,6 +82,14 @@ class ReplicaBook:
                 except Exception:  # noqa: BLE001 - the client may be gone already
                     pass
 
+    def lost_with(self, index: int, worker: str) -> None:
+        """Replica ``index``, which ended ``failed`` on a call to ``worker``, is known now to have been lost with
+        that machine: it ends ``lost`` (the machine's loss, not a fault of its own)."""
+        with self._lock:
+            e = self.entries[index]
+            if e.figures.state == "failed":
+                e.figures = e.figures.but(state="lost", error=f"{e.figures.error} (worker {worker} lost)")
+
     def settle_futures(self) -> None:
         """Take the final figures of replicas whose tasks ended (or errored) on their own."""
         with self._lock:

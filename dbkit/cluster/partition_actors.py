@@ -1,9 +1,11 @@
-"""Partitions as Dask actors: a ``DownpourPartition`` that finds its partners and shards by address.
+"""Partitions as actors (on Dask, or in process): a ``DownpourPartition`` that finds its partners and shards by
+address.
 
 The arithmetic and the boundary messages are ``dbkit.partition.PartitionWorker``
 and ``dbkit.algorithms.DownpourPartition``; this file adds only what needs
-Dask: proxies to the partners, the shards (in process when on this worker),
-and a gather of the partitions' calls that fails as soon as one fails.
+its worker: proxies to the partners, the shards (in process when on this
+worker), and, on Dask, a gather of the partitions' calls that fails as soon
+as one fails.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from ..algorithms import DownpourPartition
 from .shards import ShardHandles, connect
+from .task_side import task_side
 
 
 class PartitionActor(DownpourPartition):
@@ -27,17 +30,14 @@ class PartitionActor(DownpourPartition):
 
     async def connect_to(self, partners: list[tuple[str, str]]) -> int:
         """Proxies to every partition of this replica, given as ``(key, worker address)`` in partition order."""
-        from distributed.actor import Actor
-
-        return await self.connect([Actor(PartitionActor, w, k) for k, w in partners])
+        side = task_side()
+        return await self.connect([side.remote(PartitionActor, w, k) for k, w in partners])
 
     async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
                             batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
         """Give this partition its shards (``shards.layout`` over its own block) and its data."""
-        from distributed import get_worker
-
         server = connect(shards, name=name, threaded=overlap)  # off the event loop: the arithmetic of shards here
-        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=get_worker().address,
+        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=task_side().address,
                                  overlap=overlap)
 
 

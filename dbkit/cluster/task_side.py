@@ -23,10 +23,11 @@ class DaskTaskSide:
     def address(self) -> str:
         return str(self._worker.address)
 
-    @property
-    def loop(self) -> Any:
-        """The worker's event loop (where its actors' async methods, a partition's, run)."""
-        return self._worker.loop
+    def gather(self, calls: list) -> list:
+        """The answers of actor calls, awaited on the worker's event loop (where its actors' async methods run)."""
+        from .partition_actors import fail_fast
+
+        return fail_fast(self._worker.loop)(calls)
 
     def local(self, key: str) -> Any | None:
         return self._worker.state.actors.get(key)

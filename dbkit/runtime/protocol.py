@@ -138,6 +138,10 @@ class TaskSide(Protocol):
         """Give up the worker's task slot: this task runs for the whole job (Dask's ``secede``)."""
         ...
 
+    def gather(self, calls: list) -> list:
+        """The answers of actor ``calls`` made from this task, in order; the first error as soon as one fails."""
+        ...
+
     def one_blas_thread(self) -> AbstractContextManager[Any]:
         """A context in which this task's numpy uses one BLAS thread, where that is the task's own to set."""
         ...

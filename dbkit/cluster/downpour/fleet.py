@@ -120,11 +120,14 @@ class Fleet:
         return pairs
 
     def note_dead_workers(self, alive: set[str]) -> None:
-        """Count as lost with a machine every lost replica whose worker, or a partition's, is not in ``alive``
-        (its task may have failed on the dead connection before the worker was reported gone)."""
+        """Count as lost with a machine every replica that ended lost, or failed, while its worker or a
+        partition's is not in ``alive`` (its task, or its loop, may have failed on the dead connection before
+        the worker was reported gone: it then ends ``lost`` too)."""
         for i, f in self.book.figures().items():
             workers = {self.book.worker_of(i)} | {p.worker for p in f.partitions if p.worker}
-            if f.state == "lost" and not workers <= alive:
+            gone = sorted(workers - alive)
+            if f.state in ("lost", "failed") and gone:
+                self.book.lost_with(i, gone[0])
                 self.machine_lost.add(i)
 
     def lost_unreplaced(self) -> list[int]:

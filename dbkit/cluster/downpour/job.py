@@ -95,7 +95,6 @@ class DownpourSGD(Job):
     cluster : optional
         Machines that are not Dask's (``dbkit.runtime.InProcessCluster``): the job opens a session on them
         and leaves them running when it stops. Give at most one of ``client``, ``scheduler``, ``cluster``.
-        Partitioned replicas (``partitions`` > 1) run on Dask only.
     config : RunConfig, optional
         Base settings; keyword arguments (any ``RunConfig`` setting) override it.
     replica_workers, shard_workers : list of str, optional
@@ -121,7 +120,6 @@ class DownpourSGD(Job):
         self._machines = given_cluster(cluster, client, config.scheduler)
         check_layout(network, config)  # refuses partitions the network or shards cannot take
         super().__init__(config, dataset, network)
-        self._check_runtime(config)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self.tag = uuid.uuid4().hex[:10]
         self._res = _Resources()
@@ -340,17 +338,11 @@ class DownpourSGD(Job):
 
     def _check(self, config: RunConfig) -> None:
         check_layout(self.network, config)
-        self._check_runtime(config)
         known = self._fleet.known() if self._fleet is not None else set(range(config.replicas))
         bad = sorted(i for i, _ in config.slow_replicas if i not in known)
         if bad:
             raise ValueError(f"slow_replicas names replica {bad[0]}, which this job does not have "
                              f"(its replicas: {sorted(known)})")
-
-    def _check_runtime(self, config: RunConfig) -> None:
-        if self._machines is not None and config.downpour.partitions > 1:
-            raise ValueError(f"partitions={config.downpour.partitions}: partitioned replicas run on Dask only, "
-                             f"not on {type(self._machines).__name__} (use partitions=1, or client=/scheduler=)")
 
     def _new_like(self, config: RunConfig) -> DownpourSGD:
         return DownpourSGD(self.network, self.data, client=self._client, cluster=self._machines, config=config,

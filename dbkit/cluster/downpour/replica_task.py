@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from ...algorithms import DownpourReplica, PartitionedDownpourReplica, ReplicaFigures, ReplicaSettings, run_replica_loop
-from ..partition_actors import PartitionActor, fail_fast
+from ..partition_actors import PartitionActor
 from ..shards import ShardHandles, connect
-from ..task_side import DaskTaskSide, task_side
+from ..task_side import task_side
 
 
 class ReplicaControl:
@@ -71,11 +71,9 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     replica: DownpourReplica | PartitionedDownpourReplica
     server = None
     if partitions:
-        if not isinstance(side, DaskTaskSide):
-            raise RuntimeError(f"replica {index}: partitioned replicas run on Dask workers only")
         parts = [side.remote(PartitionActor, w, k) for k, w in partitions]
         replica = PartitionedDownpourReplica(index, parts, s.n_fetch, s.n_push, s.lr, floats_per_example,
-                                             gather=fail_fast(side.loop), max_nonfinite=max_nonfinite)
+                                             gather=side.gather, max_nonfinite=max_nonfinite)
     else:
         assert X is not None and y is not None and shards is not None
         server = connect(shards, name=f"replica{index}", threaded=overlap)

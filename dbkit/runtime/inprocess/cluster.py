@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import functools
 import threading
 import uuid
 import weakref
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..protocol import Runtime
 from ..registry import ActorRegistry
-from .task_side import InProcessTaskSide, running_on
+from .task_side import InProcessTaskSide, bind, running_on
 from .workers import ActorProxy, Placed, Task, Worker
 
 
@@ -33,7 +34,8 @@ class InProcessCluster:
     def __init__(self, workers: int = 2) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
-        self._workers = {f"inprocess://worker-{k}": Worker(f"inprocess://worker-{k}") for k in range(workers)}
+        addresses = [f"inprocess://worker-{k}" for k in range(workers)]
+        self._workers = {a: Worker(a, on_thread=functools.partial(self._bind, a)) for a in addresses}
         self._closed = False
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_workers, list(self._workers.values()))
@@ -68,6 +70,10 @@ class InProcessCluster:
         with self._lock:
             live = [w for w in self._workers.values() if w.alive]
         return {w.address: w.keys() for w in live}
+
+    def _bind(self, address: str) -> None:
+        """Run first on each thread a worker starts: code there asks its own worker (``task_side``)."""
+        bind(self.task_side(self._workers[address]))
 
     def task_side(self, worker: Worker) -> InProcessTaskSide:
         return InProcessTaskSide(worker, dict(self._workers))

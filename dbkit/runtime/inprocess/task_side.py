@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -35,6 +36,16 @@ class InProcessTaskSide:
     def leave_slot(self) -> None:
         """Nothing to give up: every in-process task has a thread of its own."""
 
+    def gather(self, calls: list) -> list:
+        """The answers of ``calls`` (futures), in order; the first error as soon as one fails."""
+        done, pending = concurrent.futures.wait(calls, return_when=concurrent.futures.FIRST_EXCEPTION)
+        failed = next((c for c in calls if c in done and c.exception() is not None), None)
+        if failed is not None:
+            for c in pending:
+                c.cancel()
+            raise failed.exception()
+        return [c.result() for c in calls]
+
     def one_blas_thread(self) -> AbstractContextManager[Any]:
         """Nothing: in one process a BLAS thread limit would be every thread's, the driver's too."""
         return nullcontext()
@@ -50,6 +61,11 @@ class InProcessTaskSide:
             return read()
 
         return checked
+
+
+def bind(side: InProcessTaskSide) -> None:
+    """Mark this thread, for its whole life, as one of ``side``'s worker (its actor thread, its event loop)."""
+    _here.side = side
 
 
 def current() -> InProcessTaskSide | None:

@@ -1,14 +1,21 @@
-"""Workers in this process: each an address, the actors placed on it, and one thread for their calls.
+"""Workers in this process: each an address, the actors placed on it, one thread for their calls and
+one event loop for their ``async`` methods.
 
-As on a Dask worker, every method call to an actor on one worker runs on that
-worker's one actor thread, in the order the calls arrive, and returns a future
-at once; a task placed on a worker runs on a thread of its own for as long as
-it likes (a seceded Dask task). A lost worker's actors are gone: calls to them
-raise ``RuntimeError``, as a Dask actor proxy's do.
+As on a Dask worker, every call of an actor's plain method runs on that
+worker's one actor thread, in the order the calls arrive, and an ``async``
+method runs on the worker's event loop (a partition's, which awaits its
+partners); either returns a future at once, which can also be awaited. The
+arguments arrive as copies, as Dask's would unpickled. A task placed on a
+worker runs on a thread of its own for as long as it likes (a seceded Dask
+task). A lost worker's actors are gone: calls to them raise ``RuntimeError``,
+as a Dask actor proxy's do.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import inspect
 import itertools
 import threading
 from collections.abc import Callable
@@ -18,15 +25,44 @@ from typing import Any
 LOST = "Worker holding Actor was lost"  # Dask's words, which the drivers already expect
 
 
-class Worker:
-    """One in-process worker. ``_lock`` guards its actors and whether it is alive."""
+class Answer(Future):
+    """An actor call's answer: ``result(timeout=...)`` from a thread, ``await`` on an event loop."""
 
-    def __init__(self, address: str) -> None:
+    def __await__(self):  # noqa: ANN204 - a generator, as asyncio's own
+        return asyncio.wrap_future(self).__await__()
+
+
+def _answer(source: Future) -> Answer:
+    answer = Answer()
+
+    def settle(done: Future) -> None:
+        if done.cancelled():
+            answer.cancel()
+        elif done.exception() is not None:
+            answer.set_exception(done.exception())
+        else:
+            answer.set_result(done.result())
+
+    source.add_done_callback(settle)
+    return answer
+
+
+class Worker:
+    """One in-process worker. ``_lock`` guards its actors, its event loop and whether it is alive.
+
+    ``on_thread`` runs first on each thread the worker starts (its actor thread, its event loop's), so that
+    code running there can ask which worker it is on.
+    """
+
+    def __init__(self, address: str, on_thread: Callable[[], None] = lambda: None) -> None:
         self.address = address
         self._actors: dict[str, Any] = {}
         self._alive = True
         self._lock = threading.Lock()
-        self._calls = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-{address}-actors")
+        self._on_thread = on_thread
+        self._calls = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-{address}-actors", initializer=on_thread)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
 
     @property
     def alive(self) -> bool:
@@ -53,25 +89,55 @@ class Worker:
         with self._lock:
             self._actors.pop(key, None)
 
-    def call(self, key: str, method: str, args: tuple, kwargs: dict) -> Future:
-        """``actor.method(*args, **kwargs)`` on this worker's actor thread; its future."""
+    def call(self, key: str, method: str, args: tuple, kwargs: dict) -> Answer:
+        """``actor.method(*args, **kwargs)`` on copies of the arguments: on this worker's actor thread, or
+        (an ``async`` method) on its event loop; its answer."""
+        args, kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)
         with self._lock:
             actor = self._actors.get(key) if self._alive else None
             if actor is None:
                 raise RuntimeError(f"{LOST}: no actor {key!r} on {self.address}")
-            return self._calls.submit(getattr(actor, method), *args, **kwargs)
+            fn = getattr(actor, method)
+            if inspect.iscoroutinefunction(fn):
+                return _answer(asyncio.run_coroutine_threadsafe(fn(*args, **kwargs), self._event_loop()))
+            return _answer(self._calls.submit(fn, *args, **kwargs))
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The worker's event loop, started on its own thread at the first ``async`` call (``_lock`` held)."""
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+
+            def run() -> None:
+                self._on_thread()
+                asyncio.set_event_loop(loop)
+                loop.run_forever()
+
+            self._loop_thread = threading.Thread(target=run, daemon=True, name=f"dbkit-{self.address}-loop")
+            self._loop_thread.start()
+            self._loop = loop
+        return self._loop
 
     def lose(self) -> None:
-        """The worker dies: its actors are gone, and calls not yet run are cancelled."""
+        """The worker dies: its actors are gone, calls not yet run are cancelled, its event loop stops."""
         with self._lock:
             self._alive = False
             self._actors.clear()
+            loop = self._loop
         self._calls.shutdown(wait=False, cancel_futures=True)
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
 
     def close(self) -> None:
         with self._lock:
             self._actors.clear()
+            loop, thread = self._loop, self._loop_thread
         self._calls.shutdown(wait=True, cancel_futures=True)
+        if loop is not None and thread is not None:
+            if thread.is_alive():
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(5)
+            if not thread.is_alive():
+                loop.close()
 
 
 class ActorProxy:
@@ -88,11 +154,11 @@ class ActorProxy:
     def worker(self) -> str:
         return self._worker.address
 
-    def __getattr__(self, name: str) -> Callable[..., Future]:
+    def __getattr__(self, name: str) -> Callable[..., Answer]:
         if name.startswith("_"):
             raise AttributeError(name)
 
-        def call(*args: Any, **kwargs: Any) -> Future:
+        def call(*args: Any, **kwargs: Any) -> Answer:
             if self._caller is not None and not self._caller.alive:
                 raise RuntimeError(f"{LOST}: the caller's worker {self._caller.address}")
             return self._worker.call(self.key, name, args, kwargs)
