@@ -14,7 +14,7 @@ every job of this process.
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Cluster": ("dbkit.cluster.session", "Cluster"),
+    "Cluster": ("dbkit.runtime.dask.cluster", "Cluster"),
     "DownpourSGD": ("dbkit.cluster.downpour", "DownpourSGD"),
     "SandblasterLBFGS": ("dbkit.cluster.sandblaster", "SandblasterLBFGS"),
     "SyncSGD": ("dbkit.cluster.sgd", "SyncSGD"),

@@ -52,12 +52,12 @@ def shipped_profiles(tmp_path_factory):
 def in_process_tests_start_no_cluster(request, monkeypatch):
     """A test without the ``cluster`` marker that starts a Dask cluster fails: the marker must be true."""
     if request.node.get_closest_marker("cluster") is None:
-        from dbkit.cluster import session
+        from dbkit.runtime.dask import cluster
 
         def refuse(*args, **kwargs):
             raise AssertionError(f"{request.node.nodeid} starts a Dask cluster: mark it @pytest.mark.cluster")
 
-        monkeypatch.setattr(session.Cluster, "__init__", refuse)
+        monkeypatch.setattr(cluster.Cluster, "__init__", refuse)
 
 
 def is_helper(p: psutil.Process) -> bool:

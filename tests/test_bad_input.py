@@ -205,7 +205,7 @@ def web_server():
 def test_an_address_where_nothing_listens_or_a_web_server_answers_is_refused(web_server):
     import socket
 
-    from dbkit.cluster.session import SchedulerAddressError, probe_scheduler
+    from dbkit.runtime.dask.scheduler import SchedulerAddressError, probe_scheduler
 
     with socket.socket() as s:  # bound, not listening: a connection is refused and nothing else takes the port
         s.bind(("127.0.0.1", 0))

@@ -136,7 +136,7 @@ def test_an_existing_client_is_used_and_left_open(local_cluster):
 
 
 def test_local_workers_get_the_malloc_settings(local_cluster):
-    from dbkit.cluster.session import WORKER_MALLOC
+    from dbkit.runtime.dask.worker_processes import WORKER_MALLOC
 
     env = local_cluster.client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
     assert all(v == WORKER_MALLOC for v in env.values())
@@ -145,7 +145,7 @@ def test_local_workers_get_the_malloc_settings(local_cluster):
 def test_local_workers_sample_their_profile_every_100ms_and_the_driver_keeps_its_own_config(local_cluster):
     import dask
 
-    from dbkit.cluster.session import WORKER_DASK_CONFIG
+    from dbkit.runtime.dask.worker_processes import WORKER_DASK_CONFIG
 
     key = "distributed.worker.profile.interval"
     seen = local_cluster.client.run(lambda: __import__("dask").config.get(key))

@@ -30,6 +30,21 @@ def test_an_in_memory_sync_sgd_job_loads_no_dask():
     assert loaded_after(run) == ""
 
 
+def test_only_the_dask_runtime_imports_dask():
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "dbkit"
+    importers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n.split(".")[0] in ("dask", "distributed") for n in names):
+                importers.add(path.relative_to(package).parts[:2])
+    assert importers == {("runtime", "dask")}, importers
+
+
 def test_a_downpour_job_on_in_process_workers_loads_no_dask():
     run = ("from dbkit.runtime import InProcessCluster\nimport dbkit\n"
            "with InProcessCluster(2) as m, dbkit.DownpourSGD('linear', 'digits', cluster=m, replicas=2) as d:\n"

@@ -201,7 +201,7 @@ def test_shards_on_call_threads_write_fetches_in_place_and_match_the_shards():
 
 
 def test_the_plugin_serves_only_plain_tcp_workers():
-    from dbkit.cluster.wire import ShardWirePlugin
+    from dbkit.runtime.dask.wire import ShardWirePlugin
 
     tls = ShardWirePlugin("x")
     tls.setup(types.SimpleNamespace(address="tls://127.0.0.1:9999", state=types.SimpleNamespace(actors={})))

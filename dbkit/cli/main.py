@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import os
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from ..data import DataError, small
 from ..ps.checkpoint import probe_writable
+from ..runtime.dask.worker_processes import quiet_dask
 from .options import add_run_options, add_sandblaster_options, config_from_args
 from .signals import end_now, stop_signals
 from .simulate import FIGURES, calibrate_from_args, figure_from_args, print_figure, simulate_from_args
@@ -175,17 +175,9 @@ def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _quiet_dask() -> None:
-    """Dask's own INFO lines (a closed connection, with a traceback, when a scheduler or worker is
-    lost) are noise on the command line: the run says in one line what happened. Its errors stay."""
-    import distributed  # noqa: F401 - its import sets its loggers' levels from Dask's config; then ours
-
-    logging.getLogger("distributed").setLevel(logging.ERROR)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _quiet_dask()
+    quiet_dask()
     from ..config import RunConfig
     from ..runner import run
     from .summary import print_summary

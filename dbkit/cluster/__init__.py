@@ -1,4 +1,6 @@
-"""The only part of dbkit that knows Dask: clusters, actors and tasks, and the jobs that use them.
+"""The jobs and their drivers: fleets of replicas, placements of shards, recovery, Sandblaster's batch, and
+the entry points of the actors and tasks they place, all through the runtime protocol
+(``dbkit.runtime``). Dask itself is ``dbkit.runtime.dask``; ``Cluster`` is kept here by name.
 
 Names load when first used, so ``import dbkit.cluster`` is cheap and an
 in-memory ``SyncSGD`` never loads Dask.
@@ -10,7 +12,8 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "Cluster": ".session", "ClusterError": ".session", "SchedulerAddressError": ".session",
+    "Cluster": "dbkit.runtime.dask.cluster", "ClusterError": "dbkit.runtime.dask.scheduler",
+    "SchedulerAddressError": "dbkit.runtime.dask.scheduler",
     "ActorRegistry": "dbkit.runtime.registry", "start_shards": ".shards",
     "SyncSGD": ".sgd", "DownpourSGD": ".downpour", "SandblasterLBFGS": ".sandblaster",
     "ActorPartitionedNetwork": ".partitioned_network", "PartitionStep": ".timing", "RoundTrip": ".timing",

@@ -11,7 +11,7 @@ from itertools import count
 
 import numpy as np
 
-from .session import Cluster
+from ..runtime.dask.cluster import Cluster
 from .shards import start_shards
 from .timing import median_ms
 
@@ -24,11 +24,10 @@ def _nothing() -> int:
 
 def _peer_calls(key: str, worker: str, calls: int) -> float:
     """From a task: the median round trip of ``calls`` actor calls to the shard ``key`` on ``worker``."""
-    from distributed.actor import Actor
-
     from ..ps import ParameterShard
+    from ..runtime.task_side import task_side
 
-    shard = Actor(ParameterShard, worker, key)
+    shard = task_side().remote(ParameterShard, worker, key)
     times = []
     for _ in range(calls + 1):
         t = time.perf_counter()

@@ -8,7 +8,7 @@ that is local to it, and the checkpoint would be scattered.
 
 from __future__ import annotations
 
-from .session import Cluster
+from ..runtime.protocol import Runtime
 
 
 def _probe(directory: str) -> str | None:
@@ -22,7 +22,7 @@ def _probe(directory: str) -> str | None:
     return None
 
 
-def check_workers_can_write(cluster: Cluster, directory: str) -> None:
+def check_workers_can_write(cluster: Runtime, directory: str) -> None:
     """``ValueError`` naming the first worker that cannot write in ``directory`` (an absolute path).
 
     Each worker makes the folder if it is missing and writes and drops a file in it, as the driver's

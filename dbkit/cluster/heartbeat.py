@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ps import ShardedParameters
+from ..runtime.protocol import Runtime
 from ..telemetry import EventStream, WorkerHung
-from .session import Cluster
 
 
 @dataclass
@@ -84,7 +84,7 @@ def _done(call: Any) -> bool:
     return bool(done()) if callable(done) else True
 
 
-def drop_hung(cluster: Cluster, events: EventStream, hung: dict[str, tuple[int, ...]], timeout: float) -> list[str]:
+def drop_hung(cluster: Runtime, events: EventStream, hung: dict[str, tuple[int, ...]], timeout: float) -> list[str]:
     """The workers of ``hung`` (worker -> its silent shards, maybe none: a partition's) that the scheduler
     still lists (a machine that stopped, not one that died): each recorded (``WorkerHung``) and dropped
     from the scheduler, its connections closed, so that calls waiting on it fail now and what it held is

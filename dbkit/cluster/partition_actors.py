@@ -3,22 +3,17 @@ address.
 
 The arithmetic and the boundary messages are ``dbkit.partition.PartitionWorker``
 and ``dbkit.algorithms.DownpourPartition``; this file adds only what needs
-its worker: proxies to the partners, the shards (in process when on this
-worker), and, on Dask, a gather of the partitions' calls that fails as soon
-as one fails.
+its worker: proxies to the partners and the shards (in process when on this
+worker).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
 from ..algorithms import DownpourPartition
+from ..runtime.task_side import task_side
 from .shards import ShardHandles, connect
-from .task_side import task_side
 
 
 class PartitionActor(DownpourPartition):
@@ -39,25 +34,3 @@ class PartitionActor(DownpourPartition):
         server = connect(shards, name=name, threaded=overlap)  # off the event loop: the arithmetic of shards here
         return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=task_side().address,
                                  overlap=overlap)
-
-
-def fail_fast(loop: Any) -> Callable[[list], list]:
-    """A ``gather`` for actor calls made from a task: all results, or the first error at once."""
-    from distributed.utils import sync
-
-    async def wait(call: Any) -> Any:
-        return await call
-
-    def gather(calls: list) -> list:
-        async def run() -> list:
-            tasks = [asyncio.ensure_future(wait(c)) for c in calls]
-            try:
-                return list(await asyncio.gather(*tasks))
-            except BaseException:
-                for t in tasks:
-                    t.cancel()
-                raise
-
-        return sync(loop, run)
-
-    return gather

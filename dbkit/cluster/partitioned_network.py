@@ -13,8 +13,8 @@ import numpy as np
 from ..nn import Network
 from ..partition import boundary_floats, inputs_used, ownership
 from ..ps import resolve
+from ..runtime.dask.cluster import Cluster
 from .partition_actors import PartitionActor
-from .session import Cluster
 
 
 class ActorPartitionedNetwork:

@@ -88,7 +88,7 @@ class SyncSGD(Job):
         self._gate.paused = paused
         server = None
         if c.sgd.on_cluster:
-            from .session import Cluster
+            from ..runtime.dask.cluster import Cluster
             from .shards import start_shards
 
             self._res.cluster = (self._machines.session() if self._machines is not None else

@@ -39,7 +39,7 @@ class ShardHandles:
     proxy inside it holds a Future, which would keep the shard alive after
     ``stop()``. Strings hold nothing. ``wires`` (one per shard, or empty) are
     where each shard's worker serves fetch and push over a socket
-    (``dbkit.cluster.wire``); empty, or ``None`` for a shard, means through Dask.
+    (``dbkit.runtime.dask.wire``); empty, or ``None`` for a shard, means through Dask.
     """
 
     layout: ShardLayout
@@ -74,7 +74,7 @@ def connect(handles: ShardHandles, colocated: bool = True, name: str | None = No
     """
     from ..ps.threaded_shard import ThreadedShard
     from ..ps.wire_client import WireShard
-    from .task_side import task_side
+    from ..runtime.task_side import task_side
 
     side = task_side()
     wires = handles.wires or (None,) * len(handles.keys)

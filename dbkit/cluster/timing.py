@@ -18,7 +18,7 @@ import numpy as np
 from ..nn import Network
 
 if TYPE_CHECKING:
-    from .session import Cluster
+    from ..runtime.dask.cluster import Cluster
 
 _names = count()
 
@@ -57,7 +57,7 @@ def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int 
     """Time a fetch and a push of ``parameters`` float32 through ``shards`` fresh shards on ``cluster``.
 
     ``transport="actor"`` calls the shard actors through Dask; ``"socket"``
-    reaches them over their workers' shard wire (``dbkit.cluster.wire``), as
+    reaches them over their workers' shard wire (``dbkit.runtime.dask.wire``), as
     Downpour's replicas do by default. The shards are started for the
     measurement and released after it.
     """

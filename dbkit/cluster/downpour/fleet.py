@@ -16,7 +16,7 @@ from ...config import RunConfig
 from ...data import Dataset, shard_indices
 from ...nn import Network
 from ...ps.client_calls import CALL_TIMEOUT, resolve
-from ..session import Cluster
+from ...runtime.protocol import Runtime
 from .placement import Placement
 from .replica_task import ReplicaControl, run_replica
 
@@ -28,7 +28,7 @@ class Fleet:
     start and a change never launch the same replica twice.
     """
 
-    def __init__(self, cluster: Cluster, placement: Placement, network: Network, data: Dataset, config: RunConfig,
+    def __init__(self, cluster: Runtime, placement: Placement, network: Network, data: Dataset, config: RunConfig,
                  tag: str) -> None:
         self.cluster, self.placement, self.network, self.data = cluster, placement, network, data
         self.config = config

@@ -26,12 +26,12 @@ from ...jobs import FinalState, Job, JobThread, Monitor, job_from_checkpoint, re
 from ...nn import Network
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
+from ...runtime.dask.cluster import Cluster
 from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ...settings import check
 from ...telemetry import Relayout, ReplicaEvent
 from ..folders import check_workers_can_write
 from ..heartbeat import drop_hung
-from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of

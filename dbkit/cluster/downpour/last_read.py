@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ps import ShardedParameters, ShardFigures
-from ..bounded_wait import wait_unless_gone
+from ...runtime.bounded_wait import wait_unless_gone
 
 TIMEOUT = 30.0  # seconds a driver waits for one shard's answer before counting it lost
 

@@ -31,9 +31,9 @@ from ...partition import (
 )
 from ...ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
 from ...ps.client_calls import CALL_TIMEOUT
+from ...runtime.protocol import Runtime
 from ..heartbeat import Heartbeat
 from ..partition_actors import PartitionActor
-from ..session import Cluster
 from ..shards import ShardHandles, handles_of, start_shards
 from .last_read import LastRead
 
@@ -51,7 +51,7 @@ class Placement:
     ``_lock`` guards the server and its layout while they are replaced.
     """
 
-    def __init__(self, cluster: Cluster, network: Network, config: RunConfig, shard_workers: list[str],
+    def __init__(self, cluster: Runtime, network: Network, config: RunConfig, shard_workers: list[str],
                  replica_workers: list[str]) -> None:
         self.cluster, self.network = cluster, network
         self.shard_workers, self.replica_workers = shard_workers, replica_workers
@@ -108,7 +108,7 @@ class Placement:
 
     def handles(self, which: list[int] | None = None, layout=None) -> ShardHandles:
         """Handles of the shards (``which`` of them, with ``layout`` over them) for replicas; with the
-        ``socket`` transport they carry each shard's wire (``dbkit.cluster.wire``)."""
+        ``socket`` transport they carry each shard's wire (``dbkit.runtime.dask.wire``)."""
         assert self.server is not None
         wires = self.cluster.wires.addresses(self.server.workers) if self.transport == "socket" else None
         return handles_of(self.server, which, layout, wires)

@@ -25,8 +25,8 @@ from ...config import RunConfig
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, CheckpointError, Manifest, ShardState, read_shard, shard_file, write_manifest
 from ...ps.checkpoint import writable
+from ...runtime.protocol import Runtime
 from ...telemetry import Checkpointed, ErrorEvent, EventStream, ReplicaEvent, ShardLost, faults_block
-from ..session import Cluster
 from .fleet import Fleet
 from .placement import Placement
 
@@ -124,7 +124,7 @@ class Recovery:
             self._next = now + self.every
             self.save(placement, config)
 
-    def restore_lost(self, cluster: Cluster, placement: Placement, fleet: Fleet, config: RunConfig, now: float
+    def restore_lost(self, cluster: Runtime, placement: Placement, fleet: Fleet, config: RunConfig, now: float
                      ) -> bool:
         """Every replica ended on a connection to a shard found dead when read (``placement.lost_shards``),
         maybe before the scheduler dropped its worker: restore those shards. False if there were none to

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from ...algorithms import DownpourReplica, PartitionedDownpourReplica, ReplicaFigures, ReplicaSettings, run_replica_loop
+from ...runtime.task_side import task_side
 from ..partition_actors import PartitionActor
 from ..shards import ShardHandles, connect
-from ..task_side import task_side
 
 
 class ReplicaControl:

@@ -23,8 +23,8 @@ from ...algorithms import Decisions, Slot, UnitDispatcher, make_units
 from ...jobs import Gate, Stopping
 from ...nn import Network
 from ...ps import ShardedParameters
+from ...runtime.bounded_wait import WorkerLeft, wait_unless_gone
 from ...runtime.protocol import Runtime
-from ..bounded_wait import WorkerLeft, wait_unless_gone
 from ..shards import handles_of
 from .tasks import flush, run_unit
 

@@ -35,11 +35,11 @@ from ...nn import Network
 from ...ps import ShardedParameters, ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
+from ...runtime.dask.cluster import Cluster
 from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
 from ..folders import check_workers_can_write
 from ..heartbeat import Heartbeat, drop_hung, workers_of_shards
-from ..session import Cluster
 from ..shards import start_shards
 from .batch import UnitBatch
 from .recovery import SandblasterCheckpoints

@@ -25,8 +25,8 @@ from ...ps import CheckpointError, ShardedParameters
 from ...ps.checkpoint import atomic_write
 from ...ps.seal import seal_json, unseal_json
 from ...ps.vector_checkpoint import VectorState, read_vectors, vectors_file
+from ...runtime.protocol import Runtime
 from ...telemetry import Checkpointed, EventStream, ShardLost
-from ..session import Cluster
 from ..shards import start_shards
 from .batch import UnitBatch
 
@@ -90,7 +90,7 @@ class SandblasterCheckpoints:
                   for i, span in enumerate(ranges)]
         return state, shards
 
-    def bring_back(self, cluster: Cluster, server: ShardedParameters, shard_workers: list[str] | None,
+    def bring_back(self, cluster: Runtime, server: ShardedParameters, shard_workers: list[str] | None,
                    batch: UnitBatch, coordinator: LBFGSCoordinator) -> ShardedParameters | None:
         """If a shard's worker is gone and a checkpoint was written: new shards from it on live workers
         (the old ones released), the batch under way dropped, the coordinator back at the checkpoint's

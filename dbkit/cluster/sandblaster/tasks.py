@@ -7,8 +7,8 @@ import numpy as np
 
 from ...algorithms import Assignment, Decisions, SandblasterReplica, UnitResult
 from ...nn import Network
+from ...runtime.task_side import task_side
 from ..shards import ShardHandles, connect
-from ..task_side import task_side
 
 
 def _replica(state_key: str) -> SandblasterReplica:

@@ -1,12 +1,10 @@
-"""A task's own side of its worker (``dbkit.runtime.TaskSide``): on Dask, or on an in-process worker."""
+"""A task's own side of its Dask worker (``dbkit.runtime.protocol.TaskSide``), and a gather that fails fast."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
-
-from ..runtime.inprocess.task_side import current
-from ..runtime.protocol import TaskSide
 
 T = TypeVar("T")
 
@@ -25,8 +23,6 @@ class DaskTaskSide:
 
     def gather(self, calls: list) -> list:
         """The answers of actor calls, awaited on the worker's event loop (where its actors' async methods run)."""
-        from .partition_actors import fail_fast
-
         return fail_fast(self._worker.loop)(calls)
 
     def local(self, key: str) -> Any | None:
@@ -54,7 +50,23 @@ class DaskTaskSide:
         return read
 
 
-def task_side() -> TaskSide | DaskTaskSide:
-    """The side of the worker this task runs on: an in-process worker's if it is one, else Dask's."""
-    side = current()
-    return side if side is not None else DaskTaskSide()
+def fail_fast(loop: Any) -> Callable[[list], list]:
+    """A ``gather`` for actor calls made from a task: all results, or the first error at once."""
+    from distributed.utils import sync
+
+    async def wait(call: Any) -> Any:
+        return await call
+
+    def gather(calls: list) -> list:
+        async def run() -> list:
+            tasks = [asyncio.ensure_future(wait(c)) for c in calls]
+            try:
+                return list(await asyncio.gather(*tasks))
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                raise
+
+        return sync(loop, run)
+
+    return gather

@@ -1,6 +1,6 @@
 """Start or connect to a Dask cluster, place actors, and always clean up.
 
-This package is the only place in dbkit that imports Dask. ``Cluster`` starts
+This folder (``dbkit/runtime/dask``) is the only place in dbkit that imports Dask. ``Cluster`` starts
 an embedded ``LocalCluster`` (worker processes on 127.0.0.1) by default,
 connects to a scheduler address (``tcp://HOST:PORT``: a cluster started with
 ``dask scheduler`` / ``dask worker``, dask-jobqueue or Kubernetes), or wraps
@@ -13,79 +13,17 @@ from __future__ import annotations
 
 import atexit
 import logging
-import signal
-import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
 from concurrent.futures import CancelledError
-from contextlib import contextmanager
 
-from ..runtime.registry import ActorRegistry
-from .bounded_wait import WorkerLeft, wait_unless_gone
+from ..bounded_wait import WorkerLeft, wait_unless_gone
+from ..registry import ActorRegistry
+from .scheduler import ClusterError, probe_scheduler
+from .worker_processes import WORKER_DASK_CONFIG, WORKER_MALLOC, workers_ignore_group_signals
 
 _OPEN: weakref.WeakSet[Cluster] = weakref.WeakSet()
-# Environment for worker processes dbkit starts (see Cluster.__init__); for your own
-# cluster, set the same in the workers' environment.
-WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(256 * 2**20), "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
-# Dask settings for the workers dbkit starts. Dask's statistical profiler samples every
-# thread's stack every 10 ms by default, holding the GIL each time; a replica computing
-# on a worker pays for it. Every 100 ms the dashboard's Profile page still fills, and
-# the worker's event loop took 0.11-0.13 ms of CPU per replica step instead of 0.21-0.23
-# (speech, 2 replicas, n = 4; ``benchmarks/thread_time.py``, issue #12).
-WORKER_DASK_CONFIG = {"distributed.worker.profile.interval": "100ms"}
-
-
-class ClusterError(RuntimeError):
-    """The cluster could not be started or reached."""
-
-
-class SchedulerAddressError(ClusterError, ValueError):
-    """Nothing at a scheduler address answers as a Dask scheduler (bad input: the CLI exits 2)."""
-
-
-def probe_scheduler(address: str, timeout: float = 3.0) -> None:
-    """Refuse within ``timeout`` seconds an address where no Dask scheduler listens.
-
-    Dask's client would retry a refused connection for its whole connect timeout
-    (10 s), and on a port that answers but is not Dask (a web server) it waits,
-    or reads the reply as a frame length ("Unable to allocate 3.07 EiB"). A Dask
-    scheduler greets a new connection at once with a framed handshake whose first
-    8 bytes are its length (little-endian); that is what is checked. Only
-    ``tcp://`` (and bare ``host:port``) addresses are probed: TLS waits for the
-    client to speak first.
-    """
-    from distributed.comm.addressing import parse_address, parse_host_port
-
-    scheme, location = parse_address(address)
-    if scheme != "tcp":
-        return
-    host, port = parse_host_port(location)
-    import socket
-
-    try:
-        conn = socket.create_connection((host, port), timeout=timeout)
-    except ConnectionRefusedError as e:
-        raise SchedulerAddressError(f"nothing listens at {address} (connection refused): is the Dask scheduler "
-                                    "running there, on that port (its default is 8786)?") from e
-    except OSError as e:
-        raise SchedulerAddressError(f"cannot reach {address} within {timeout:g}s ({e})") from e
-    with conn:
-        try:
-            head = b""
-            while len(head) < 8:
-                more = conn.recv(8 - len(head))
-                if not more:
-                    break
-                head += more
-        except OSError:  # socket.timeout included
-            pass
-    length = int.from_bytes(head, "little") if len(head) == 8 else 0
-    if not 0 < length <= 2**20:
-        said = f"it sent {head!r}" if head else f"it sent nothing within {timeout:g}s"
-        raise SchedulerAddressError(f"{address} answers but is not a Dask scheduler ({said}); check the port "
-                                    "(a scheduler listens on 8786 by default; 8787 is its dashboard)")
 
 
 class Cluster:
@@ -138,7 +76,7 @@ class Cluster:
             # a fetched shard) is a fresh mmap and page-faults on first touch. Measured
             # here: the speech model's loss_and_grad 20 ms -> 9 ms per step with these.
             with dask.config.set({**{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()},
-                                  **WORKER_DASK_CONFIG}), _workers_ignore_group_signals():
+                                  **WORKER_DASK_CONFIG}), workers_ignore_group_signals():
                 self.local_cluster = LocalCluster(
                     n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                     host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
@@ -364,31 +302,6 @@ class Cluster:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.workers())} workers"
         return f"<dbkit.Cluster {self.kind}, {state}, {len(self.registry)} actors>"
-
-
-@contextmanager
-def _workers_ignore_group_signals() -> Iterator[None]:
-    """Start worker processes with SIGINT and SIGTERM ignored.
-
-    A terminal's Ctrl-C goes to its whole process group, and so does the SIGTERM
-    of a batch system at a job's time limit; the LocalCluster's workers are in
-    the driver's group: they died of it before the driver could stop the job and
-    write its report. An ignored signal is inherited through the spawn of a
-    worker process, and Python leaves an inherited ignore in place, so the signal
-    reaches the driver alone; the workers are then shut down by ``close()`` (the
-    nanny asks them to stop, then kills them: it never needs SIGTERM). Only the
-    main thread can change signal handlers; elsewhere this does nothing. Both
-    signals are ignored for the second or two the workers take to start.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
 
 
 def _is_large_array(value) -> bool:

@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..ps.records import WireAddress
-from ..ps.wire_server import WireServer
+from ...ps.records import WireAddress
+from ...ps.wire_server import WireServer
 
 PLUGIN = "dbkit-shard-wire"
 
