@@ -112,6 +112,7 @@ class RunConfig:
     replicas: int = 1
     shards: int = 1
     workers: int = 2
+    runtime: str = "dask"
     scheduler: str | None = None
     slow_replicas: tuple[tuple[int, float], ...] = ()
     checkpoint_dir: str | None = None
@@ -128,6 +129,9 @@ class RunConfig:
             object.__setattr__(self, "checkpoint_dir", os.path.abspath(os.path.expanduser(self.checkpoint_dir)))
         if self.scheduler is not None:
             _check_scheduler(self.scheduler)
+            if self.runtime != "dask":
+                raise ValueError(f"scheduler is a Dask scheduler's address; runtime={self.runtime!r} starts its "
+                                 "own workers: give one or the other")
         if self.steps is None and self.seconds is None:
             raise ValueError("give steps or seconds (how long to train)")
         for name, cls in SECTIONS.items():

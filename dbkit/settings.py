@@ -19,6 +19,7 @@ ALGORITHMS = ("sgd", "downpour", "sandblaster")
 MODELS = ("linear", "mlp", "speech", "image-local", "signal-local")
 OPTIMIZERS = ("sgd", "adagrad")
 TRANSPORTS = ("socket", "actor")  # how replicas reach shards on other workers (issue #12)
+RUNTIMES = ("dask", "in-process")  # where a job's workers run (dbkit.runtime)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,10 @@ _TABLE = [
     # machines
     Setting("replicas", "int", 1, 10_000, help="model replicas, each training on its own data shard"),
     Setting("shards", "int", 1, 10_000, help="parameter server shards, each owning a slice of the parameters"),
-    Setting("workers", "int", 1, 256, help="LocalCluster worker processes"),
+    Setting("workers", "int", 1, 256, help="workers dbkit starts: LocalCluster processes, or in-process workers"),
+    Setting("runtime", "choice", choices=RUNTIMES,
+            help="where the workers run: dask (a LocalCluster, or the scheduler's cluster) or in-process "
+                 "(workers in this process, no Dask: for a machine or a lesson without a cluster)"),
     Setting("scheduler", "text", optional=True, help="address of a running Dask scheduler"),
     Setting("slow_replicas", "factors",
             help="make replica I FACTOR times slower (a straggler: Downpour and Sandblaster)"),

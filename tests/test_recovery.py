@@ -429,9 +429,9 @@ def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survive
     run (``OSError: Unable to contact Actor's worker``) though a live worker and the checkpoint remained.
     Here the kill comes at the worst moment, as the restored shard is being placed on it; the restore
     goes to the next live worker."""
-    from dbkit.cluster import Cluster, session
+    from dbkit.cluster import Cluster
 
-    place = session.Cluster.place_actor
+    place = Cluster.place_actor
     killed: list[str] = []
 
     def place_on_a_dying_worker(self, name, cls, *args, worker=None, **kwargs):
@@ -446,7 +446,7 @@ def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survive
                                checkpoint_dir=str(tmp_path), checkpoint_every=0.2,
                                shard_workers=[w[0], w[1], w[2], w[3]], replica_workers=[w[2], w[3]]) as job:
             job.fit(steps=200, progress=False)
-            monkeypatch.setattr(session.Cluster, "place_actor", place_on_a_dying_worker)
+            monkeypatch.setattr(Cluster, "place_actor", place_on_a_dying_worker)
             _kill(cluster.client, w[0])  # shard 0's worker
             job.fit(steps=1200, progress=False)
             assert job.state == "paused", job.events.last(ErrorEvent)

@@ -128,6 +128,9 @@ class _Counter:
     def total(self) -> float:
         return float(self.values.sum())
 
+    def add_from(self, other) -> float:
+        return other.total().result(timeout=5)
+
 
 def test_actor_calls_run_in_order_on_their_workers_one_thread_on_copies_of_the_arguments(machines):
     session = machines.session("t")
@@ -138,6 +141,8 @@ def test_actor_calls_run_in_order_on_their_workers_one_thread_on_copies_of_the_a
     assert a.total().result(timeout=5) == 60.0
     assert len(threads) == 1 and machines.workers()[1] in threads.pop()
     assert session.registry.worker("a") == machines.workers()[1]
+    b = session.place_actor("b", _Counter, np.zeros(3), worker=machines.workers()[0])
+    assert b.add_from(a).result(timeout=5) == 60.0  # a proxy sent along still names the same actor
     session.close()
     assert machines.placed() == {w: [] for w in machines.workers()}
     with pytest.raises(RuntimeError, match="was lost"):
@@ -240,3 +245,38 @@ def test_sync_sgd_with_its_parameters_on_in_process_shards_equals_sync_sgd_in_me
         report = sharded.report()
     assert sharded.parameters().tobytes() == alone.parameters().tobytes()
     assert validate_report(report) == [] and report["cluster"]["kind"] == "in-process"
+
+
+# ---- runtime="in-process": a job's own in-process workers, from the API and the command line --------------
+def test_a_job_with_runtime_in_process_starts_and_closes_its_own_workers(digits):
+    before = set(_dbkit_threads())
+    with dbkit.DownpourSGD("linear", digits, runtime="in-process", workers=3, replicas=2, shards=3, lr=0.02,
+                           optimizer="sgd") as d:
+        d.fit(steps=40, progress=False)
+        assert {s.worker for s in d.shards()} == {f"inprocess://worker-{k}" for k in range(3)}
+    assert validate_report(d.report()) == [] and d.report()["cluster"]["kind"] == "in-process"
+    assert set(_dbkit_threads()) <= before  # its workers' actor threads stopped with it
+    with pytest.raises(ValueError, match="give one or the other"):
+        RunConfig.make(algorithm="downpour", runtime="in-process", scheduler="tcp://127.0.0.1:8786")
+    with pytest.raises(ValueError, match="runtime must be one of"):
+        RunConfig.make(algorithm="downpour", runtime="threads")
+    with InProcessCluster(workers=1) as m, pytest.raises(ValueError, match="not both"):
+        dbkit.SandblasterLBFGS("linear", digits, runtime="in-process", cluster=m)
+
+
+def test_the_command_line_runs_a_job_on_in_process_workers(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    argv = ["run", "downpour", "--runtime", "in-process", "--replicas", "2", "--shards", "2", "--steps", "200",
+            "--report", str(tmp_path / "r.json")]
+    code = (f"import sys\nfrom dbkit.cli.main import main\ncode = main({argv!r})\n"
+            "print('dask loaded:', sorted(k for k in sys.modules if k.split('.')[0] in ('dask', 'distributed')))\n"
+            "sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert validate_report(report) == [] and report["config"]["runtime"] == "in-process"
+    assert report["cluster"]["kind"] == "in-process" and "inprocess://worker-0" in out.stdout
+    assert "dask loaded: []" in out.stdout

@@ -177,7 +177,8 @@ def _finite(value: object) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    quiet_dask()
+    if args.command != "simulate" and getattr(args, "runtime", "dask") == "dask":
+        quiet_dask()  # only where Dask runs: a simulation, or a run on in-process workers, loads none of it
     from ..config import RunConfig
     from ..runner import run
     from .summary import print_summary

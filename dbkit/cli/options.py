@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config import MODELS, RunConfig
-from ..settings import TRANSPORTS
+from ..settings import RUNTIMES, TRANSPORTS
 
 DEFAULTS = RunConfig()
 
@@ -83,7 +83,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     c.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running Dask scheduler (tcp://HOST:PORT); default: start a LocalCluster")
     c.add_argument("--workers", type=int, default=d.workers,
-                   help="LocalCluster worker processes (default: %(default)s)")
+                   help="workers dbkit starts: LocalCluster processes, or in-process workers (default: %(default)s)")
+    c.add_argument("--runtime", choices=RUNTIMES, default=d.runtime,
+                   help="where the workers run: dask, or in-process (threads of this process, no Dask; "
+                        "default: %(default)s)")
     f = p.add_argument_group("faults (a lost machine)")
     f.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                    help="the parameter shards checkpoint here (on a real cluster: a folder every machine shares); "
@@ -137,7 +140,8 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
                 replicas=args.replicas, shards=args.shards,
                 partitions=args.partitions, n_fetch=args.n_fetch, n_push=args.n_push,
                 warm_start_steps=args.warm_start_steps, overlap=args.overlap, transport=args.transport,
-                workers=args.workers, scheduler=args.scheduler, checkpoint_dir=args.checkpoint_dir,
+                workers=args.workers, runtime=args.runtime, scheduler=args.scheduler,
+                checkpoint_dir=args.checkpoint_dir,
                 checkpoint_every=args.checkpoint_every, restart_replicas=args.restart_replicas,
                 heartbeat_timeout=args.heartbeat_timeout)
     if args.resume is not None and algorithm == "sgd":
@@ -148,5 +152,5 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
     if algorithm != "sgd":
         flat.update(slow_replicas=tuple(args.slow_replica))
     if algorithm == "sgd":
-        flat.update(on_cluster=bool(args.on_cluster or args.scheduler))
+        flat.update(on_cluster=bool(args.on_cluster or args.scheduler or args.runtime != "dask"))
     return RunConfig.make(**flat)

@@ -70,10 +70,12 @@ class SyncSGD(Job):
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, on_cluster: bool | None = None,
                  client: Any = None, scheduler: str | None = None, cluster: ClusterFactory | None = None,
                  config: RunConfig | None = None, **settings: Any) -> None:
-        on_cluster = on_cluster or (True if (client is not None or scheduler or cluster is not None) else None)
+        runtime = settings.get("runtime", config.runtime if config is not None else "dask")
+        on_cluster = on_cluster or (True if (client is not None or scheduler or cluster is not None
+                                             or runtime != "dask") else None)
         config, dataset, network = resolve_job("sgd", model, data, config,
                                                dict(scheduler=scheduler, on_cluster=on_cluster, **settings))
-        self._machines = given_cluster(cluster, client, config.scheduler)
+        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
         super().__init__(config, dataset, network)
         self._client = client
         self._gate = Gate()
@@ -88,11 +90,10 @@ class SyncSGD(Job):
         self._gate.paused = paused
         server = None
         if c.sgd.on_cluster:
-            from ..runtime.dask.cluster import Cluster
+            from .machines import open_session
             from .shards import start_shards
 
-            self._res.cluster = (self._machines.session() if self._machines is not None else
-                                 Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers))
+            self._res.cluster = open_session(c, self._machines, self._client, "")
             self.dashboard = self._res.cluster.dashboard_link()
             server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.optimizer, c.lr)
         self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.optimizer, c.seed, server)
@@ -186,7 +187,8 @@ class SyncSGD(Job):
 
     def describe(self) -> str:
         c = self.config
-        machines = "a Dask cluster" if self._machines is None else type(self._machines).__name__
+        machines = (type(self._machines).__name__ if self._machines is not None else
+                    "in-process workers" if c.runtime == "in-process" else "a Dask cluster")
         where = f"on {c.shards} parameter shard(s) on {machines}" if c.sgd.on_cluster else "in memory"
         return f"sync SGD: one replica, parameters {where}, {c.optimizer} lr={c.lr}, batch {c.batch_size}"
 

@@ -158,9 +158,11 @@ class ClusterFactory(Protocol):
     def session(self, tag: str = "") -> Runtime: ...
 
 
-def given_cluster(cluster: Any, client: Any, scheduler: str | None) -> ClusterFactory | None:
-    """A job's ``cluster=`` checked: at most one of ``cluster``, ``client`` and ``scheduler``, and machines
-    that open sessions (``session(tag)``); ``None`` when the job runs on Dask."""
+def given_cluster(cluster: Any, client: Any, scheduler: str | None, runtime: str = "dask") -> ClusterFactory | None:
+    """A job's ``cluster=`` checked: at most one of ``cluster``, ``client``, ``scheduler`` and a ``runtime`` that
+    starts its own workers, and machines that open sessions (``session(tag)``); ``None`` when it has none."""
+    if runtime != "dask" and (cluster is not None or client is not None):
+        raise ValueError(f"runtime={runtime!r} starts workers of its own: give it, or cluster=/client=, not both")
     if cluster is None:
         return None
     if client is not None or scheduler is not None:

@@ -26,12 +26,12 @@ from ...jobs import FinalState, Job, JobThread, Monitor, job_from_checkpoint, re
 from ...nn import Network
 from ...partition import AlignedLayout
 from ...ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
-from ...runtime.dask.cluster import Cluster
 from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ...settings import check
 from ...telemetry import Relayout, ReplicaEvent
 from ..folders import check_workers_can_write
 from ..heartbeat import drop_hung
+from ..machines import open_session
 from .fleet import Fleet
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
@@ -117,7 +117,7 @@ class DownpourSGD(Job):
                  **settings: Any) -> None:
         base = config or RunConfig.make(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
         config, dataset, network = resolve_job("downpour", model, data, base, dict(scheduler=scheduler, **settings))
-        self._machines = given_cluster(cluster, client, config.scheduler)
+        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
         check_layout(network, config)  # refuses partitions the network or shards cannot take
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
@@ -188,8 +188,7 @@ class DownpourSGD(Job):
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
         c, net = self.config, self.network
-        cluster = self._res.cluster = (self._machines.session(self.tag) if self._machines is not None else
-                                       Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers))
+        cluster = self._res.cluster = open_session(c, self._machines, self._client, self.tag)
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)

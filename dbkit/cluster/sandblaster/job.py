@@ -35,11 +35,11 @@ from ...nn import Network
 from ...ps import ShardedParameters, ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
-from ...runtime.dask.cluster import Cluster
 from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
 from ..folders import check_workers_can_write
 from ..heartbeat import Heartbeat, drop_hung, workers_of_shards
+from ..machines import open_session
 from ..shards import start_shards
 from .batch import UnitBatch
 from .recovery import SandblasterCheckpoints
@@ -111,7 +111,7 @@ class SandblasterLBFGS(Job):
                  **settings: Any) -> None:
         base = config or RunConfig.make(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
         config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
-        self._machines = given_cluster(cluster, client, config.scheduler)
+        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self._workers: list[str] = []  # where replicas go: those asked, or every worker
@@ -170,9 +170,7 @@ class SandblasterLBFGS(Job):
         c, s = self.config, self.config.sandblaster
         self._gate.paused = paused
         per_worker = max(1, math.ceil(c.replicas / c.workers))
-        cluster = self._res.cluster = (self._machines.session() if self._machines is not None else
-                                       Cluster(scheduler=c.scheduler, client=self._client, n_workers=c.workers,
-                                               threads_per_worker=per_worker))
+        cluster = self._res.cluster = open_session(c, self._machines, self._client, "", per_worker)
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)

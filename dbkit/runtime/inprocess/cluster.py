@@ -40,11 +40,12 @@ class InProcessCluster:
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_workers, list(self._workers.values()))
 
-    def session(self, tag: str = "") -> InProcessSession:
-        """One job's session: what it places here, released by its ``close()`` (the cluster stays)."""
+    def session(self, tag: str = "", closes_cluster: bool = False) -> InProcessSession:
+        """One job's session: what it places here, released by its ``close()``; the cluster stays unless
+        ``closes_cluster`` (a job's own workers)."""
         if self._closed:
             raise RuntimeError("this InProcessCluster is closed")
-        return InProcessSession(self, tag)
+        return InProcessSession(self, tag, closes_cluster)
 
     @property
     def closed(self) -> bool:
@@ -132,8 +133,9 @@ class NoWires:
 class InProcessSession(Runtime):
     """One job's actors and tasks on an ``InProcessCluster``. ``_lock`` guards its tasks and ``_closed``."""
 
-    def __init__(self, cluster: InProcessCluster, tag: str) -> None:
+    def __init__(self, cluster: InProcessCluster, tag: str, closes_cluster: bool = False) -> None:
         self.cluster, self.tag = cluster, tag or uuid.uuid4().hex[:10]
+        self._closes_cluster = closes_cluster
         self.registry = ActorRegistry()
         self.wires = NoWires()
         self._tasks: list[Task] = []
@@ -238,6 +240,8 @@ class InProcessSession(Runtime):
         self.registry.clear()
         for t in tasks:
             t.join(join)
+        if self._closes_cluster:
+            self.cluster.close()
 
     def __repr__(self) -> str:
         return f"<in-process session {self.tag}: {len(self.registry)} actors>"

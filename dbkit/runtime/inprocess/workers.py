@@ -165,6 +165,9 @@ class ActorProxy:
 
         return call
 
+    def __deepcopy__(self, memo: dict) -> ActorProxy:
+        return self  # a proxy sent along names the same actor, as a pickled Dask proxy does
+
     def __repr__(self) -> str:
         return f"<in-process actor {self.key} on {self.worker}>"
 
