@@ -1,4 +1,4 @@
-"""Downpour SGD as a job: shards and replicas on Dask workers, steered while training.
+"""Downpour SGD as a job: shards and replicas on workers (Dask's, or in process), steered while training.
 
 DistBelief Sec. 4.1: many model replicas, each on its own data shard, fetch
 parameters from and push gradients to a sharded parameter server,
@@ -68,7 +68,7 @@ class _Resources:
 
 
 class DownpourSGD(Job):
-    """Asynchronous Downpour SGD on a Dask cluster.
+    """Asynchronous Downpour SGD on a cluster: Dask (the default), or in-process workers.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Downpour replicas as long-running Dask tasks, steered through a control actor on their worker.
+"""Downpour replicas as long-running tasks, steered through a control actor on their worker (Dask or in process).
 
 A replica's loop (``dbkit.algorithms.run_replica_loop``) runs as a task that
 leaves its worker's task slot (Dask's ``secede()``), so it never occupies a worker thread slot and never runs
@@ -21,7 +21,7 @@ from ..shards import ShardHandles, connect
 
 
 class ReplicaControl:
-    """Settings and latest figures of the replicas on one worker (a Dask actor)."""
+    """Settings and latest figures of the replicas on one worker (an actor)."""
 
     def __init__(self) -> None:
         self.settings: dict[int, ReplicaSettings] = {}

@@ -1,4 +1,4 @@
-"""Sandblaster L-BFGS as a job: shards, replicas and the coordinator on a Dask cluster.
+"""Sandblaster L-BFGS as a job: shards, replicas and the coordinator on a cluster (Dask, or in process).
 
 DistBelief Sec. 4.2. The coordinator (``dbkit.algorithms.LBFGSCoordinator``)
 runs on a thread of this process and talks to the shards in commands and
