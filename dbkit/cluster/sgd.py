@@ -67,6 +67,16 @@ class SyncSGD(Job):
     algorithm = "sgd"
     steerable = ("lr", "optimizer")
 
+    def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SyncSGD:
+        # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
+        if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
+            from ..sim.job import simulated_job
+
+            job = simulated_job("sgd", cluster, args, settings, None)
+            if job is not None:
+                return job  # type: ignore[return-value]  # (it has the same interface, on virtual time)
+        return super().__new__(cls)
+
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, on_cluster: bool | None = None,
                  client: Any = None, scheduler: str | None = None, cluster: ClusterFactory | None = None,
                  config: RunConfig | None = None, **settings: Any) -> None:

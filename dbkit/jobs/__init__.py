@@ -13,10 +13,10 @@ from .job import ENDED, Job
 from .monitor import Monitor
 from .running import AnotherJobRunning, running, stop_all
 from .setup import job_from_checkpoint, resolve_job
-from .snapshot import FinalState, Snapshot
+from .snapshot import FinalState, Simulated, Snapshot
 from .stopwatch import Stopwatch
 from .thread import JobThread
 
 __all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job", "JobHooks",
-           "JobThread", "Monitor", "Snapshot", "Stopping", "Stopwatch", "job_from_checkpoint", "resolve_job", "running",
-           "stop_all"]
+           "JobThread", "Monitor", "Simulated", "Snapshot", "Stopping", "Stopwatch", "job_from_checkpoint",
+           "resolve_job", "running", "stop_all"]

@@ -9,6 +9,7 @@ hooks that change the job are called with the job's ``_steer`` lock held.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -58,6 +59,13 @@ class JobHooks(ABC):
     @abstractmethod
     def _gather(self, stopping: bool) -> FinalState:
         """Parameters and figures now; with ``stopping``, first stop the replicas (they push what they have)."""
+
+    def _seconds(self) -> float:
+        """The clock ``fit(seconds=...)`` counts (a simulated job's: virtual seconds)."""
+        return time.monotonic()
+
+    def _cap_seconds(self, seconds: float) -> None:
+        """``fit`` trains ``seconds`` more on ``_seconds``' clock (a simulated job stops there exactly)."""
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
         """Apply validated ``changes`` to the running job (``new`` is the config after them)."""

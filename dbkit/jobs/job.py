@@ -141,22 +141,24 @@ class Job(JobHooks):
             if self.ended:
                 return self.history
             target = self._cap(steps)
+            if seconds is not None:
+                self._cap_seconds(seconds)
             self._user_paused = False
             self._hold(False)
             self._clock.start()
             self._set_state("running")
         bar = Progress(self, steps, seconds) if progress else None
-        begin = time.monotonic()
+        begin = self._seconds()
         try:
             while not (self.ended or self._user_paused):
                 if self._check_connection():
                     break
                 if target is not None and self._progress() >= target:
                     break
-                if seconds is not None and time.monotonic() - begin >= seconds:
+                if seconds is not None and self._seconds() - begin >= seconds:
                     break
                 if bar is not None:
-                    bar.update(time.monotonic() - begin)
+                    bar.update(self._seconds() - begin)
                 time.sleep(0.05)
         finally:
             with self._steer:

@@ -25,13 +25,36 @@ class FinalState:
 
 
 @dataclass(frozen=True)
+class Simulated:
+    """A simulated job's profile and machines (``dbkit.sim``), its virtual and real seconds so far, and
+    ``speed``: virtual seconds per real second of simulating (``None`` before any)."""
+
+    profile: str
+    machines: int | None
+    description: str
+    virtual_seconds: float = 0.0
+    real_seconds: float = 0.0
+
+    @property
+    def speed(self) -> float | None:
+        return self.virtual_seconds / self.real_seconds if self.real_seconds > 0 else None
+
+    def describe(self) -> str:
+        pace = f", {self.speed:,.3g}x real time" if self.speed is not None else ""
+        return (f"simulated: profile {self.profile}, "
+                + (f"{self.machines} machines" if self.machines else "a machine for every part")
+                + f", {self.virtual_seconds:,.2f} simulated s{pace}")
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """What a job looks like now.
 
     ``changing`` holds settings asked and not yet applied (with the value
     asked); ``last_change`` the latest ``Change`` event; ``last_error`` the
     latest error or refusal in words; ``events`` how many events there are;
-    ``dashboard`` the Dask dashboard's address (``None``: not served).
+    ``dashboard`` the Dask dashboard's address (``None``: not served); ``simulation`` a simulated
+    job's profile, machines and clocks (``None``: a real job).
     """
 
     algorithm: str
@@ -47,6 +70,7 @@ class Snapshot:
     last_error: str | None
     events: int
     dashboard: str | None = None
+    simulation: Simulated | None = None
 
     @property
     def live_replicas(self) -> int:

@@ -63,8 +63,12 @@ class Runtime(Protocol):
     """One job's session on its machines: what it placed there, and how it asks them."""
 
     tag: str
-    registry: Registry
-    wires: WireAddresses
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def wires(self) -> WireAddresses: ...
 
     @property
     def kind(self) -> str: ...

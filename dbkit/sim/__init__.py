@@ -3,16 +3,20 @@
 ``Cluster(profile, machines)`` describes simulated machines; ``simulate(config,
 cluster)`` runs the job ``config`` describes on them and returns the same JSON
 report a real run writes, marked ``"simulated": true`` with its profile.
+Given as ``cluster=`` to ``dbkit.DownpourSGD``, ``SandblasterLBFGS`` or
+``SyncSGD``, it makes a ``SimulatedJob``: the same start, fit, pause, resume,
+set, stop, events, snapshot and report, in simulated seconds, in the background.
 Numpy and greenlet only: no Dask.
 """
 
 from .api import simulate, simulated_run
 from .cost import CostModel
 from .engine import Simulation, SimulationError
+from .job import SimulatedJob
 from .layout import Cluster
 from .profile import Profile, ProfileError
 from .profile import load as load_profile
 from .shape import ModelShape
 
-__all__ = ["Cluster", "CostModel", "ModelShape", "Profile", "ProfileError", "Simulation", "SimulationError",
-           "load_profile", "simulate", "simulated_run"]
+__all__ = ["Cluster", "CostModel", "ModelShape", "Profile", "ProfileError", "SimulatedJob", "Simulation",
+           "SimulationError", "load_profile", "simulate", "simulated_run"]

@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..algorithms import DownpourReplica, PartitionedDownpourReplica, ReplicaFigures
+from ..config import RunConfig
 from ..data import shard_indices
 from ..nn import Network
 from ..partition import aligned_layout, boundary_floats, inputs_used, ownership
@@ -47,6 +48,7 @@ class SimulatedDownpour(SimulatedRun):
         self.started = self.done = 0
         self._next_eval = c.eval_every
         self._waiting = list(range(1, c.replicas)) if c.downpour.warm_start_steps > 0 else []
+        self._leaving: set[int] = set()  # replicas told to end at their next step (fewer replicas, lost)
 
     def _launch(self) -> None:
         c = self.config
@@ -113,31 +115,42 @@ class SimulatedDownpour(SimulatedRun):
         """One replica's life: step while the budget lasts, then push what it has accumulated."""
         replica = self.replicas[i]
         try:
-            while self._may_step():
+            while self._may_step(i):
                 replica.step()
                 self._stepped()
                 if replica.diverged:
                     self._ended(i, "diverged", f"{replica.counters.nonfinite_in_a_row} non-finite gradients in a "
                                                f"row (lr={replica.lr})")
                     return
+            if self.states[i] == "lost":  # its machine died: what it accumulated is never pushed
+                return
             replica.flush()
-            self.states[i] = "stopped"
+            self.states[i] = "removed" if i in self._leaving else "stopped"
         except Exception as e:  # noqa: BLE001 - a replica's failure must not stop the others
             self._ended(i, "failed", f"{type(e).__name__}: {e}")
+        finally:
+            if self.layout is not None:
+                self.layout.leave(i)
 
     def _ended(self, i: int, state: str, error: str) -> None:
         self.states[i], self.errors[i] = state, error
         if all(s in ("diverged", "failed") for s in self.states.values()) and not self._waiting:
             self._set_state("diverged" if state == "diverged" else "failed", f"every replica ended: {error}")
 
-    def _may_step(self) -> bool:
+    def _may_step(self, i: int) -> bool:
+        """Whether replica ``i`` takes another step: the run goes on, the replica is not leaving, the
+        budget (a driven run's cap: at it, the replica parks until the cap moves) allows it."""
         c = self.config
-        if self.state != "running" or (c.steps is not None and self.started >= c.steps):
-            return False
-        if c.seconds is not None and self.sim.now >= c.seconds:
-            return False
-        self.started += 1
-        return True
+        while True:
+            if self.state != "running" or self.stopping or i in self._leaving:
+                return False
+            if not self.driven and ((c.steps is not None and self.started >= c.steps)
+                                    or (c.seconds is not None and self.sim.now >= c.seconds)):
+                return False
+            if self.started < self.cap:
+                self.started += 1
+                return True
+            self.parking.wait()
 
     def _stepped(self) -> None:
         c = self.config
@@ -149,6 +162,60 @@ class SimulatedDownpour(SimulatedRun):
         if self.done >= self._next_eval:
             self._next_eval = self.done + c.eval_every
             self.sample(evaluate=True)
+
+    # ---- steering (a driven run: its job's ``set`` and ``lose_replica``, at the current instant) ------
+    def live(self) -> list[int]:
+        """Replicas that train or wait to (warm start), not leaving."""
+        running = [i for i, s in self.states.items() if s == "running" and i not in self._leaving]
+        return sorted(running + self._waiting)
+
+    def set_replicas(self, n: int) -> None:
+        """Add replicas (new numbers, on the data shards in turn) or let the newest leave at their next step."""
+        live = self.live()
+        if n > len(live):
+            start = max([*self.replicas, *self._waiting, -1]) + 1
+            for i in range(start, start + n - len(live)):
+                if self._waiting:  # warm start not over: they join with the others
+                    self._waiting.append(i)
+                else:
+                    self._start_replica(i)
+        for i in live[n:][::-1] if n < len(live) else []:
+            if i in self._waiting:
+                self._waiting.remove(i)
+            else:
+                self._leaving.add(i)
+        self.parking.release()  # a leaving replica parked at the cap leaves now
+        self.config = self.config.replace(replicas=n)
+
+    def configure(self, config: RunConfig) -> None:
+        """Rates, learning rate, update rule and stragglers of ``config``, from every replica's next step."""
+        d, old = config.downpour, self.config
+        for replica in self.replicas.values():
+            replica.configure(d.n_fetch, d.n_push, config.lr)
+        for shard in self.shards:
+            if config.lr != old.lr:
+                shard.set_lr(config.lr)
+            if config.optimizer != old.optimizer:
+                shard.set_optimizer(config.optimizer)
+        slow = dict(config.slow_replicas)
+        for i, timed in self.timed.items():
+            for t in timed:
+                t.slow = slow.get(i, 1.0)
+        self.config = config.replace(replicas=old.replicas)
+
+    def lose(self, i: int) -> None:
+        """Replica ``i``'s machine dies: it ends ``lost`` at its next step, its accumulated gradient unpushed."""
+        self.states[i], self.errors[i] = "lost", "its machine was lost (lose_replica)"
+        self._leaving.add(i)
+        self.parking.release()
+
+    def stop(self) -> None:
+        """Every replica pushes what it has and ends; the run then has no event left."""
+        self._waiting = []
+        super().stop()
+
+    def begun(self) -> int:
+        return self.started
 
     # ---- figures -------------------------------------------------------------------------------
     def progress(self) -> int:
@@ -164,6 +231,8 @@ class SimulatedDownpour(SimulatedRun):
         out = {}
         for i, r in self.replicas.items():
             state = self.states[i]
+            if state == "running" and i in self._leaving:  # told to leave: it trains no more (its last push
+                state = "removed"                         # goes when virtual time next runs)
             out[i] = r.figures().but(worker=self.layout.replica_machines(i)[0].name,  # type: ignore[union-attr]
                                      state="running" if state == "running" and self.state == "running" else state,
                                      error=self.errors.get(i), slow=self.timed[i][0].slow)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -108,6 +109,50 @@ class Simulation:
         if failed:
             raise SimulationError(f"simulated task {failed[0].name} failed: "
                                   f"{type(failed[0].error).__name__}: {failed[0].error}") from failed[0].error
+
+
+    def run_for(self, real_seconds: float, until: float | None = None) -> None:
+        """Process events for about ``real_seconds`` of this machine's time, stopping early when none
+        is left or the next is at virtual time ``until`` or later (then the clock reads ``until``).
+
+        A driven simulation (a job's) runs in such slices, its driver acting between two of them at
+        the current virtual instant. A task that raised raises here, as in ``run``.
+        """
+        if greenlet.getcurrent() is not self._loop:
+            raise SimulationError("run_for() is called from the greenlet that made the Simulation")
+        queue, pop, clock = self._queue, heapq.heappop, time.perf_counter
+        deadline = clock() + real_seconds
+        while queue:
+            for _ in range(64):  # the real clock is read every 64 events
+                if not queue or (until is not None and queue[0][0] >= until):
+                    break
+                self._now, _, callback = pop(queue)
+                callback()
+            else:
+                if clock() < deadline:
+                    continue
+                break
+            break
+        if until is not None and (not queue or queue[0][0] >= until) and self._now < until:
+            self._now = until
+        failed = [t for t in self.tasks if t.error is not None]
+        if failed:
+            raise SimulationError(f"simulated task {failed[0].name} failed: "
+                                  f"{type(failed[0].error).__name__}: {failed[0].error}") from failed[0].error
+
+    @property
+    def idle(self) -> bool:
+        """No event is waiting: every task has ended or waits for something only a driver can give."""
+        return not self._queue
+
+    def close(self) -> None:
+        """End every task still waiting (``GreenletExit`` in it); from the loop's own thread."""
+        if greenlet.getcurrent() is not self._loop:
+            raise SimulationError("close() is called from the greenlet that made the Simulation")
+        self._queue.clear()
+        for task in self.tasks:
+            if not task.finished and task.greenlet:
+                task.greenlet.throw()
 
 
 class Task:

@@ -85,6 +85,11 @@ class Layout:
             self.machines[m].roles.append(f"replica {replica}" + (f" partition {j}" if partitions > 1 else ""))
         return self.replica_machines(replica)
 
+    def leave(self, replica: int) -> None:
+        """Replica ``replica`` has ended: its machines no longer count it (its place stays in ``replica_on``)."""
+        for m in self.replica_on.get(replica, []):
+            self.machines[m].replicas = max(0, self.machines[m].replicas - 1)
+
     def _new(self, name: str) -> int:
         self.machines.append(_machine(self.spec.machine, name, self.host))
         return len(self.machines) - 1

@@ -10,8 +10,10 @@ Its ``wall_seconds``, ``train_seconds`` and ``t`` are virtual seconds.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -28,6 +30,7 @@ from .gradient_batch import GradientBatch
 from .layout import Cluster, Layout
 from .shape import ModelShape
 from .shard_service import ShardService
+from .sync import Parking
 
 NAN = float("nan")
 
@@ -49,7 +52,8 @@ class SimulatedRun(ABC):
     def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *,
                  start: float = 0.0, initial: np.ndarray | None = None, shape: ModelShape | None = None,
                  jitter: str = "none", cost_only: bool = False, stop_at: float | None = None,
-                 stack_gradients: bool = True) -> None:
+                 stack_gradients: bool = True, events: EventStream | None = None,
+                 on_state: Callable[[str, str], None] | None = None) -> None:
         self.config, self.network, self.data, self.cluster = config, network, data, cluster
         self.sim = Simulation()
         # gradients due together computed as one stack (the same numbers; off: each as it is asked for)
@@ -61,7 +65,17 @@ class SimulatedRun(ABC):
         self.cost = CostModel(cluster.spec, self.shape)
         self.start, self.jitter = float(start), jitter
         self.initial = network.init_params(config.seed) if initial is None else np.asarray(initial, np.float32)
-        self.events = EventStream(clock=lambda: self.start + self.sim.now, origin=0.0)  # t from the warm start's 0
+        # t from the warm start's 0; a job's run writes to its job's stream (whose clock reads this simulation)
+        self.events = events if events is not None else EventStream(clock=lambda: self.start + self.sim.now,
+                                                                    origin=0.0)
+        # A job's run (``on_state`` given) has no budget of its own: its driver caps it (``cap``: the
+        # steps, Sandblaster's iterations, it may reach; tasks beyond it park) and is told of its
+        # endings instead of the run saying them in the event stream.
+        self.on_state = on_state
+        self.cap = math.inf
+        self.parking = Parking(self.sim)
+        self.stopping = False
+        self.last_evaluation: Evaluation | None = None
         self.sampler = Sampler()
         self.evaluator = Evaluator(network, data, seed=config.seed)
         self.state = "created"
@@ -100,23 +114,65 @@ class SimulatedRun(ABC):
         return counts
 
     # ---- running -------------------------------------------------------------------------------
+    @property
+    def driven(self) -> bool:
+        """A job drives this run (``dbkit.sim.job``): no budget of its own, its endings told to the job."""
+        return self.on_state is not None
+
     def run(self) -> dict:
         """Simulate the whole run (its ``steps`` or virtual ``seconds``) and return its report."""
         began = time.perf_counter()
+        self.begin()
+        self.sim.run()
+        self.end()
+        self._real_seconds = time.perf_counter() - began
+        return self.report()
+
+    def begin(self) -> None:
+        """Start: the first sample, then shards and replicas placed and their tasks spawned."""
         self._set_state("running")
         self.sample(evaluate=True)  # the history starts from where the run starts
         self._launch()
-        self.sim.run()
+
+    def end(self) -> None:
+        """The last evaluation (unless the last sample was one), and ``finished`` if nothing ended it."""
         if self._last_eval_step != self.progress():
             self.sample(evaluate=True)
         if self.state == "running":
             self._set_state("finished")
-        self._real_seconds = time.perf_counter() - began
-        return self.report()
+
+    def set_cap(self, cap: float) -> None:
+        """A driven run may go on to ``cap`` steps (``math.inf``: no cap); parked tasks look again."""
+        self.cap = cap
+        self.parking.release()
+
+    def begun(self) -> int:
+        """Steps (Sandblaster: iterations) begun so far: what ``cap`` counts."""
+        return self.progress()
+
+    def configure(self, config: RunConfig) -> None:
+        """Take the steerable settings of ``config`` (a driven run's ``set``); nothing by default."""
+
+    def stop(self) -> None:
+        """A driven run's end: its tasks finish what they hold and end."""
+        self.stopping = True
+        self.parking.release()
+
+    def fail(self, reason: str) -> None:
+        """The simulation itself broke (a task's error escaped it): the run ends failed."""
+        if self.state == "running":
+            self._set_state("failed", reason)
+
+    def add_real_seconds(self, seconds: float) -> None:
+        """Time this machine spent simulating (a driven run is simulated in slices)."""
+        self._real_seconds += seconds
 
     def _set_state(self, state: str, reason: str = "") -> None:
         self.state, self.reason = state, reason
-        self.events.emit(StateChange, state=state, reason=reason)
+        if self.on_state is not None:
+            self.on_state(state, reason)
+        else:
+            self.events.emit(StateChange, state=state, reason=reason)
 
     def _evaluate(self, final: bool = False) -> Evaluation:
         if self.cost_only:  # the stand-in's accuracy says nothing about the model costed
@@ -127,6 +183,7 @@ class SimulatedRun(ABC):
         evaluation = self._evaluate() if evaluate else None
         if evaluate:
             self._last_eval_step = self.progress()
+            self.last_evaluation = evaluation
         self.sampler.emit(self.events, self._replica_figures(), evaluation, step=self.progress())
         if (evaluation is not None and self.stop_at is not None and self.state == "running"
                 and evaluation.test_accuracy >= self.stop_at):
@@ -141,12 +198,14 @@ class SimulatedRun(ABC):
         return [dataclasses.replace(s.shard.figures(), worker=s.machine.name) for s in self.services]
 
     # ---- the report ----------------------------------------------------------------------------
-    def report(self) -> dict:
-        """The JSON report of a real run of the same settings, with ``simulated``, ``profile`` and ``simulation``."""
+    def report(self, state: str | None = None, config: RunConfig | None = None) -> dict:
+        """The JSON report of a real run of the same settings, with ``simulated``, ``profile`` and ``simulation``
+        (``state`` and ``config``: a driven run's job's own, when they differ from the run's)."""
         now = self.sim.now
+        state = state or self.state
         replicas = tuple(f for _, f in sorted(self._replica_figures().items()))
         record = RunRecord(
-            algorithm=self.algorithm, state=self.state, config=self.config.to_dict(), wall_seconds=now,
+            algorithm=self.algorithm, state=state, config=(config or self.config).to_dict(), wall_seconds=now,
             train_seconds=now, final=self._evaluate(final=True), history=self.history,
             replicas=replicas, shards=tuple(self.shard_figures()), bytes=self._bytes(),
             model=({"name": self.shape.name, "parameters": self.shape.parameters,
@@ -154,7 +213,8 @@ class SimulatedRun(ABC):
                    if self.cost_only else {"name": self.network.name, "parameters": self.network.size,
                                            "layers": [layer.describe() for layer in self.network.layers]}),
             dataset=self.data.summary(), cluster=self._cluster_block(), events=self.events.to_dicts(),
-            extra=self._blocks(), steps=self.progress(), ended=self.state if self.state != "running" else None)
+            extra=self._blocks(), steps=self.progress(),
+            ended=state if state not in ("running", "paused", "created") else None)
         report = build_report(record)
         report.update(simulated=True, profile=self.cluster.spec.name, simulation=self._simulation_block(now),
                       cost_only=self.cost_only)

@@ -34,6 +34,7 @@ from ..algorithms import (
     make_units,
 )
 from ..algorithms.sandblaster_replica import MIN_UNIT_SECONDS
+from ..config import RunConfig
 from ..nn import Network
 from ..ps import ParameterShard, ShardedParameters, balanced_layout
 from ..telemetry import BatchDone, ByteCounts, sandblaster_block
@@ -97,13 +98,12 @@ class SimulatedSandblaster(SimulatedRun):
 
     # ---- the coordinator's task ------------------------------------------------------------------
     def _coordinate(self) -> None:
-        c, coordinator = self.config, self.coordinator
+        coordinator = self.coordinator
         assert coordinator is not None
         try:
             coordinator.begin()
             self.sample(evaluate=True)
-            while (self.state == "running" and (c.steps is None or self.progress() < c.steps)
-                   and (c.seconds is None or self.sim.now < c.seconds)):
+            while self._may_iterate():
                 if coordinator.iterate() is None:
                     self._set_state("finished", coordinator.stop_reason)
                     return
@@ -112,6 +112,29 @@ class SimulatedSandblaster(SimulatedRun):
             self._set_state("diverged", str(e))
         except Exception as e:  # noqa: BLE001 - the run ends failed, with its report
             self._set_state("failed", f"{type(e).__name__}: {e}")
+
+    def _may_iterate(self) -> bool:
+        """Whether the coordinator begins another iteration (a driven run's cap: it parks at it)."""
+        c = self.config
+        while True:
+            if self.state != "running" or self.stopping:
+                return False
+            if not self.driven and not ((c.steps is None or self.progress() < c.steps)
+                                        and (c.seconds is None or self.sim.now < c.seconds)):
+                return False
+            if self.progress() < self.cap:
+                return True
+            self.parking.wait()
+
+    def begun(self) -> int:
+        return self.progress()
+
+    def configure(self, config: RunConfig) -> None:
+        """Stragglers of ``config`` from the next work unit on."""
+        slow = dict(config.slow_replicas)
+        for i, replica in self.replicas.items():
+            replica.slow_factor = slow.get(i, 1.0)
+        self.config = config.replace(replicas=self.config.replicas)
 
     def _batch(self, vector: str) -> float:
         """One batch gradient at shard vector ``vector`` by work units (the coordinator's executor): the

@@ -55,3 +55,24 @@ class Mailbox:
             self._waiter = greenlet.getcurrent()
             self.sim._suspend()
         return self.items.popleft()
+
+
+class Parking:
+    """Tasks waiting for their driver (a driven run's step cap reached): ``wait`` parks the calling
+    task, taking no virtual time; ``release`` lets every parked task go on at the current instant."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self._waiters: list[greenlet.greenlet] = []
+
+    def wait(self) -> None:
+        self._waiters.append(greenlet.getcurrent())
+        self.sim._suspend()
+
+    def release(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            self.sim.at(0.0, waiter.switch)
+
+    def __len__(self) -> int:
+        return len(self._waiters)

@@ -7,6 +7,7 @@ released (``continuous_update=False``), and their readout takes a typed value.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,13 @@ BUTTONS: dict[str, tuple[str, ...]] = {
 }
 
 BUTTON_STYLE = {"start": "success", "pause": "", "resume": "", "stop": "danger", "lose a replica": "warning"}
+
+
+def at_scale(knobs: tuple[Knob, ...], machines: int | None) -> tuple[Knob, ...]:
+    """The knobs for a simulated cluster: replicas up to its ``machines`` (``None``: a machine for every
+    part, so up to 1,000), and fetch and push rates up to 100 (the paper's scale)."""
+    wider = {"replicas": float(machines or 1000), "n_fetch": 100.0, "n_push": 100.0}
+    return tuple(dataclasses.replace(k, hi=max(k.hi, wider[k.setting])) if k.setting in wider else k for k in knobs)
 
 
 def make_control(knob: Knob, value: Any) -> w.Widget:

@@ -36,10 +36,12 @@ def _positive(xs: list, ys: list) -> tuple[list, list]:
 
 class LiveFigure:
     """Loss and accuracy against seconds and steps, examples per second, staleness (or Sandblaster's
-    batch timeline) and bytes per second; ``draw(run, past)`` returns a PNG."""
+    batch timeline) and bytes per second; ``draw(run, past)`` returns a PNG. ``clock`` names the
+    seconds: ``"simulated seconds"`` for a job on a simulated cluster."""
 
-    def __init__(self, algorithm: str, width: float = 10.0, height: float = 5.6, dpi: int = 72) -> None:
-        self.algorithm = algorithm
+    def __init__(self, algorithm: str, width: float = 10.0, height: float = 5.6, dpi: int = 72,
+                 clock: str = "seconds") -> None:
+        self.algorithm, self.clock = algorithm, clock
         self.figure = Figure(figsize=(width, height), dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
         self.full_draws = 0  # whole-figure draws (the expensive ones), for tests and benchmarks
@@ -53,18 +55,19 @@ class LiveFigure:
         fig.subplots_adjust(left=0.06, right=0.99, top=0.92, bottom=0.09, wspace=0.28, hspace=0.45)
         axes = fig.subplots(2, 3)
         (self.ax_loss, self.ax_acc, self.ax_steps), (self.ax_rate, ax_detail, self.ax_bytes) = axes
-        self.ax_loss.set(title="loss against seconds", yscale="log")
+        per = self.clock.replace("seconds", "second")
+        self.ax_loss.set(title=f"loss against {self.clock}", yscale="log")
         self.ax_acc.set(title="test accuracy", ylim=(0, 1))
         self.ax_steps.set(title="loss against updates (steps)", yscale="log")
-        self.ax_rate.set(title="examples per second")
-        self.ax_bytes.set(title="MB per second")
+        self.ax_rate.set(title=f"examples per {per}")
+        self.ax_bytes.set(title=f"MB per {per}")
         for ax in axes.flat:
             ax.tick_params(labelsize=8)
             ax.title.set_fontsize(9)
             ax.grid(alpha=0.25)
         for ax in (self.ax_loss, self.ax_steps):
             ax.yaxis.set_minor_locator(NullLocator())
-        self.ax_loss.set_xlabel("seconds", fontsize=8)
+        self.ax_loss.set_xlabel(self.clock, fontsize=8)
         self.ax_steps.set_xlabel("steps", fontsize=8)
 
         def line(ax: Any, color: str, **kw: Any) -> Any:

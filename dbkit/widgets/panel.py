@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, make_control
+from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, at_scale, make_control
 from .live_figure import LiveFigure
 from .refresh import differs, refresh_loop
 from .series import RunSeries
@@ -57,13 +57,15 @@ class Panel:
         self._closed = False
         self._png = b""
         self._display: Any = None
-        self.figure = LiveFigure(self.algorithm)
+        simulated = job.snapshot().simulation
+        self.figure = LiveFigure(self.algorithm, clock="simulated seconds" if simulated else "seconds")
         self.run = RunSeries(job.describe(), self.algorithm, job.config.target_accuracy)
         self.past: list[RunSeries] = []
         self.steering = Steering(self._apply_settings, self._run_action, self._refused)
 
         config = job.config
-        self.controls = {k.setting: make_control(k, config.get(k.setting)) for k in KNOBS[self.algorithm]}
+        shown = KNOBS[self.algorithm] if simulated is None else at_scale(KNOBS[self.algorithm], simulated.machines)
+        self.controls = {k.setting: make_control(k, config.get(k.setting)) for k in shown}
         for setting, control in self.controls.items():
             control.observe(self._on_value(setting), names="value")
         self.straggler = Straggler(dict(config.slow_replicas)) if self.algorithm != "sgd" else None

@@ -54,6 +54,8 @@ def status_html(s: Snapshot, note: str = "", error: bool = False, reached: float
         lines.append(f"<span style='color:{colour}'>{html.escape(note)}</span>")
     elif change := last_change(s):
         lines.append(html.escape(change))
+    if s.simulation is not None:
+        lines.append(html.escape(s.simulation.describe()))
     if s.changing:
         lines.append("applying " + html.escape(", ".join(f"{k}={v!r}" for k, v in s.changing.items())) + " …")
     if s.last_error and s.state in ("failed", "diverged"):
@@ -63,6 +65,8 @@ def status_html(s: Snapshot, note: str = "", error: bool = False, reached: float
 
 def dashboard_html(s: Snapshot) -> str:
     """A link to the Dask dashboard, or how to get one."""
+    if s.simulation is not None:
+        return f"simulated on profile {html.escape(s.simulation.profile)}: no Dask cluster, no dashboard"
     if s.dashboard:
         url = html.escape(s.dashboard, quote=True)
         return f"<a href='{url}' target='_blank'>Dask dashboard</a> (task stream, workers, memory)"

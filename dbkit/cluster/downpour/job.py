@@ -111,11 +111,26 @@ class DownpourSGD(Job):
     steerable = ("n_fetch", "n_push", "lr", "optimizer", "replicas", "partitions", "shards", "slow_replicas")
     before_start = ("warm_start_steps",)
 
+    @staticmethod
+    def defaults() -> RunConfig:
+        """The settings a DownpourSGD starts from (keyword settings change them)."""
+        return RunConfig.make(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
+
+    def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> DownpourSGD:
+        # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
+        if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
+            from ...sim.job import simulated_job
+
+            job = simulated_job("downpour", cluster, args, settings, cls.defaults())
+            if job is not None:
+                return job  # type: ignore[return-value]  # (it has the same interface, on virtual time)
+        return super().__new__(cls)
+
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, client: Any = None,
                  scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,
                  replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
                  **settings: Any) -> None:
-        base = config or RunConfig.make(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
+        base = config or self.defaults()
         config, dataset, network = resolve_job("downpour", model, data, base, dict(scheduler=scheduler, **settings))
         self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
         check_layout(network, config)  # refuses partitions the network or shards cannot take

@@ -105,11 +105,26 @@ class SandblasterLBFGS(Job):
     algorithm = "sandblaster"
     steerable = ("replicas", "work_unit_size", "backup", "balance", "slow_replicas")
 
+    @staticmethod
+    def defaults() -> RunConfig:
+        """The settings a SandblasterLBFGS starts from (keyword settings change them)."""
+        return RunConfig.make(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
+
+    def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SandblasterLBFGS:
+        # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
+        if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
+            from ...sim.job import simulated_job
+
+            job = simulated_job("sandblaster", cluster, args, settings, cls.defaults())
+            if job is not None:
+                return job  # type: ignore[return-value]  # (it has the same interface, on virtual time)
+        return super().__new__(cls)
+
     def __init__(self, model: str | Network = "linear", data: str | Dataset = "digits", *, client: Any = None,
                  scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,
                  replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
                  **settings: Any) -> None:
-        base = config or RunConfig.make(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
+        base = config or self.defaults()
         config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
         self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
         super().__init__(config, dataset, network)

@@ -19,7 +19,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol import Runtime
 from ..registry import ActorRegistry
 from .task_side import InProcessTaskSide, bind, running_on
 from .workers import ActorProxy, Placed, Task, Worker
@@ -130,8 +129,12 @@ class NoWires:
         pass
 
 
-class InProcessSession(Runtime):
-    """One job's actors and tasks on an ``InProcessCluster``. ``_lock`` guards its tasks and ``_closed``."""
+class InProcessSession:
+    """One job's actors and tasks on an ``InProcessCluster`` (a ``Runtime``). ``_lock`` guards its tasks and
+    ``_closed``."""
+
+    registry: ActorRegistry
+    wires: NoWires
 
     def __init__(self, cluster: InProcessCluster, tag: str, closes_cluster: bool = False) -> None:
         self.cluster, self.tag = cluster, tag or uuid.uuid4().hex[:10]
