@@ -40,7 +40,8 @@ def test_links_stay_in_the_repository_and_point_at_files_that_exist(doc):
 def test_python_snippets_that_start_a_cluster_run_as_scripts(doc):
     for code in _blocks(doc.read_text(), "python"):
         tree = ast.parse(code)  # every snippet is valid Python
-        in_process = "InProcessCluster(" in code  # workers in this process: no processes to guard
+        # workers in this process, or simulated machines: no processes to guard
+        in_process = "InProcessCluster(" in code or "from dbkit.sim import Cluster" in code
         if not in_process and (any(k in code for k in STARTS_A_CLUSTER) or DASK_CLUSTER.search(code)):
             guarded = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
             assert guarded, f"a snippet starting a cluster needs if __name__ == '__main__':\n{code}"

@@ -111,8 +111,9 @@ def test_fit_for_simulated_seconds_stops_there(digits):
         d.fit(seconds=0.05, progress=False)
         snap = d.snapshot()
         assert snap.state == "paused" and snap.t == pytest.approx(0.05) and snap.step > 0
+        d.set(replicas=30)  # (time runs on at once after a change: the fit still stops at its own end)
         d.fit(seconds=0.02, progress=False)
-        assert d.snapshot().t == pytest.approx(0.07)
+        assert d.snapshot().t == pytest.approx(0.07) and d.snapshot().live_replicas == 30
         assert all(e.t <= 0.07 + 1e-9 for e in d.events)
 
 

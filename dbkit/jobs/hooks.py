@@ -67,6 +67,10 @@ class JobHooks(ABC):
     def _cap_seconds(self, seconds: float) -> None:
         """``fit`` trains ``seconds`` more on ``_seconds``' clock (a simulated job stops there exactly)."""
 
+    def _seconds_done(self, begin: float, seconds: float) -> bool:
+        """Whether a ``fit`` that began at ``begin`` on ``_seconds``' clock has trained its ``seconds``."""
+        return self._seconds() - begin >= seconds
+
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
         """Apply validated ``changes`` to the running job (``new`` is the config after them)."""
 

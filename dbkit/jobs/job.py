@@ -137,6 +137,7 @@ class Job(JobHooks):
             steps, seconds = self.config.steps, self.config.seconds
         steps, seconds = check("steps", steps), check("seconds", seconds)
         self._start(paused=True)  # a job that fit starts waits for its step cap: exact with one replica
+        begin = self._seconds()
         with self._steer:
             if self.ended:
                 return self.history
@@ -148,14 +149,13 @@ class Job(JobHooks):
             self._clock.start()
             self._set_state("running")
         bar = Progress(self, steps, seconds) if progress else None
-        begin = self._seconds()
         try:
             while not (self.ended or self._user_paused):
                 if self._check_connection():
                     break
                 if target is not None and self._progress() >= target:
                     break
-                if seconds is not None and self._seconds() - begin >= seconds:
+                if seconds is not None and self._seconds_done(begin, seconds):
                     break
                 if bar is not None:
                     bar.update(self._seconds() - begin)

@@ -57,30 +57,39 @@ class LocallyConnected(Layer):
         W = glorot(rng, self.field, self.filters, (self.positions, self.field, self.filters))
         return {"W": W, "b": np.zeros((self.positions, self.filters))}
 
+    stacks = True  # a stack of replicas' batches: (R, batch, in_size), each replica's products on their own
+
     def forward(self, params: Params, x: np.ndarray):
-        patches = x[:, self.patch_index].transpose(1, 0, 2)  # (P, B, K)
-        out = np.matmul(patches, params["W"])  # (P, B, F)
-        out = out.transpose(1, 0, 2) + params["b"]  # (B, P, F)
-        return out.reshape(x.shape[0], self.out_size), patches
+        # one batch: patches (P, B, K) @ W (P, K, F); a stack: (R, P, B, K) @ (R, P, K, F), the same products
+        patches = np.swapaxes(x[..., self.patch_index], -3, -2)  # (..., P, B, K)
+        out = np.swapaxes(np.matmul(patches, params["W"]), -3, -2)  # (..., B, P, F)
+        out = out + (params["b"] if x.ndim == 2 else params["b"][:, None])
+        return out.reshape(x.shape[:-1] + (self.out_size,)), patches
+
+    def _positions_first(self, dout: np.ndarray) -> np.ndarray:
+        """``dout`` (..., B, P*F) as (..., P, B, F)."""
+        return np.swapaxes(dout.reshape(dout.shape[:-1] + (self.positions, self.filters)), -3, -2)
 
     def backward(self, params: Params, cache, dout: np.ndarray, need_dx: bool = True):
         patches = cache
-        batch = dout.shape[0]
-        d = dout.reshape(batch, self.positions, self.filters).transpose(1, 0, 2)  # (P, B, F)
+        d = self._positions_first(dout)  # (..., P, B, F)
         grads = {
-            "W": np.matmul(patches.transpose(0, 2, 1), d),
-            "b": d.sum(axis=1),
+            "W": np.matmul(np.swapaxes(patches, -1, -2), d),
+            "b": d.sum(axis=-2),
         }
         return (self.input_grad(params, cache, dout) if need_dx else None), grads
 
     def input_grad(self, params: Params, cache, dout: np.ndarray) -> np.ndarray:
-        batch = dout.shape[0]
-        d = dout.reshape(batch, self.positions, self.filters).transpose(1, 0, 2)  # (P, B, F)
-        dpatch = np.matmul(d, params["W"].transpose(0, 2, 1))  # (P, B, K)
-        # Scatter-add every (position, field offset) back to its input unit: one
-        # sparse product instead of a loop over the field.
-        dx = (self._scatter() @ dpatch.transpose(0, 2, 1).reshape(-1, batch)).T
-        return np.ascontiguousarray(dx, dtype=dout.dtype)
+        d = self._positions_first(dout)  # (..., P, B, F)
+        dpatch = np.matmul(d, np.swapaxes(params["W"], -1, -2))  # (..., P, B, K)
+        # Scatter-add every (position, field offset) back to its input unit: one sparse product instead of a
+        # loop over the field. Its columns are the examples (of every replica of a stack): each column's
+        # sum is the same whatever the others.
+        lead, batch = dout.shape[:-2], dout.shape[-2]
+        n = int(np.prod(lead, dtype=np.int64)) * batch
+        cols = np.moveaxis(np.moveaxis(dpatch, -1, -2), (-3, -2), (0, 1)).reshape(self.positions * self.field, n)
+        dx = (self._scatter() @ cols).T  # (stack * B, in_size)
+        return np.ascontiguousarray(dx.reshape(lead + (batch, self.in_size)), dtype=dout.dtype)
 
     def _scatter(self):
         """The (in_size x positions*field) 0/1 matrix mapping patch entries to input units (cached)."""

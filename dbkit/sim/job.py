@@ -202,6 +202,9 @@ class SimulatedJob(Job):
     def _seconds(self) -> float:
         return self._driver.clock()
 
+    def _seconds_done(self, begin: float, seconds: float) -> bool:
+        return self._driver.at_limit  # the driver stopped virtual time exactly at the fit's end
+
     def _hold(self, paused: bool) -> None:
         self._driver.hold(paused)
 
