@@ -127,6 +127,15 @@ def test_panel_latency(tmp_path):
     assert r["examples_per_second_with_panel"][0] > 0 and r["examples_per_second_without"][0] > 0
 
 
+def test_sim_job(tmp_path):
+    r = run("sim_job", "--replicas", "3", "--budget", "4", "--moves", "2", "--target", "0.99", tmp_path=tmp_path)
+    assert r["slider"]["moves"] == 2 and r["slider"]["shown_max"] > 0
+    run_ = r["run"]
+    assert run_["replicas"] == 3 and run_["steps"] > 0 and run_["simulated_seconds"] > 0
+    assert run_["reached_real_seconds"] is None and run_["plain_loop_seconds_same_steps"] > 0  # 0.99: not reached
+    assert run_["refreshes_per_second"] > 0 and run_["frames_per_second"] > 0
+
+
 def test_downpour_throughput_with_partitioned_replicas(tmp_path):
     r = run("downpour_throughput", "--seconds", "0.5", "--cases", "digits", "--replicas", "1", "--n", "1",
             "--overlap", "on", "--partitions", "2", "--no-ceiling", tmp_path=tmp_path)

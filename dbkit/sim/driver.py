@@ -63,6 +63,7 @@ class SimulationDriver:
             weakref.WeakMethod(after_slice) if hasattr(after_slice, "__self__")
             else (lambda: after_slice))
         self.slice_seconds = slice_seconds
+        self.yield_seconds = 0.005
         self.clock = clock or VirtualClock()
         self._cond = threading.Condition()
         self._run_lock = threading.Lock()
@@ -206,4 +207,5 @@ class SimulationDriver:
                 run.fail(f"after a slice: {type(e).__name__}: {e}")
             finally:
                 del after
+        time.sleep(self.yield_seconds)  # the GIL to the other threads (a panel drawing) between two slices
         return True

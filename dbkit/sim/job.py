@@ -103,12 +103,11 @@ class SimulatedJob(Job):
         self._figures: dict[int, ReplicaFigures] = {}
         self._steps = 0
         self._monitor = Monitor()
-        self._last_sample = -math.inf
         self._wall_sample = 0.0
         clock = VirtualClock()
         self.events = EventStream(clock=clock, origin=0.0)
         make = functools.partial(_make_run, config, network, dataset, cluster, self.events, _weakly(self._run_state))
-        self._driver = SimulationDriver(make, self._after_slice, clock)
+        self._driver = SimulationDriver(make, self._slice_done, clock)
 
     # ---- what a simulated job adds -------------------------------------------------------------
     @property
@@ -155,17 +154,28 @@ class SimulatedJob(Job):
             return int(self._driver.call(lose))
 
     # ---- the driver's thread, after every slice ------------------------------------------------
-    def _after_slice(self, run: SimulatedRun) -> None:
-        figures = run._replica_figures()
+    def _after_slice(self, run: SimulatedRun, force: bool = True) -> None:
+        """Publish the run's progress; its replicas' figures (hundreds of histograms: not every slice) and
+        a sample of them every ``sample_every`` real seconds of simulating, or at once when ``force``d."""
         with self._published:
-            self._figures, self._steps = figures, run.progress()
+            self._steps = run.progress()
             if run.last_evaluation is not None:
                 self._last_eval, self._last_eval_step = run.last_evaluation, run._last_eval_step
+        due = self._driver.real_seconds - self._wall_sample >= self.sample_every
+        if not (force or due):
+            return
+        figures = run._replica_figures()
+        with self._published:
+            self._figures = figures
         for index, what, f in self._monitor.transitions(figures):
             self.events.emit(ReplicaEvent, replica=index, what=what, worker=f.worker, reason=f.error)
-        if self._driver.real_seconds - self._wall_sample >= self.sample_every:
+        if due:
             self._wall_sample = self._driver.real_seconds
-            run.sample()
+            run.sample(figures=figures)
+
+    def _slice_done(self, run: SimulatedRun) -> None:
+        """The driver's call after every slice."""
+        self._after_slice(run, force=False)
 
     def _run_state(self, state: str, reason: str) -> None:
         """The run says it ended (or began: ignored, the job says that itself)."""

@@ -179,12 +179,14 @@ class SimulatedRun(ABC):
             return Evaluation(NAN, NAN, NAN, NAN if final else None)
         return self.evaluator.final(self._parameters()) if final else self.evaluator(self._parameters())
 
-    def sample(self, evaluate: bool = False) -> None:
+    def sample(self, evaluate: bool = False, figures: dict[int, ReplicaFigures] | None = None) -> None:
+        """A ``Sample`` of the replicas' ``figures`` (default: read now), with an evaluation if asked."""
         evaluation = self._evaluate() if evaluate else None
         if evaluate:
             self._last_eval_step = self.progress()
             self.last_evaluation = evaluation
-        self.sampler.emit(self.events, self._replica_figures(), evaluation, step=self.progress())
+        self.sampler.emit(self.events, self._replica_figures() if figures is None else figures, evaluation,
+                          step=self.progress())
         if (evaluation is not None and self.stop_at is not None and self.state == "running"
                 and evaluation.test_accuracy >= self.stop_at):
             self._set_state("finished", f"test accuracy reached {self.stop_at:g}")

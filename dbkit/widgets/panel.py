@@ -7,7 +7,10 @@ requests through the job's public interface (``set``, ``pause``, ``resume``,
 ``job.snapshot()`` and ``job.events`` about twice a second, draws a PNG with
 matplotlib and sets it on an ``ipywidgets.Image``, which reaches the browser
 even while another cell is busy. The panel never calls Dask itself and never
-prints from a thread: everything it says goes into its status line.
+prints from a thread: everything it says goes into its status line, which the
+steering worker also writes as soon as a change is done (not after a frame).
+Locks, never nested: ``_draw_lock`` (the run series and the figure),
+``_status_lock`` (the status line).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class Panel:
 
     Attributes a test or a notebook may use: ``controls`` (setting -> widget),
     ``buttons`` (name -> button), ``straggler``, ``status`` (an ``HTML``
-    widget), ``image`` (the plots), ``frames`` (PNGs drawn), ``job`` (the run
+    widget), ``image`` (the plots), ``frames`` (PNGs drawn), ``refreshes`` (status updates), ``job`` (the run
     shown now: Start after a run ended makes a new one, and the old run stays
     on the plots, faded).
     """
@@ -50,8 +53,9 @@ class Panel:
         self.next_run: dict[str, Any] = {}  # settings asked after the run ended: for the next one
         self.note, self.note_error = "", False
         self.frames = 0
+        self.refreshes = 0  # status line and controls brought up to date (a frame drawn only if anything is new)
         self._local = threading.local()  # ``internal``: the panel itself is setting a widget
-        self._draw_lock = threading.Lock()
+        self._draw_lock, self._status_lock = threading.Lock(), threading.Lock()
         self._halt, self.wake = threading.Event(), threading.Event()
         self._refresher: threading.Thread | None = None
         self._closed = False
@@ -193,7 +197,15 @@ class Panel:
 
     def say(self, note: str, error: bool = False) -> None:
         self.note, self.note_error = note, error
-        self.wake.set()  # the status line shows it now, not at the next refresh
+        self._show_status(self.job.snapshot())  # now, not after a frame the refresh thread may be drawing
+        self.wake.set()
+
+    def _show_status(self, snapshot: Snapshot) -> None:
+        """Write the status line (from the refresh thread, or the steering thread when a change is done)."""
+        with self._status_lock:
+            text = status_html(snapshot, self.note, self.note_error, self.run.reached)
+            if self.status.value != text:
+                self.status.value = text
 
     # ---- the refresh thread -------------------------------------------------------------------
     def stop_refresh(self) -> None:
@@ -218,10 +230,8 @@ class Panel:
         False once the job has stopped (its last frame drawn)."""
         job = self.job
         snapshot = job.snapshot()
-        # words first: they answer a move soonest
-        text = status_html(snapshot, self.note, self.note_error, self.run.reached)
-        if self.status.value != text:
-            self.status.value = text
+        self._show_status(snapshot)  # words first: they answer a move soonest
+        self.refreshes += 1
         link = dashboard_html(snapshot)
         if self.dashboard.value != link:
             self.dashboard.value = link

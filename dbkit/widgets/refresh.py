@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -15,11 +16,14 @@ def differs(shown: Any, value: Any) -> bool:
 
 
 def refresh_loop(ref: weakref.ref, halt: threading.Event) -> None:
-    """The refresh thread: about twice a second, or at once when woken; holds the panel only weakly."""
+    """The refresh thread: about twice a second, or at once when woken; holds the panel only weakly.
+    The cadence counts from the start of each refresh, so a slow frame (the whole figure redrawn while
+    training takes the cores) does not add its own time to the next wait."""
     while not halt.is_set():
         panel = ref()
         if panel is None:
             return
+        began = time.monotonic()
         try:
             if not panel.tick():
                 return
@@ -29,5 +33,5 @@ def refresh_loop(ref: weakref.ref, halt: threading.Event) -> None:
         wake = panel.wake
         refresh = panel.refresh
         del panel
-        wake.wait(refresh)
+        wake.wait(max(0.05, refresh - (time.monotonic() - began)))
         wake.clear()
