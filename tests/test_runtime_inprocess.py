@@ -280,3 +280,16 @@ def test_the_command_line_runs_a_job_on_in_process_workers(tmp_path):
     assert validate_report(report) == [] and report["config"]["runtime"] == "in-process"
     assert report["cluster"]["kind"] == "in-process" and "inprocess://worker-0" in out.stdout
     assert "dask loaded: []" in out.stdout
+
+
+def test_shards_are_refused_with_a_clear_error_when_no_worker_is_left(machines):
+    from dbkit.cluster.shards import start_shards
+
+    session = machines.session("no-workers")
+    shards = start_shards(session, np.zeros(10, np.float32), 2)  # the reference: two workers, two shards
+    assert sorted(shards.workers) == sorted(machines.workers())
+    for address in machines.workers():
+        machines.lose_worker(address)
+    with pytest.raises(RuntimeError, match="no workers to place parameter shards on"):
+        start_shards(session, np.zeros(10, np.float32), 2, prefix="again")
+    session.close()

@@ -26,7 +26,11 @@ def start_shards(cluster: Runtime, initial: np.ndarray, n_shards: int, optimizer
                          f"{n_shards} shards over {len(initial)}")
     specs = [(i, a, b, np.asarray(initial[a:b], dtype=np.float32), optimizer, lr)
              for i, (a, b) in enumerate(layout.ranges)]
-    proxies = cluster.place_round_robin(prefix, specs, ParameterShard, workers=workers)
+    workers = workers or cluster.workers()
+    if not workers:
+        raise RuntimeError("the cluster has no workers to place parameter shards on")
+    proxies = [cluster.place_actor(f"{prefix}{i}", ParameterShard, *args, worker=workers[i % len(workers)])
+               for i, args in enumerate(specs)]
     workers = [cluster.registry.worker(f"{prefix}{i}") for i in range(n_shards)]
     return ShardedParameters(proxies, layout, workers=workers)
 

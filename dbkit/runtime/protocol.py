@@ -86,9 +86,6 @@ class Runtime(Protocol):
         """``cls(*args, **kwargs)`` on ``worker`` (any if ``None``), registered as ``name``; its proxy."""
         ...
 
-    def place_round_robin(self, prefix: str, specs: list[tuple], cls: type,
-                          workers: list[str] | None = None) -> list: ...
-
     def submit_on(self, worker: str, fn: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> TaskFuture:
         """Run ``fn(*args, **kwargs)`` on ``worker`` as a task that may run for the whole job."""
         ...

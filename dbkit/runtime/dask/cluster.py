@@ -245,14 +245,6 @@ class Cluster:
         """``fn(*args)`` once on every worker: its value, or the exception it raised, by worker address."""
         return dict(self.client.run(fn, *args, on_error="return"))
 
-    def place_round_robin(self, prefix: str, specs: list[tuple], cls, workers: list[str] | None = None) -> list:
-        """Place one actor per argument tuple in ``specs``, spreading them over ``workers`` (default: all)."""
-        workers = workers or self.workers()
-        if not workers:
-            raise ClusterError("the cluster has no workers")
-        return [self.place_actor(f"{prefix}{i}", cls, *args, worker=workers[i % len(workers)])
-                for i, args in enumerate(specs)]
-
     def close(self) -> None:
         """Release every actor, then close what this object started. Safe to call twice."""
         if self._closed:

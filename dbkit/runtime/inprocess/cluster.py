@@ -184,12 +184,6 @@ class InProcessSession:
                 counts[where] += 1
         return min(workers, key=lambda w: counts[w])
 
-    def place_round_robin(self, prefix: str, specs: list[tuple], cls: type,
-                          workers: list[str] | None = None) -> list:
-        workers = workers or self.workers()
-        return [self.place_actor(f"{prefix}{i}", cls, *args, worker=workers[i % len(workers)])
-                for i, args in enumerate(specs)]
-
     def submit_on(self, worker: str, fn: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> Task:
         if self._closed:
             raise RuntimeError("this session is closed")
