@@ -70,7 +70,7 @@ class SyncSGD(Job):
     def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SyncSGD:
         # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
         if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
-            from ..sim.job import simulated_job
+            from ..sim.job_run import simulated_job
 
             job = simulated_job("sgd", cluster, args, settings, None)
             if job is not None:

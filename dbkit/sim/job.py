@@ -33,10 +33,10 @@ from ..nn import Network
 from ..telemetry import EventStream, ReplicaEvent, Sample
 from .downpour import SimulatedDownpour
 from .driver import SimulationDriver, VirtualClock
+from .job_run import make_run, run_config
 from .layout import Cluster
 from .memory import check_memory
 from .run import SimulatedRun
-from .sandblaster import SimulatedSandblaster
 
 #: what ``set()`` changes while a simulated job trains, and what only before it starts
 STEERING: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -45,24 +45,6 @@ STEERING: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "sandblaster": (("slow_replicas",), ("replicas", "work_unit_size", "backup", "balance", "shards")),
     "sgd": (("lr", "optimizer"), ("shards",)),
 }
-
-
-def run_config(config: RunConfig) -> RunConfig:
-    """The config the simulated run takes: sync SGD as one blocking Downpour replica with n = 1."""
-    if config.algorithm != "sgd":
-        return config
-    return RunConfig.make(algorithm="downpour", model=config.model, dataset=config.dataset, replicas=1,
-                          shards=config.shards, n_fetch=1, n_push=1, overlap=False, optimizer=config.optimizer,
-                          lr=config.lr, batch_size=config.batch_size, seed=config.seed, eval_every=config.eval_every,
-                          hidden=config.hidden, l2=config.l2)
-
-
-def _make_run(config: RunConfig, network: Network, data: Dataset, cluster: Cluster, events: EventStream,
-              on_state: Any) -> SimulatedRun:
-    kind = SimulatedSandblaster if config.algorithm == "sandblaster" else SimulatedDownpour
-    run = kind(run_config(config), network, data, cluster, events=events, on_state=on_state)
-    run.algorithm = config.algorithm  # type: ignore[misc]  # sync SGD reports as itself
-    return run
 
 
 class _Release:
@@ -106,7 +88,7 @@ class SimulatedJob(Job):
         self._wall_sample = 0.0
         clock = VirtualClock()
         self.events = EventStream(clock=clock, origin=0.0)
-        make = functools.partial(_make_run, config, network, dataset, cluster, self.events, _weakly(self._run_state))
+        make = functools.partial(make_run, config, network, dataset, cluster, self.events, _weakly(self._run_state))
         self._driver = SimulationDriver(make, self._slice_done, clock)
 
     # ---- what a simulated job adds -------------------------------------------------------------
@@ -291,20 +273,3 @@ def _weakly(method: Any) -> Any:
         m = ref()
         return m(*args) if m is not None else None
     return call
-
-
-def simulated_job(algorithm: str, cluster: Any, args: tuple, settings: dict[str, Any],
-                  base: RunConfig | None = None) -> SimulatedJob | None:
-    """The job classes' ``__new__``: a ``SimulatedJob`` when ``cluster`` is a ``dbkit.sim.Cluster``, else ``None``.
-
-    ``args`` are the class's positional ``model`` and ``data``; ``base`` its default settings."""
-    if not isinstance(cluster, Cluster):
-        return None
-    names = ("model", "data")
-    if len(args) > len(names):
-        raise TypeError(f"takes at most {len(names)} positional arguments (model, data), got {len(args)}")
-    given = dict(zip(names, args))
-    model = given.get("model", settings.pop("model", "linear" if algorithm == "sandblaster" else "mlp"))
-    data = given.get("data", settings.pop("data", "digits"))
-    config = settings.pop("config", None) or base
-    return SimulatedJob(algorithm, model, data, cluster=cluster, config=config, **settings)

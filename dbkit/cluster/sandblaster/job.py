@@ -113,7 +113,7 @@ class SandblasterLBFGS(Job):
     def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SandblasterLBFGS:
         # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
         if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
-            from ...sim.job import simulated_job
+            from ...sim.job_run import simulated_job
 
             job = simulated_job("sandblaster", cluster, args, settings, cls.defaults())
             if job is not None:
