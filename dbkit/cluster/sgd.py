@@ -19,6 +19,7 @@ from ..jobs import FinalState, Gate, Job, JobThread, resolve_job
 from ..nn import Network
 from ..ps import ShardFigures
 from ..runtime.protocol import ClusterFactory, given_cluster
+from .machines import new_job
 
 _REPLICA_STATE = {"created": "paused", "running": "running", "paused": "paused", "finished": "stopped",
                   "stopped": "stopped", "diverged": "diverged", "failed": "failed"}
@@ -68,14 +69,7 @@ class SyncSGD(Job):
     steerable = ("lr", "optimizer")
 
     def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SyncSGD:
-        # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
-        if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
-            from ..sim.job_run import simulated_job
-
-            job = simulated_job("sgd", cluster, args, settings, None)
-            if job is not None:
-                return job  # type: ignore[return-value]  # (it has the same interface, on virtual time)
-        return super().__new__(cls)
+        return new_job(cls, args, cluster, settings, None)  # a dbkit.sim.Cluster: a SimulatedJob
 
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, on_cluster: bool | None = None,
                  client: Any = None, scheduler: str | None = None, cluster: ClusterFactory | None = None,

@@ -6,7 +6,7 @@ the run happens on that thread: ``call(fn)`` hands ``fn`` over and waits for
 its answer. The thread runs slices of about ``slice_seconds`` of this
 machine's time while the job trains and is not held; a held run (paused, or
 at a ``fit``'s step or virtual-time target) costs nothing and its virtual
-time stands still. After every slice it calls ``after_slice(run, status)``
+time stands still. After every slice it calls ``after_slice(run)``, a method of its job
 (the job publishes figures and samples there).
 
 Locks: ``_cond`` guards the driver's own flags and queue; ``_run_lock`` is held
@@ -59,9 +59,7 @@ class SimulationDriver:
     def __init__(self, make_run: Callable[[], SimulatedRun], after_slice: Callable[[SimulatedRun], None],
                  clock: VirtualClock | None = None, slice_seconds: float = 0.05) -> None:
         self.make_run: Callable[[], SimulatedRun] | None = make_run
-        self._after: Callable[[], Callable[[SimulatedRun], None] | None] = (
-            weakref.WeakMethod(after_slice) if hasattr(after_slice, "__self__")
-            else (lambda: after_slice))
+        self._after = weakref.WeakMethod(after_slice)  # a job's method: the thread does not keep its job
         self.slice_seconds = slice_seconds
         self.yield_seconds = 0.005
         self.clock = clock or VirtualClock()

@@ -121,18 +121,13 @@ class Simulation:
         if greenlet.getcurrent() is not self._loop:
             raise SimulationError("run_for() is called from the greenlet that made the Simulation")
         queue, pop, clock = self._queue, heapq.heappop, time.perf_counter
-        deadline = clock() + real_seconds
-        while queue:
-            for _ in range(64):  # the real clock is read every 64 events
-                if not queue or (until is not None and queue[0][0] >= until):
-                    break
-                self._now, _, callback = pop(queue)
-                callback()
-            else:
-                if clock() < deadline:
-                    continue
+        deadline, done = clock() + real_seconds, 0
+        while queue and (until is None or queue[0][0] < until):
+            self._now, _, callback = pop(queue)
+            callback()
+            done += 1
+            if done % 64 == 0 and clock() >= deadline:  # the real clock is read every 64 events
                 break
-            break
         if until is not None and (not queue or queue[0][0] >= until) and self._now < until:
             self._now = until
         failed = [t for t in self.tasks if t.error is not None]

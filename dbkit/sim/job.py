@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import Evaluation, ReplicaFigures
+from ..algorithms import ReplicaFigures
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Job, Monitor, Simulated, Snapshot, resolve_job
@@ -260,9 +260,6 @@ class SimulatedJob(Job):
             return super().report()
         state, config = self._state, self.config
         return self._driver.read(lambda run: run.report(state=state, config=config))
-
-    def evaluate(self) -> Evaluation:
-        return self.evaluator.final(self.parameters())
 
 
 def _weakly(method: Any) -> Any:

@@ -31,7 +31,7 @@ from ...settings import check
 from ...telemetry import Relayout, ReplicaEvent
 from ..folders import check_workers_can_write
 from ..heartbeat import drop_hung
-from ..machines import open_session
+from ..machines import new_job, open_session
 from .fleet import Fleet
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
@@ -117,14 +117,7 @@ class DownpourSGD(Job):
         return RunConfig.make(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
 
     def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> DownpourSGD:
-        # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
-        if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
-            from ...sim.job_run import simulated_job
-
-            job = simulated_job("downpour", cluster, args, settings, cls.defaults())
-            if job is not None:
-                return job  # type: ignore[return-value]  # (it has the same interface, on virtual time)
-        return super().__new__(cls)
+        return new_job(cls, args, cluster, settings, cls.defaults())  # a dbkit.sim.Cluster: a SimulatedJob
 
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, client: Any = None,
                  scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,

@@ -39,7 +39,7 @@ from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ...telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
 from ..folders import check_workers_can_write
 from ..heartbeat import Heartbeat, drop_hung, workers_of_shards
-from ..machines import open_session
+from ..machines import new_job, open_session
 from ..shards import start_shards
 from .batch import UnitBatch
 from .recovery import SandblasterCheckpoints
@@ -111,14 +111,7 @@ class SandblasterLBFGS(Job):
         return RunConfig.make(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
 
     def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SandblasterLBFGS:
-        # a dbkit.sim.Cluster: the same job interface on simulated machines (dbkit.sim.job)
-        if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
-            from ...sim.job_run import simulated_job
-
-            job = simulated_job("sandblaster", cluster, args, settings, cls.defaults())
-            if job is not None:
-                return job  # type: ignore[return-value]  # (it has the same interface, on virtual time)
-        return super().__new__(cls)
+        return new_job(cls, args, cluster, settings, cls.defaults())  # a dbkit.sim.Cluster: a SimulatedJob
 
     def __init__(self, model: str | Network = "linear", data: str | Dataset = "digits", *, client: Any = None,
                  scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,
