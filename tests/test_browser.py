@@ -1,7 +1,8 @@
 """The control panel in a real browser: JupyterLab 4 and Notebook 7 on 127.0.0.1, headless Chromium
-(Debian's, driven by Playwright). A small notebook starts a Downpour job and shows its panel; the
-test types 3 into the replicas slider's box and checks, in the page and in the kernel, that the
-running job took it, and that the plot changed while it ran (the recipe of ``WIDGETS.md``)."""
+(Debian's, driven by Playwright). A small notebook starts a Downpour job and shows its panel; the test
+types 3 into the replicas slider's box (150 for lesson 08's job on 200 simulated machines) and checks, in
+the page and in the kernel, that the running job took it, and that the plot changed while it ran (the
+recipe of ``WIDGETS.md``)."""
 
 import contextlib
 import json
@@ -28,10 +29,14 @@ FRONT_ENDS = {"lab": ("jupyterlab", "LabApp", "/lab/tree/{name}"),
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (.ci/run installs it)")]
 
+REAL_JOB = "job = dbkit.DownpourSGD('mlp', 'digits', replicas=2, shards=2, optimizer='adagrad', lr=0.05, seconds=600)"
+# lesson 08's job: 200 simulated machines of the paper's era
+SIMULATED_JOB = ("from dbkit.sim import Cluster\n"
+                 "job = dbkit.DownpourSGD('mlp', 'signals', cluster=Cluster(machines=200, profile='distbelief-2012'), "
+                 "replicas=1, shards=4, optimizer='adagrad', lr=0.003, n_fetch=1, n_push=1, eval_every=100)")
 CELLS = [
     "import json, threading, time\nimport dbkit",
-    "job = dbkit.DownpourSGD('mlp', 'digits', replicas=2, shards=2, optimizer='adagrad', lr=0.05, seconds=600)\n"
-    "job.start()\npanel = job.panel()\npanel",
+    "{job}\njob.start()\npanel = job.panel()\npanel",
     # the kernel's side of the test: what the running job says, written where the test reads it
     "def report_for_the_test(path={state!r}, stop={stop!r}):\n"
     "    import os\n"
@@ -122,13 +127,17 @@ def _notebook_page(kind: str, root: Path, home: Path, notebook: str, failure: Pa
         _stop_server(server, base, token, home)
 
 
-@pytest.mark.parametrize("kind", ["lab", "notebook"])
-def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
+@pytest.mark.parametrize("kind, job, before, after", [("lab", REAL_JOB, 2, 3), ("notebook", REAL_JOB, 2, 3),
+                                                      ("lab", SIMULATED_JOB, 1, 150)],
+                         ids=["lab", "notebook", "lab-simulated-200-machines"])
+def test_the_panel_steers_a_running_job_from_the_browser(kind, job, before, after, tmp_path):
+    """Real jobs: 2 replicas to 3. Lesson 08's job on 200 simulated machines: 1 replica to 150, typed into the
+    same box (the slider reaches the cluster's size)."""
     root, home = tmp_path / "root", tmp_path / "home"
     root.mkdir()
     state, stop = root / "state.json", root / "stop"
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c.format(state=str(state), stop=str(stop))) for c in CELLS]
+    nb.cells = [nbformat.v4.new_code_cell(c.format(state=str(state), stop=str(stop), job=job)) for c in CELLS]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "panel.ipynb")
     with _notebook_page(kind, root, home, "panel.ipynb", tmp_path / f"failure-{kind}.png") as page:
@@ -136,21 +145,24 @@ def test_the_panel_steers_a_running_job_from_the_browser(kind, tmp_path):
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
             page.wait_for_selector(".dbkit-knob-replicas .widget-readout", timeout=90_000)
             page.wait_for_selector("img.dbkit-plot", timeout=30_000)
-            _until(lambda: _state(state).get("live") == 2, 60, "two live replicas")
+            _until(lambda: _state(state).get("live") == before, 60, f"{before} live replicas")
             page.evaluate("""() => { window.__srcs = new Set(); window.__timer = setInterval(() => {
                 const img = document.querySelector('img.dbkit-plot'); if (img) window.__srcs.add(img.src); },
                 100); }""")
             box = page.locator(".dbkit-knob-replicas .widget-readout").first
             box.click()
             page.keyboard.press("Control+A")
-            page.keyboard.type("3")
+            page.keyboard.type(str(after))
             page.keyboard.press("Enter")
             status = page.locator(".dbkit-status").first
-            _until(lambda: "3 of 3 replicas live" in status.inner_text(), 60, "the status line to say 3 replicas")
-            assert _until(lambda: _state(state).get("live") == 3, 30, "3 live replicas in the kernel")
-            assert _state(state)["replicas"] == 3 and _state(state)["state"] == "running"
+            _until(lambda: f"{after} of {after} replicas live" in status.inner_text(), 60,
+                   f"the status line to say {after} replicas")
+            assert _until(lambda: _state(state).get("live") == after, 30, f"{after} live replicas in the kernel")
+            assert _state(state)["replicas"] == after and _state(state)["state"] == "running"
             _until(lambda: page.evaluate("() => window.__srcs.size") >= 3, 30, "the plot to change twice")
-            if kind == "lab":
+            if job is SIMULATED_JOB:
+                assert "simulated: profile distbelief-2012, 200 machines" in status.inner_text()
+            elif kind == "lab":
                 SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
                 page.locator(".dbkit-panel").first.screenshot(path=str(SCREENSHOT))
         finally:
