@@ -7,8 +7,8 @@ why); ``plot_figure`` draws it with the paper's numbers beside it.
 """
 
 from .fig3 import figure3
-from .fig4 import Setup, figure4
+from .fig4 import METHODS, Method, Setup, figure4
 from .fig5 import SMALL_SWEEP, figure5
 from .plot import plot_figure
 
-__all__ = ["SMALL_SWEEP", "Setup", "figure3", "figure4", "figure5", "plot_figure"]
+__all__ = ["METHODS", "SMALL_SWEEP", "Method", "Setup", "figure3", "figure4", "figure5", "plot_figure"]
