@@ -23,9 +23,10 @@
 #
 # `dbkit.sim` runs them in **virtual time**: the same replica, shard and Sandblaster classes, computing real
 # gradients, while every computation, message and shard request is charged what a **profile** says it costs.
-# Two profiles ship: `here`, calibrated on your own machine by `dbkit calibrate` and checked against real runs
-# (over 24 Downpour settings, examples per second within a median 8.5% and at worst 42%; docs/benchmarks.md has
-# the table), and `distbelief-2012`, machines of the paper's era (16 cores, 1 Gb/s, 100 us per message).
+# Two profiles ship: `here`, this kit's two-core machine, measured and checked against real runs (over 24
+# Downpour settings, examples per second within a median 8.5% and at worst 42%; docs/benchmarks.md has the
+# table; `dbkit calibrate` measures yours in about 1.5 minutes), and `distbelief-2012`, machines of the paper's
+# era (16 cores, 1 Gb/s, 100 us per message).
 # **Every number in this lesson is simulated** on `distbelief-2012`, and each figure says so; the paper's own
 # numbers stand beside it.
 
@@ -147,8 +148,9 @@ job.stop()
 #
 # More shards: `shards=16` (or 32) spreads the same requests over more parameter-server machines, each serving
 # a smaller slice, so each replica waits less per step. Try it: start the job with `shards=16` and run the
-# same three phases. The steps per replica at 200 replicas and `n = 1` rise several-fold, though still below
-# one replica alone: a replica's step still waits for its slowest shard. This is Sec. 4.1's reason for
+# same three phases. The steps per replica at 200 replicas and `n = 1` more than double (about 160 per simulated
+# second against 64 when we tried it), though they stay far below one replica alone: every step still sends a
+# request to each of the 16 shards. This is Sec. 4.1's reason for
 # sharding: the parameter server's throughput grows with its shards.
 # </details>
 
