@@ -172,6 +172,9 @@ def test_histogram_windows_and_coarse_bins():
     assert Histogram.total([a, b]).as_counter() == {0: 7, 3: 2, 7: 2}
     assert [coarse(v) for v in (5, 8, 9, 100, 1000)] == [5, 8, 8, 96, 896]
     assert all(coarse(v) <= v < coarse(v) * 1.25 + 1 for v in range(1, 5000))
+    assert b.binned(1) == b and b.binned(4) == Histogram((0, 4), (6, 2)) and b.binned(10).as_counter() == {0: 8}
+    with pytest.raises(ValueError, match="whole number"):
+        b.binned(0)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])

@@ -235,6 +235,8 @@ def test_a_panel_on_a_simulated_job_reaches_the_clusters_size(digits):
     panel.wait_idle()
     until(lambda: all(r.n_push == 40 for r in job.replicas() if r.live), 5)
     until(lambda: "simulated: profile distbelief-2012, 200 machines" in panel.status.value, 5)
+    title = panel.figure.figure.get_suptitle
+    until(lambda: "150 replicas" in title() and "n_push=40" in title(), 5)  # the title follows the sliders
     panel.buttons["pause"].click()
     panel.wait_idle()
     t = job.snapshot().t

@@ -190,3 +190,21 @@ def test_comparison_charts_draw_runs_divergence_lost_replicas_and_timelines():
     units = (UnitRecord(0, 0, 0.0, 0.5, False, True), UnitRecord(1, 1, 0.0, 0.2, False, True))
     batch = BatchDone(seq=0, t=1.0, batch=1, seconds=0.5, loss=1.0, units=units)
     assert plot_timelines({"one": batch, "two": batch}).save(Path(tempfile.mkdtemp()) / "t.png").exists()
+
+
+def test_a_real_and_a_simulated_run_share_a_chart_and_the_simulated_one_says_so():
+    from dbkit.telemetry import compare_runs
+
+    simulated = dict(_report([dict(h, t=h["t"] / 10) for h in HISTORY]), simulated=True, profile="here")
+    chart = compare_runs({"real": _report(HISTORY), "same settings": simulated}, target=0.6)
+    left, bars = chart.figure.axes
+    real_line, simulated_line = left.get_lines()[:2]
+    assert real_line.get_label() == "real" and real_line.get_linestyle() == "-"
+    assert simulated_line.get_label() == "same settings (simulated, profile here)"
+    assert simulated_line.get_linestyle() == "--"
+    assert left.get_xlabel() == "seconds (simulated seconds for dashed lines)"
+    assert [p.get_width() for p in bars.patches] == [4.5, 0.45]
+    assert [t.get_text() for t in bars.texts] == [" 4.5 s", " 0.45 simulated s"]
+    assert [t.get_text() for t in bars.get_yticklabels()] == ["real", "same settings (simulated, profile here)"]
+    only_simulated = compare_runs({"sim": simulated}).figure.axes[0]
+    assert only_simulated.get_xlabel() == "simulated seconds"

@@ -122,6 +122,24 @@ def test_the_live_figure_draws_pngs_and_redraws_the_whole_figure_only_when_it_mu
     assert png.startswith(PNG) and len(fig.ax_loss.lines) > 2  # the first run, faded, under the second
 
 
+def test_hundreds_of_versions_of_staleness_show_as_bars_whose_fractions_add_up():
+    """200 simulated replicas push hundreds of versions stale: one bar per version would be hairlines of
+    a fraction of a percent each; the panel bins them (a reference: the counts summed by hand)."""
+    from dbkit.widgets.detail import bin_width
+
+    counts = {v: 1 + v % 7 for v in range(300, 520)}
+    fig = LiveFigure("downpour")
+    run = RunSeries("r", "downpour", staleness=Histogram.of(counts), staleness_examples=Histogram.of({32: 1}))
+    fig.detail.update(run)
+    bars = [a for a in fig.detail.artists() if hasattr(a, "get_height")]
+    assert fig.detail.ax.get_xlim()[1] == pytest.approx(999.6)  # the axis reaches 1000 versions: 50 a bar
+    assert len(bars) == 5 and [b.get_width() for b in bars] == [40.0] * 5
+    assert sum(b.get_height() for b in bars) == pytest.approx(1.0)
+    by_hand = sum(c for v, c in counts.items() if 400 <= v < 450) / sum(counts.values())
+    assert [b.get_height() for b in bars if b.get_x() < 425 < b.get_x() + b.get_width()] == [pytest.approx(by_hand)]
+    assert bin_width(30) == 1 and bin_width(41) == 2
+
+
 def test_a_diverging_run_runs_off_the_loss_plot_instead_of_breaking_it():
     events = _stream(n=10)
     for loss in (1e30, 1e300, float("inf")):  # what six SGD replicas at a large rate produce

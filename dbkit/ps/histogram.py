@@ -73,6 +73,15 @@ class Histogram:
     def max(self) -> int:
         return int(self.values[-1]) if self.values else 0
 
+    def binned(self, width: int) -> Histogram:
+        """The counts summed over bins ``width`` wide, each named by its lower edge (``width`` 1: itself)."""
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"a bin's width is a whole number >= 1, got {width!r}")
+        out: Counter[int] = Counter()
+        for v, c in zip(self.values, self.counts):
+            out[v // width * width] += c
+        return Histogram.of(out)
+
     def summary(self) -> dict:
         """``{count, mean, p50, p95, max}``: the report's staleness block."""
         return {"count": self.count, "mean": self.mean(), "p50": self.quantile(0.5), "p95": self.quantile(0.95),

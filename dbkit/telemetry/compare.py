@@ -57,11 +57,20 @@ def diverged_at(report: Mapping) -> float | None:
     return min(times) if times else None
 
 
+def simulated_label(label: str, report: Mapping) -> str:
+    """``label``, and for a simulated run's report (``"simulated": true``) its profile: a simulated
+    figure is never shown as a measurement."""
+    if not report.get("simulated"):
+        return label
+    return f"{label} (simulated, profile {report.get('profile', 'unknown')})"
+
+
 def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: str = "t",
                  title: str = "") -> Chart:
     """Test accuracy of several runs against seconds (``x="t"``) or steps (``x="step"``), and, with
     ``target``, each run's time to reach it (the paper's Fig. 4 and 5). Divergence (dashed) and lost
-    replicas (dotted) are marked.
+    replicas (dotted) are marked. Real and simulated runs (``dbkit.sim.Cluster``) may share a chart: a
+    simulated run is drawn dashed, its label names its profile, and its seconds are simulated seconds.
 
     Parameters
     ----------
@@ -74,10 +83,11 @@ def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: st
         raise ValueError("compare_runs needs at least one run")
     fig, axes = _figure(11 if target is not None else 6.5, 3.6, 2 if target is not None else 1)
     ax = axes[0]
+    simulated = [bool(report.get("simulated")) for report in runs.values()]
     for i, (label, report) in enumerate(runs.items()):
         history = report["history"]
         ax.plot([r[x] for r in history], [r["test_accuracy"] for r in history], marker=".", color=f"C{i}",
-                label=label)
+                ls="--" if simulated[i] else "-", label=simulated_label(label, report))
         for e in report.get("events", []):
             if e.get("type") == "ReplicaEvent" and e.get("what") == "lost" and x == "t":
                 ax.axvline(e["t"], color=f"C{i}", ls=":", lw=1)
@@ -88,22 +98,26 @@ def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: st
             ax.axvline(end if x == "t" else history[-1][x], color=f"C{i}", ls="--", lw=1)
             ax.annotate("diverged", (end if x == "t" else history[-1][x], 0.5), color=f"C{i}", rotation=90,
                         fontsize=8, va="center", ha="right")
-    ax.set(xlabel="seconds" if x == "t" else "steps", ylabel="test accuracy", ylim=(0, 1))
+    seconds = ("simulated seconds" if all(simulated) else "seconds (simulated seconds for dashed lines)"
+               if any(simulated) else "seconds")
+    ax.set(xlabel=seconds if x == "t" else "steps", ylabel="test accuracy", ylim=(0, 1))
     ax.legend(fontsize=8, loc="lower right")
     if target is not None:
         ax.axhline(target, color="gray", ls=":", lw=1)
         labels = list(runs)
+        shown = [simulated_label(k, runs[k]) for k in labels]
         times = [time_to_accuracy(runs[k]["history"], target) for k in labels]
         bar = axes[1]
         reached = [float(t.seconds) if t.seconds is not None else 0.0 for t in times]
         bar.barh(range(len(labels)), reached, color=[f"C{i}" for i in range(len(labels))])
         for i, t in enumerate(times):
-            text = f" {t.seconds:.1f} s" if t.reached else (" diverged" if diverged_at(runs[labels[i]]) is not None
+            unit = "simulated s" if simulated[i] else "s"
+            text = f" {t.seconds:.3g} {unit}" if t.reached else (" diverged" if diverged_at(runs[labels[i]]) is not None
                                                            else " not reached")
             bar.text(reached[i], i, text, va="center", fontsize=8)
-        bar.set_yticks(range(len(labels)), labels, fontsize=8)
+        bar.set_yticks(range(len(labels)), shown, fontsize=8)
         bar.invert_yaxis()
-        bar.set(xlabel="seconds", title=f"time to {target:.0%} test accuracy")
+        bar.set(xlabel=seconds, title=f"time to {target:.0%} test accuracy")
         bar.set_xlim(0, max(reached + [1.0]) * 1.35)
     if title:
         fig.suptitle(title)

@@ -22,6 +22,12 @@ def nice_above(x: float) -> float:
     return float(10 ** (k + 1))
 
 
+def bin_width(span: float, bars: int = 40) -> int:
+    """One version per bar up to ``bars`` versions; beyond, 2, 5, 10, ... versions per bar, so that a
+    staleness of hundreds of versions (hundreds of replicas) still shows as bars, not hairlines."""
+    return 1 if span <= bars else int(nice_above(span / bars))
+
+
 class Detail:
     """Owns one Axes; ``update(run)`` replaces its artists and says if its limits (the background) changed."""
 
@@ -67,7 +73,10 @@ class Detail:
         if grown:
             self._xmax = nice_above(h.max() + 1) - 0.4
             self.ax.set_xlim(-0.6, self._xmax)
-        self._artists += list(self.ax.bar(h.values, [c / h.count for c in h.counts], color="C0", width=0.8,
+        width = bin_width(self._xmax)
+        bins = h.binned(width)
+        self._artists += list(self.ax.bar([v + (width - 1) / 2 for v in bins.values],
+                                          [c / bins.count for c in bins.counts], color="C0", width=0.8 * width,
                                           animated=True))
         self._artists.append(self.ax.text(0.98, 0.95, f"mean {h.mean():.1f} versions\nmean {e.mean():.0f} examples",
                                           ha="right", va="top", transform=self.ax.transAxes, fontsize=8,

@@ -98,6 +98,7 @@ class LiveFigure:
         self._limits: dict[str, tuple[float, float]] = {}
         self._markers = 0
         self._background: Any = None
+        self._title = ""
 
     def draw(self, run: RunSeries, past: list[RunSeries]) -> bytes:
         """The PNG of ``run`` over the faded ``past`` runs."""
@@ -111,7 +112,9 @@ class LiveFigure:
         full |= self._grow_limits(run, past if full else [])  # limits only grow: the past counts once
         full |= self._add_markers(run)
         full |= self.detail.update(run)
+        full |= run.label != self._title  # the settings changed (the title is drawn in the background)
         if full:
+            self._title = run.label
             self.figure.suptitle(run.label, fontsize=10)
             self.canvas.draw()  # everything but the animated artists
             self._background = self.canvas.copy_from_bbox(self.figure.bbox)

@@ -239,6 +239,8 @@ class Panel:
         self._enable(snapshot.state, snapshot.live_replicas)
         with self._draw_lock:
             new = self.run.update(job.events)
+            if new:
+                self.run.label = job.describe()  # the title says the settings as they are now, not at start
             if new or not self._png:
                 self._png = self.figure.draw(self.run, self.past)
                 self.image.value = self._png
