@@ -27,7 +27,6 @@
 # wall-clock budget on the same two worker processes, and is judged by its **time to 60% test accuracy**.
 
 # %%
-import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -100,7 +99,7 @@ plot_lines([1, 3, 6], {"mean staleness (versions)": [table[k].staleness for k in
 # simulated seconds**, beside the real runs above.
 
 # %%
-setup = dataclasses.replace(Setup.small() if small else Setup(), shards=16, replica_scale=1.0, target=0.4)
+setup = Setup.at_paper_replicas(small)
 at_scale = figure4(setup, methods=(METHODS[0], METHODS[2], METHODS[4]))
 reached = {m["replicas"]: m["time_to_target"] for m in at_scale["methods"].values()}
 display(Image(plot_figure(at_scale, Path(tempfile.mkdtemp()) / "at_scale.png")))

@@ -25,7 +25,6 @@
 # The network is lesson 01's MLP on `signals`, and every run has the same learning rate, 1.0.
 
 # %%
-import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -107,7 +106,7 @@ table
 # learning rate), until the test accuracy reaches 0.4. **These are simulated seconds.**
 
 # %%
-setup = dataclasses.replace(Setup.small() if small else Setup(), shards=16, replica_scale=1.0, target=0.4)
+setup = Setup.at_paper_replicas(small)
 at_scale = figure4(setup, methods=(METHODS[0], METHODS[4]))
 reached = {name: m["time_to_target"] for name, m in at_scale["methods"].items()}
 display(Image(plot_figure(at_scale, Path(tempfile.mkdtemp()) / "at_scale.png")))

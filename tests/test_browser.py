@@ -160,7 +160,7 @@ def test_the_panel_steers_a_running_job_from_the_browser(kind, job, before, afte
             assert _until(lambda: _state(state).get("live") == after, 30, f"{after} live replicas in the kernel")
             assert _state(state)["replicas"] == after and _state(state)["state"] == "running"
             _until(lambda: page.evaluate("() => window.__srcs.size") >= 3, 30, "the plot to change twice")
-            if job is SIMULATED_JOB:
+            if job == SIMULATED_JOB:
                 assert "simulated: profile distbelief-2012, 200 machines" in status.inner_text()
             elif kind == "lab":
                 SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)

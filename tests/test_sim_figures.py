@@ -109,3 +109,12 @@ def test_fig5_report_gives_machines_and_times():
     assert len(row["time_to_target"]) == 2 and r["methods"]["SGD"]["machines"] == [3]
     with pytest.raises(ValueError, match="unknown method"):
         figure5(TINY, {"Hogwild": (2,)})
+
+
+def test_the_lessons_setup_has_the_papers_replica_counts_and_sixteen_shards():
+    from dbkit.sim.figures import METHODS
+
+    for small, examples in ((True, 20_000), (False, 200_000)):
+        setup = Setup.at_paper_replicas(small)
+        assert [setup.replicas(m) for m in (METHODS[0], METHODS[2], METHODS[4])] == [1, 20, 200]
+        assert (setup.shards, setup.target, setup.train_examples) == (16, 0.4, examples)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -71,6 +71,12 @@ class Setup:
         """A tenth of the replicas and of the data, and a short budget (tests, ``DBKIT_SMALL=1``)."""
         return cls(train_examples=20_000, shards=4, sandblaster_shards=2, target=0.45, seconds=10.0, warm_steps=100,
                    replica_scale=0.1)
+
+    @classmethod
+    def at_paper_replicas(cls, small: bool = False) -> Setup:
+        """Lessons 02 and 03's arrangement: the paper's replica counts (1, 20, 200), 16 shards, target 0.4;
+        with ``small``, on a tenth of the data with a short budget (``Setup.small()``'s)."""
+        return replace(cls.small() if small else cls(), shards=16, replica_scale=1.0, target=0.4)
 
     def replicas(self, method: Method) -> int:
         return 1 if method.replicas == 1 else max(2, round(method.replicas * self.replica_scale))
