@@ -75,7 +75,7 @@ def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int 
     try:
         if transport == "socket":
             wires = cluster.wires.addresses(ps.workers)
-            ps = ShardedParameters([s if wires[w] is None else WireShard(wires[w], str(s.key), fallback=s)
+            ps = ShardedParameters([s if (address := wires[w]) is None else WireShard(address, str(s.key), fallback=s)
                                     for s, w in zip(ps.shards, ps.workers)], ps.layout, ps.workers)
         fetch = median_ms(ps.fetch, repeats)
         push = median_ms(lambda: ps.push(grad), repeats)

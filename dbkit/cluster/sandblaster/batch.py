@@ -49,7 +49,7 @@ class UnitBatch:
         self.dispatcher = UnitDispatcher(slots, make_units(len(y), unit_size), backup, balance, clock)
         self.handles = handles_of(server)
         # held weakly: the job owns this batch, and its finalizer must not keep the job alive
-        self._on_batch = weakref.WeakMethod(on_batch) if on_batch is not None else None  # type: ignore[arg-type]
+        self._on_batch = weakref.WeakMethod(on_batch) if on_batch is not None else None
         self.lock = threading.RLock()
         self.batch_seconds: list[float] = []
         self._data: dict[str, tuple[Any, Any]] = {}

@@ -415,9 +415,11 @@ class SandblasterLBFGS(Job):
 
     def _replica_own_figures(self) -> dict[int, tuple[int, int]]:
         """Each live replica's pushes and fetches, asked of its state actor."""
-        out = {}
+        out: dict[int, tuple[int, int]] = {}
         registry = self._res.cluster.registry if self._res.cluster else None
-        for slot in self.dispatcher.live() if self._batch and registry else []:
+        if registry is None or not self._batch:
+            return out
+        for slot in self.dispatcher.live():
             try:
                 f = registry.proxy(f"sandblaster-replica-{slot.index}").figures().result(timeout=5)
                 out[slot.index] = (f.pushes, f.fetches)

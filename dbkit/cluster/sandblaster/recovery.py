@@ -119,11 +119,14 @@ class SandblasterCheckpoints:
         batch.abandon(new)
         coordinator.ops = new
         coordinator.restore(state)
-        for i in dead if self.events is not None else ():
-            self.events.emit(ShardLost, shard=i, worker=server.workers[i], step=state.iteration,
-                             restored_on=new.workers[i], checkpoint_version=state.iteration, version_read=done,
-                             updates_lost=done - state.iteration, seconds=time.monotonic() - t0,
-                             reason=f"its worker {server.workers[i]} is gone; iterations after "
-                                    f"{state.iteration} are redone")
+        events = self.events
+        if events is None:
+            return new
+        for i in dead:
+            events.emit(ShardLost, shard=i, worker=server.workers[i], step=state.iteration,
+                        restored_on=new.workers[i], checkpoint_version=state.iteration, version_read=done,
+                        updates_lost=done - state.iteration, seconds=time.monotonic() - t0,
+                        reason=f"its worker {server.workers[i]} is gone; iterations after "
+                               f"{state.iteration} are redone")
         return new
 
