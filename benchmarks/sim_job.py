@@ -1,13 +1,16 @@
 """A job on a simulated cluster, driven like a real one: how fast a slider move is applied and shown, how
 often the panel refreshes, and how long 200 simulated replicas take, in real time, to the lesson's accuracy.
 
-    python benchmarks/sim_job.py [--replicas 200] [--target 0.6] [--budget 150] [--moves 6] [--json out.json]
+    python benchmarks/sim_job.py [--replicas 200] [--target 0.6] [--budget 150] [--moves 6] [--n 1] [--shards 8]
+                                 [--model signal-local]
+                                 [--json out.json]
 
 The model and data are lesson 02's (``signal-local`` on ``signals``), on the ``distbelief-2012`` profile
 with as many machines as replicas. Part one: a panel on a 20-replica job; the replicas and n_push sliders
 are moved as a browser moves them (``set_state``), and the clock runs until the status line says each
 change was applied. Part two: ``--replicas`` replicas (Adagrad, one replica's warm start first) with the
-panel attached, until the test accuracy reaches ``--target`` or ``--budget`` real seconds pass; the panel's
+panel attached, fetching and pushing every ``--n`` steps to ``--shards`` shards, until the test accuracy
+reaches ``--target`` or ``--budget`` real seconds pass; the panel's
 frames per second and its longest gap between two frames throughout. Beside it, in the same run, the ceiling:
 a plain numpy loop computing the same number of gradients of the same model and batch size (no replicas,
 no shards, no clock). Every figure is real time on this machine; the run's own seconds are simulated, and
@@ -67,14 +70,14 @@ def slider_latency(moves: int) -> dict:
     return {"moves": len(shown), "shown_median": statistics.median(shown), "shown_max": max(shown), "shown": shown}
 
 
-def to_target(replicas: int, target: float, budget: float) -> dict:
+def to_target(replicas: int, target: float, budget: float, settings: dict, model: str = "signal-local") -> dict:
     import dbkit
     from dbkit.sim import Cluster
     from dbkit.widgets import Panel
 
     began = time.perf_counter()
-    job = dbkit.DownpourSGD("signal-local", "signals", cluster=Cluster(machines=max(replicas, 2), profile=PROFILE),
-                            replicas=replicas, warm_start_steps=1000 if replicas > 1 else 0, **SETTINGS)
+    job = dbkit.DownpourSGD(model, "signals", cluster=Cluster(machines=max(replicas, 2), profile=PROFILE),
+                            replicas=replicas, warm_start_steps=1000 if replicas > 1 else 0, **settings)
     panel = Panel(job)
     stop, gaps = threading.Event(), {"refreshes": [], "frames": []}
     watcher = threading.Thread(target=_watch, args=(panel, stop, gaps), daemon=True)
@@ -100,7 +103,7 @@ def to_target(replicas: int, target: float, budget: float) -> dict:
             "frames_per_second": len(gaps["frames"]) / real, "longest_frame_gap": max(gaps["frames"], default=None)}
 
 
-def plain_gradients(steps: int, batch: int = 32) -> float:
+def plain_gradients(steps: int, batch: int = 32, model: str = "signal-local") -> float:
     """Real seconds a plain numpy loop takes for ``steps`` gradients of the same model and batch size."""
     import numpy as np
 
@@ -108,7 +111,7 @@ def plain_gradients(steps: int, batch: int = 32) -> float:
     from dbkit.nn import build
 
     data = load("signals")
-    net = build("signal-local", data.n_features, data.n_classes)
+    net = build(model, data.n_features, data.n_classes)
     params = net.init_params(0)
     rng = np.random.default_rng(0)
     sample = min(steps, 2000)
@@ -126,15 +129,19 @@ def main(argv=None) -> int:
     p.add_argument("--target", type=float, default=0.6)
     p.add_argument("--budget", type=float, default=150.0, help="real seconds the run may take")
     p.add_argument("--moves", type=int, default=6)
+    p.add_argument("--n", type=int, default=1, help="n_fetch = n_push of the run to the target")
+    p.add_argument("--shards", type=int, default=8, help="shards of the run to the target")
+    p.add_argument("--model", default="signal-local", help="the run's model (lesson 02's at-scale section: mlp)")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
-    if args.replicas < 1 or args.moves < 1 or args.budget <= 0:
-        p.error("--replicas and --moves must be at least 1, --budget positive")
+    if args.replicas < 1 or args.moves < 1 or args.budget <= 0 or args.n < 1 or args.shards < 1:
+        p.error("--replicas, --moves, --n and --shards must be at least 1, --budget positive")
+    settings = dict(SETTINGS, n_fetch=args.n, n_push=args.n, shards=args.shards)
     latency = slider_latency(args.moves)
     print(f"slider to status line (real seconds): median {latency['shown_median']:.3f}, "
           f"max {latency['shown_max']:.3f} over {latency['moves']} moves")
-    run = to_target(args.replicas, args.target, args.budget)
-    ceiling = plain_gradients(max(run["steps"], 1))
+    run = to_target(args.replicas, args.target, args.budget, settings, args.model)
+    ceiling = plain_gradients(max(run["steps"], 1), model=args.model)
     run["plain_loop_seconds_same_steps"] = ceiling
     reached = run["reached_real_seconds"]
     print(f"{args.replicas} simulated replicas ({PROFILE}): "
@@ -144,7 +151,8 @@ def main(argv=None) -> int:
           f"{run['refreshes_per_second']:.2f} times/s (longest gap {run['longest_refresh_gap']:.2f} s) and drew "
           f"{run['frames_per_second']:.2f} frames/s (longest gap {run['longest_frame_gap']:.2f} s); a plain numpy "
           f"loop of the same {run['steps']:,} gradients: {ceiling:.1f} s")
-    write_json(args.json, "sim_job", {"profile": PROFILE, "settings": SETTINGS, "target": args.target,
+    write_json(args.json, "sim_job", {"profile": PROFILE, "model": args.model, "settings": settings,
+                                      "target": args.target,
                                       "slider": latency, "run": run})
     return 0
 

@@ -128,8 +128,10 @@ def test_panel_latency(tmp_path):
 
 
 def test_sim_job(tmp_path):
-    r = run("sim_job", "--replicas", "3", "--budget", "4", "--moves", "2", "--target", "0.99", tmp_path=tmp_path)
+    r = run("sim_job", "--replicas", "3", "--budget", "4", "--moves", "2", "--target", "0.99", "--n", "4",
+            "--shards", "3", tmp_path=tmp_path)
     assert r["slider"]["moves"] == 2 and r["slider"]["shown_max"] > 0
+    assert (r["settings"]["n_fetch"], r["settings"]["n_push"], r["settings"]["shards"]) == (4, 4, 3)
     run_ = r["run"]
     assert run_["replicas"] == 3 and run_["steps"] > 0 and run_["simulated_seconds"] > 0
     assert run_["reached_real_seconds"] is None and run_["plain_loop_seconds_same_steps"] > 0  # 0.99: not reached
