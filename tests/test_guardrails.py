@@ -68,3 +68,21 @@ def test_notebooks_use_public_names_only(script):
         if isinstance(node, ast.Attribute):
             assert not node.attr.startswith("_"), f"{script.name} reaches into {node.attr}"
     assert not re.search(r"\bjob\.(book|server|cluster)\b", script.read_text())
+
+
+def test_every_lock_says_its_order_where_it_is_declared():
+    """Issue #22: a lock's place in the order (or that it is a leaf, taking no other lock) is written on the
+    comment just above its declaration, so that a reader adding a lock knows where it goes."""
+    unsaid = []
+    for path in sorted((ROOT / "dbkit").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if not re.search(r"threading\.(Lock|RLock|Condition)\(\)", line):
+                continue
+            above, j = [], i - 1
+            while j >= 0 and lines[j].strip().startswith("#"):
+                above.append(lines[j])
+                j -= 1
+            if not any("lock order:" in c for c in above):
+                unsaid.append(f"{path.relative_to(ROOT)}:{i + 1}")
+    assert not unsaid, "say each lock's order on the comment above it ('# lock order: ...'): " + ", ".join(unsaid)

@@ -42,6 +42,7 @@ class ReplicaBook:
     """
 
     def __init__(self) -> None:
+        # lock order: after Placement._lock, before Job._lock (the entries and the replicas waiting to warm start)
         self._lock = threading.RLock()
         self.entries: dict[int, ReplicaEntry] = {}
         self.pending_warm: list[int] = []

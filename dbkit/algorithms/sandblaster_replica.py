@@ -69,6 +69,7 @@ class SandblasterReplica:
         self.slow_factor = float(slow_factor)
         self.sleep = sleep
         self.lock_factory = lock_factory
+        # lock order: leaf
         self._guard = threading.Lock()  # the current batch and the counters: held for no call, no wait
         self.current: BatchState | None = None
         self.units = self.pushes = self.fetches = 0

@@ -85,6 +85,7 @@ class SyncSGD(Job):
         self._gate = Gate()
         self._res = _Resources(self._gate)
         self._trainer: SGDTrainer | None = None
+        # lock order: after Job._steer, before Job._sample_lock
         self._step_lock = threading.RLock()  # sampling on divergence happens while it is held
         self._last_sample = 0.0
 

@@ -38,6 +38,7 @@ class ChangeQueue:
 
     def __init__(self, apply: Callable[[ChangeRequest, dict, dict], None]) -> None:
         self._apply = weakref.WeakMethod(apply)
+        # lock order: leaf (the queue of requests; a request is applied with it released)
         self._lock = threading.Lock()
         self._waiting: list[ChangeRequest] = []
         self._applying: ChangeRequest | None = None

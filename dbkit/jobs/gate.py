@@ -17,6 +17,7 @@ class Gate:
     """Pause, step cap and stop for one training loop, and whether the loop is parked at the gate."""
 
     def __init__(self) -> None:
+        # lock order: leaf (the gate's open flag and cap; waiters wait on it)
         self._cond = threading.Condition()
         self.paused = False
         self.cap = NO_CAP

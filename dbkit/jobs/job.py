@@ -6,10 +6,15 @@
 widgets use nothing else. ``dbkit.SyncSGD``, ``dbkit.DownpourSGD`` and
 ``dbkit.SandblasterLBFGS`` subclass ``Job`` and provide the hooks below.
 
-Locks, always taken in this order: ``_steer`` (one change, budget, start or
-stop at a time) -> the algorithm's own parts' locks -> ``_lock`` (state,
-config, latest figures) -> the event stream's. Background threads (monitors,
-training loops) never take ``_steer``.
+Locks, always taken in this order (each declaration says its place, a test
+checks it is said): ``_steer`` (one change, budget, start or stop at a time)
+-> the algorithm's outer lock (Downpour's ``Fleet.launching``, sync SGD's step
+lock, Sandblaster's batch lock) -> ``_sample_lock`` -> the parts it reads
+(``Placement._lock``, then the replica book's; a simulation's run lock) ->
+``_lock`` (state, config, latest figures) -> the event stream's. The other
+locks of dbkit are leaves: they guard one object's fields and take no other
+lock while held. Background threads (monitors, training loops) never take
+``_steer``.
 """
 
 from __future__ import annotations
@@ -68,9 +73,13 @@ class Job(JobHooks):
         self.started_at: float | None = None
         self._state = "created"
         self._stopped = False
+        # lock order: after the parts' locks, before the event stream's (state, config, latest figures)
         self._lock = threading.RLock()
+        # lock order: first of all (one change, budget, start or stop at a time); threads never take it
         self._steer = threading.RLock()
         self._changes = ChangeQueue(self._apply_request)
+        # lock order: after _steer and the algorithm's own outer lock (Fleet.launching, SyncSGD's step lock),
+        # before the parts it reads (Placement, the book, a simulation's run lock) and _lock (one sample at a time)
         self._sampler, self._sample_lock = Sampler(), threading.Lock()
         self._clock = Stopwatch()
         self._wall0 = time.perf_counter()

@@ -33,6 +33,7 @@ class LastKnown:
         self.params: np.ndarray | None = None
         self.shards: tuple[ShardFigures, ...] = ()
         self.lost: str | None = None  # SCHEDULER_LOST once the scheduler is gone
+        # lock order: leaf (the scheduler-lost verdict, given once)
         self._lock = threading.Lock()
 
     def evaluated(self, params: np.ndarray) -> None:

@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 _jobs: weakref.WeakSet[Any] = weakref.WeakSet()
+# lock order: leaf (this process's running jobs; warnings are given after it is released)
 _lock = threading.Lock()
 
 

@@ -12,6 +12,7 @@ class Stopwatch:
     def __init__(self) -> None:
         self._total: float = 0.0
         self._since: float | None = None
+        # lock order: leaf (the running total)
         self._lock = threading.Lock()
 
     def start(self) -> None:

@@ -74,6 +74,7 @@ class ParameterShard(VectorOps):
         self.bytes_pushed = 0
         self.vectors: dict[str, np.ndarray] = {}  # named vectors for Sandblaster (dbkit.ps.vectors)
         self.landed: dict[str, set] = {}  # work units accumulated into each named vector
+        # lock order: leaf (parameters, accumulators, version and counters; a fetch or push holds it alone)
         self._lock = threading.Lock()
 
     @property

@@ -75,6 +75,7 @@ class WireServer:
         self._listener.settimeout(0.25)
         self.address = WireAddress(host, self._listener.getsockname()[1], self._token.hex())
         self._closed = threading.Event()
+        # lock order: leaf (the open connections and the count of strangers)
         self._lock = threading.Lock()
         self._connections: dict[socket.socket, threading.Thread] = {}
         self.requests = 0  # fetches and pushes served (for tests and benchmarks)

@@ -20,6 +20,7 @@ class ActorRegistry:
         self._futures: dict[str, Any] = {}  # a Dask actor's Future, or anything with ``release()``
         self._proxies: dict[str, Any] = {}
         self._workers: dict[str, str] = {}
+        # lock order: leaf (the names, futures and proxies of placed actors)
         self._lock = threading.Lock()
 
     def add(self, name: str, future, proxy, worker: str) -> None:

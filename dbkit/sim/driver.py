@@ -63,7 +63,10 @@ class SimulationDriver:
         self.slice_seconds = slice_seconds
         self.yield_seconds = 0.005
         self.clock = clock or VirtualClock()
+        # lock order: leaf, never held with _run_lock (the calls waiting, held, the time limit)
         self._cond = threading.Condition()
+        # lock order: after Job._steer and Job._sample_lock, before the simulated parts' own (shards, events)
+        # and the job's _published (held while a slice runs or a reader reads the run)
         self._run_lock = threading.Lock()
         self._calls: deque[_Call] = deque()
         self._held = True

@@ -81,6 +81,7 @@ class SimulatedJob(Job):
         self.algorithm = algorithm  # type: ignore[misc]
         self.steerable, self.before_start = STEERING[algorithm]  # type: ignore[misc]
         self.cluster = cluster
+        # lock order: leaf (the figures published after each slice)
         self._published = threading.Lock()
         self._figures: dict[int, ReplicaFigures] = {}
         self._steps = 0

@@ -194,6 +194,7 @@ class EventStream:
         self._origin = clock() if origin is None else origin
         self._events: list[Event] = []
         self._by_kind: dict[type, list[Event]] = {}
+        # lock order: leaf, the innermost: any other lock may be held while an event is emitted
         self._lock = threading.Lock()
 
     def restart_clock(self) -> None:

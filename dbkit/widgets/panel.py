@@ -55,6 +55,8 @@ class Panel:
         self.frames = 0
         self.refreshes = 0  # status line and controls brought up to date (a frame drawn only if anything is new)
         self._local = threading.local()  # ``internal``: the panel itself is setting a widget
+        # lock order: both before the event stream's only; never held together (the run's series and the figure;
+        # the status line)
         self._draw_lock, self._status_lock = threading.Lock(), threading.Lock()
         self._halt, self.wake = threading.Event(), threading.Event()
         self._refresher: threading.Thread | None = None

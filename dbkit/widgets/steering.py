@@ -36,6 +36,7 @@ class Steering:
                  name: str = "dbkit-panel-steering") -> None:
         self._apply, self._run, self._failed = apply, run, failed
         self.quiet, self.name = quiet, name
+        # lock order: leaf (the learner's requests waiting; applied with it released)
         self._lock = threading.Lock()
         self._waiting: list[Request] = []
         self._busy = False

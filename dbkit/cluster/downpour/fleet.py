@@ -46,7 +46,9 @@ class Fleet:
         self.replaced: dict[int, int] = {}  # ended replica -> the replica that replaced it
         self.crashed: set[int] = set()  # killed by ``crash`` (lose_replica): the lesson's loss, not replaced
         self.machine_lost: set[int] = set()  # lost with a worker (``note_dead_workers``)
+        # lock order: after Job._steer, before Job._sample_lock and Placement._lock (replicas started, stopped, polled)
         self.launching = threading.RLock()
+        # lock order: leaf (the steering epoch)
         self._lock = threading.Lock()
 
     # ---- starting replicas -------------------------------------------------------------------

@@ -60,6 +60,8 @@ class Placement:
         f = boundary_floats(self.ownership)
         self.floats_per_example = f["forward"] + f["backward"]
         self.server: ShardedParameters | None = None
+        # lock order: after Fleet.launching and Job._sample_lock, before the book's, the registry's and the
+        # runtime's (the server and its layout while they are replaced)
         self._lock = threading.RLock()
         self._generation = 0
         self._restores = 0  # shards started again from their checkpoints

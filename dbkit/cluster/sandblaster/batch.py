@@ -50,6 +50,7 @@ class UnitBatch:
         self.handles = handles_of(server)
         # held weakly: the job owns this batch, and its finalizer must not keep the job alive
         self._on_batch = weakref.WeakMethod(on_batch) if on_batch is not None else None
+        # lock order: after Job._steer, before the event stream's (held for a whole batch; a change waits for its end)
         self.lock = threading.RLock()
         self.batch_seconds: list[float] = []
         self._data: dict[str, tuple[Any, Any]] = {}

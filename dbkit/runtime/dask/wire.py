@@ -58,6 +58,7 @@ class ShardWires:
 
     def __init__(self, client, tag: str) -> None:  # noqa: ANN001 - a distributed.Client
         self._client, self.name = client, f"{PLUGIN}-{tag}"
+        # lock order: leaf (the wire's started flag and address cache; calls Dask while held, takes no dbkit lock)
         self._lock = threading.Lock()
         self._started = False
         self._addresses: dict[str, WireAddress | None] = {}

@@ -36,6 +36,7 @@ class InProcessCluster:
         addresses = [f"inprocess://worker-{k}" for k in range(workers)]
         self._workers = {a: Worker(a, on_thread=functools.partial(self._bind, a)) for a in addresses}
         self._closed = False
+        # lock order: leaf (the worker table and the closed flag)
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_workers, list(self._workers.values()))
 
@@ -143,6 +144,7 @@ class InProcessSession:
         self.wires = NoWires()
         self._tasks: list[Task] = []
         self._closed = False
+        # lock order: leaf (the session's tasks and closed flag)
         self._lock = threading.Lock()
 
     @property

@@ -58,6 +58,7 @@ class Worker:
         self.address = address
         self._actors: dict[str, Any] = {}
         self._alive = True
+        # lock order: leaf (the actor table and liveness; a call is submitted while held, run after)
         self._lock = threading.Lock()
         self._on_thread = on_thread
         self._calls = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-{address}-actors", initializer=on_thread)
