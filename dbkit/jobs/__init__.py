@@ -1,12 +1,14 @@
 """Jobs: the one interface (start, fit, pause, resume, set, stop, history, events, snapshot,
 report) that every algorithm is driven by, and what makes it safe to steer from any thread.
 
-Plain Python (no Dask): ``Job`` is the base of ``dbkit.SyncSGD``,
+Plain Python (no Dask): ``Job`` (how a job is driven, over ``JobFigures``: what it shows) is the
+base of ``dbkit.SyncSGD``,
 ``dbkit.DownpourSGD`` and ``dbkit.SandblasterLBFGS``; ``ChangeQueue`` applies
 ``set()`` requests in order; ``running`` knows the jobs of this process.
 """
 
 from .changes import ChangeQueue, ChangeRequest
+from .figures import JobFigures
 from .gate import Gate, Stopping
 from .hooks import JobHooks
 from .job import ENDED, Job
@@ -17,6 +19,6 @@ from .snapshot import FinalState, Simulated, Snapshot
 from .stopwatch import Stopwatch
 from .thread import JobThread
 
-__all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job", "JobHooks",
-           "JobThread", "Monitor", "Simulated", "Snapshot", "Stopping", "Stopwatch", "job_from_checkpoint",
+__all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job", "JobFigures",
+           "JobHooks", "JobThread", "Monitor", "Simulated", "Snapshot", "Stopping", "Stopwatch", "job_from_checkpoint",
            "resolve_job", "running", "stop_all"]

@@ -24,87 +24,43 @@ import time
 import weakref
 from typing import Any, ClassVar
 
-import numpy as np
-
-from ..algorithms import Evaluation, Evaluator, ReplicaFigures
 from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
-from ..ps import ShardFigures
 from ..settings import check
-from ..telemetry import (
-    Change,
-    Divergence,
-    ErrorEvent,
-    EventStream,
-    RunRecord,
-    Sample,
-    Sampler,
-    StateChange,
-    build_report,
-    history,
-)
+from ..telemetry import Change, Divergence, ErrorEvent, Sample, StateChange
 from . import running
 from .changes import ChangeQueue, ChangeRequest
-from .hooks import JobHooks
-from .last_known import LastKnown
+from .figures import ENDED, JobFigures
 from .progress import Progress
-from .snapshot import FinalState, Snapshot
-from .stopwatch import Stopwatch
+from .snapshot import Snapshot
 
-ENDED = ("finished", "diverged", "failed", "stopped")
+__all__ = ["ENDED", "Job"]
 
 
-class Job(JobHooks):
-    """A training run of one algorithm; see the module docstring for the interface, and
-    ``JobHooks`` for what each algorithm fills in."""
+class Job(JobFigures):
+    """A training run of one algorithm; see the module docstring for the interface, ``JobFigures`` for
+    what it shows and ``JobHooks`` for what each algorithm fills in."""
 
-    algorithm: ClassVar[str] = ""
     #: settings ``set()`` may change once the job has started (``paused`` too, for every job)
     steerable: ClassVar[tuple[str, ...]] = ()
     #: settings ``set()`` may change only before the job starts (they shape how it starts)
     before_start: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: RunConfig, data: Dataset, network: Network, sample_every: float = 0.5) -> None:
-        self.config, self.data, self.network = config, data, network
-        self.evaluator = Evaluator(network, data, seed=config.seed)
-        self.events = EventStream()
+        super().__init__(config, data, network)
         self.sample_every = float(sample_every)
         self.started_at: float | None = None
-        self._state = "created"
         self._stopped = False
-        # lock order: after the parts' locks, before the event stream's (state, config, latest figures)
-        self._lock = threading.RLock()
         # lock order: first of all (one change, budget, start or stop at a time); threads never take it
         self._steer = threading.RLock()
         self._changes = ChangeQueue(self._apply_request)
-        # lock order: after _steer and the algorithm's own outer lock (Fleet.launching, SyncSGD's step lock),
-        # before the parts it reads (Placement, the book, a simulation's run lock) and _lock (one sample at a time)
-        self._sampler, self._sample_lock = Sampler(), threading.Lock()
-        self._clock = Stopwatch()
-        self._wall0 = time.perf_counter()
-        self._final: FinalState | None = None
         self._user_paused = False
-        self._last_eval: Evaluation | None = None
-        self._last_eval_step = -1
-        self._known = LastKnown()  # what a report shows when nothing answers (a lost scheduler)
         self._finalizer: weakref.finalize | None = None
-        #: the Dask dashboard's address once started on a cluster that serves one
-        self.dashboard: str | None = None
         #: the control panel showing this job, if any (``dbkit.widgets``); told when the job stops
         self.attached_panel: Any = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    @property
-    def state(self) -> str:
-        """created, running, paused, finished, diverged, failed or stopped."""
-        return self._state
-
-    @property
-    def ended(self) -> bool:
-        """Training is over (finished, diverged, failed or stopped); ``stop()`` still frees the cluster."""
-        return self._state in ENDED
-
     @property
     def stopped(self) -> bool:
         """Its replicas, shards and cluster are released."""
@@ -264,38 +220,6 @@ class Job(JobHooks):
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    # ---- figures -----------------------------------------------------------------------------
-    @property
-    def history(self) -> list[dict]:
-        """One row per evaluation: ``t, step, examples, train_loss, test_loss, test_accuracy, replicas``."""
-        return history(self.events)
-
-    def replicas(self) -> list[ReplicaFigures]:
-        """Every replica's latest figures (steps, pushes, fetches, state, worker, ...), asked afresh."""
-        if self._final is None:
-            self._refresh()
-        return self._known_replicas()
-
-    def _known_replicas(self) -> list[ReplicaFigures]:
-        """The replicas' figures as of the last poll (no call to Dask)."""
-        final = self._final
-        return list(final.replicas) if final is not None else [f for _, f in sorted(self._replica_figures().items())]
-
-    def _refresh(self) -> None:
-        """Bring the replicas' figures up to date now (the monitor's last poll may be a moment old)."""
-
-    def shards(self) -> list[ShardFigures]:
-        """Every parameter shard's figures (updates, staleness, bytes, worker); asks the shards."""
-        return list(self._final.shards if self._final is not None else self._gather_now().shards)
-
-    def parameters(self) -> np.ndarray:
-        """The current parameters, a copy in the network's order."""
-        return self._final.params.copy() if self._final is not None else self._parameters()
-
-    def evaluate(self) -> Evaluation:
-        """Losses and accuracy of the current parameters, with ``full_batch_loss``."""
-        return self.evaluator.final(self.parameters())
-
     def snapshot(self) -> Snapshot:
         """The latest state, copied cheaply for a UI thread; never calls Dask."""
         errors = self.events.last(ErrorEvent)
@@ -303,49 +227,6 @@ class Job(JobHooks):
                         tuple(self._known_replicas()), self.events.last(Sample), self._last_eval,
                         {k: v for k, v in self._changes.pending().items()}, self.events.last(Change),
                         errors.message if errors is not None else None, len(self.events), self.dashboard)
-
-    def report(self) -> dict:
-        """The JSON report of DESIGN.md for this run so far (also after ``stop()``), in any state.
-
-        When the shards or the scheduler do not answer, the report holds what the
-        driver last knew (parameters as last evaluated, the last shard figures) and
-        says so in ``last_known``.
-        """
-        last_known: str | None = None
-        final = self._final
-        if final is None:
-            try:
-                final = self._known_final() if self._known.lost is not None else self._gather_now()
-            except Exception as e:  # noqa: BLE001 - a report is always possible
-                final, last_known = self._known_final(), f"{type(e).__name__}: {e}"
-        if self._known.lost is not None:
-            last_known = self._known.lost
-        record = RunRecord(
-            algorithm=self.algorithm, state=self._state, config=self.config.to_dict(),
-            wall_seconds=time.perf_counter() - self._wall0, train_seconds=self._clock.seconds,
-            final=self.evaluator.final(final.params), history=self.history, replicas=final.replicas,
-            shards=final.shards, bytes=self._bytes(final),
-            model={"name": self.network.name, "parameters": self.network.size,
-                   "layers": [layer.describe() for layer in self.network.layers]},
-            dataset=self.data.summary(), cluster=final.cluster, events=self.events.to_dicts(),
-            extra=self._report_blocks(final), steps=self._progress(),
-            ended=self._known.lost or (self._state if self.ended else None))
-        report = build_report(record)
-        if last_known is not None:
-            report["last_known"] = last_known
-        return report
-
-    def _gather_now(self) -> FinalState:
-        """``_gather`` without stopping; remembers the shard figures it read."""
-        final = self._gather(stopping=False)
-        self._known.read_shards(final.shards)
-        return final
-
-    def _known_final(self) -> FinalState:
-        """What the driver knew without asking anyone (see ``LastKnown``)."""
-        cluster = self._cluster()
-        return self._known.final(self.network.init_params(self.config.seed), tuple(self._known_replicas()),
-                                 cluster.kind if cluster is not None else "none")
 
     # ---- the Dask scheduler ----------------------------------------------------------------
     def _check_connection(self, grace: float = 2.0) -> bool:
@@ -369,23 +250,6 @@ class Job(JobHooks):
                 return
             self._state = state
         self.events.emit(StateChange, state=state, reason=reason)
-
-    def _sample(self, evaluate: bool = False) -> Sample:
-        """Append a ``Sample`` of the replicas' figures, with an evaluation if asked."""
-        with self._sample_lock:
-            evaluation = None
-            if evaluate:
-                params = self._parameters()
-                self._known.evaluated(params)
-                evaluation = self.evaluator(params)
-                try:
-                    self._known.read_shards(self._read_shards())
-                except Exception:  # noqa: BLE001 - figures are never worth failing a sample for
-                    pass
-            step = self._progress()
-            if evaluation is not None:
-                self._last_eval, self._last_eval_step = evaluation, step
-            return self._sampler.emit(self.events, self._replica_figures(), evaluation, step=step)
 
     def _diverged(self, message: str) -> None:
         """Training has diverged: end the job and say what to do instead."""
