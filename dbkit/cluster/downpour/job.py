@@ -5,13 +5,14 @@ parameters from and push gradients to a sharded parameter server,
 asynchronously; Adagrad on the shards; warm start with one replica. The job
 is composed of three parts that each own their state and lock: ``Placement``
 (the shards and partitions), ``Fleet`` (the replicas) and ``Monitor`` (what
-each poll of the replicas means). Lock order: the job's ``_steer`` ->
+each poll of the replicas means); ``apply_change`` (``changes.py``) applies a
+``set()`` to them, and ``DownpourResources`` is what the job holds on the
+cluster, released once. Lock order: the job's ``_steer`` ->
 ``Fleet.launching`` -> ``Placement._lock`` -> the book's -> the job's ``_lock``.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import uuid
 from pathlib import Path
@@ -32,39 +33,11 @@ from ...telemetry import Relayout, ReplicaEvent
 from ..folders import check_workers_can_write
 from ..heartbeat import drop_hung
 from ..machines import new_job, open_session
+from .changes import apply_change
 from .fleet import Fleet
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
-
-
-class _Resources:
-    """What a Downpour job holds on the cluster; released once, by ``stop()`` or when the job is collected."""
-
-    def __init__(self) -> None:
-        self.cluster: Runtime | None = None
-        self.placement: Placement | None = None
-        self.fleet: Fleet | None = None
-        self.monitor: JobThread | None = None
-        self.heartbeat: JobThread | None = None
-
-    def release(self) -> None:
-        if self.heartbeat is not None:
-            self.heartbeat.halt(timeout=5.0)
-        if self.placement is not None:
-            self.placement.heartbeat.clear()
-        if self.monitor is not None:  # one stuck in a call to a lost scheduler is not waited for
-            self.monitor.halt(timeout=1.0 if self.cluster is not None and self.cluster.lost(0) else 30.0)
-        if self.fleet is not None:
-            try:
-                self.fleet.steer(stop=True, wait=0)
-            except Exception:  # noqa: BLE001 - the cluster may be gone already
-                pass
-            self.fleet.release()
-        if self.placement is not None:
-            self.placement.release()
-        if self.cluster is not None:
-            self.cluster.close()
-        gc.collect()  # actor proxies and Futures can sit in reference cycles; free them now
+from .resources import DownpourResources
 
 
 class DownpourSGD(Job):
@@ -130,12 +103,12 @@ class DownpourSGD(Job):
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self.tag = uuid.uuid4().hex[:10]
-        self._res = _Resources()
+        self._res = DownpourResources()
         self._placement: Placement | None = None
         self._fleet: Fleet | None = None
         self._monitor = Monitor()
-        self._recovery = Recovery(config.checkpoint_dir, config.checkpoint_every, network.fingerprint(),
-                                  JobLink(self.events, self._failed, self._note_transitions, self._progress))
+        self._link = JobLink(self.events, self._failed, self._note_transitions, self._progress)
+        self._recovery = Recovery(config.checkpoint_dir, config.checkpoint_every, network.fingerprint(), self._link)
         self._start_from: Checkpoint | None = None
 
     # ---- accessors --------------------------------------------------------------------------
@@ -308,7 +281,7 @@ class DownpourSGD(Job):
             self._failed("the replicas", RuntimeError("every replica has failed or been lost: " + "; ".join(
                 f"replica {f.replica}: {f.error}" for f in ended)))
 
-    def _resources(self) -> _Resources:
+    def _resources(self) -> DownpourResources:
         return self._res
 
     def _cluster(self) -> Runtime | None:
@@ -356,52 +329,10 @@ class DownpourSGD(Job):
                            replica_workers=self._replica_workers, shard_workers=self._shard_workers)
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
-        fleet, placement = self._fleet, self._placement
-        assert fleet is not None and placement is not None
-        old = self.config
-        fleet.config = new  # replicas launched from now on start with the new settings
-        try:
-            if "lr" in changes:
-                placement.set_lr(new.lr)
-            if "optimizer" in changes:
-                placement.set_optimizer(new.optimizer)
-            if new.shards != old.shards or new.downpour.partitions != old.downpour.partitions:
-                self._relayout(new)
-            rates = {k: v for k, v in changes.items() if k in ("n_fetch", "n_push", "lr")}
-            if rates:
-                fleet.steer(**rates)
-            if "slow_replicas" in changes:
-                fleet.set_slow(dict(new.slow_replicas))
-            if "replicas" in changes:
-                have = fleet.live_count()
-                if new.replicas > have:
-                    fleet.add(new.replicas - have)
-                elif new.replicas < have:
-                    fleet.remove(have - new.replicas)
-        except BaseException:
-            fleet.config = old
-            raise
+        assert self._fleet is not None and self._placement is not None
+        apply_change(changes, self.config, new, self._fleet, self._placement, self._recovery, self._link)
         self._note_transitions()
         self._monitor.hurry(self.events.now())
-
-    def _relayout(self, new: RunConfig) -> None:
-        """Stop the replicas (they push what they accumulated), move parameters and Adagrad state to
-        shards laid out as ``new`` asks, and start as many replicas again (DistBelief Sec. 3)."""
-        fleet, placement = self._fleet, self._placement
-        assert fleet is not None and placement is not None
-        with fleet.launching:
-            live = fleet.live()
-            fleet.stop(live, state="relaid")
-            try:
-                before = placement.relayout(new)
-            except BaseException:
-                fleet.config = self.config
-                fleet.add(len(live), added=False)
-                raise
-            self._recovery.new_layout()
-            self.events.emit(Relayout, step=self._progress(), partitions=new.downpour.partitions,
-                             shards=new.shards, shards_before=tuple(before))
-            fleet.add(len(live), added=False)
 
     def _gather(self, stopping: bool) -> FinalState:
         fleet, placement, cluster = self._fleet, self._placement, self._res.cluster

@@ -9,7 +9,6 @@ between L-BFGS iterations; settings change between batches.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import warnings
@@ -32,7 +31,7 @@ from ...config import RunConfig
 from ...data import Dataset
 from ...jobs import FinalState, Gate, Job, JobThread, job_from_checkpoint, resolve_job
 from ...nn import Network
-from ...ps import ShardedParameters, ShardFigures, balanced_layout
+from ...ps import ShardFigures, balanced_layout
 from ...ps.checkpoint import writable
 from ...ps.vector_checkpoint import VectorState
 from ...runtime.protocol import ClusterFactory, Runtime, given_cluster
@@ -43,36 +42,7 @@ from ..machines import new_job, open_session
 from ..shards import start_shards
 from .batch import UnitBatch
 from .recovery import SandblasterCheckpoints
-
-
-class _Resources:
-    def __init__(self, gate: Gate) -> None:
-        self.gate = gate
-        self.thread: JobThread | None = None
-        self.heartbeat: JobThread | None = None
-        self.pings: Heartbeat | None = None  # the heartbeat thread's pings, each holding a shard's proxy
-        self.batch: UnitBatch | None = None
-        self.coordinator: LBFGSCoordinator | None = None
-        self.server: ShardedParameters | None = None
-        self.cluster: Runtime | None = None
-
-    def release(self) -> None:
-        """Stop the coordinator and drop every holder of shard proxies (they keep the actors alive)."""
-        self.gate.stop()
-        if self.heartbeat is not None:
-            self.heartbeat.halt(timeout=5.0)
-        if self.pings is not None:
-            self.pings.clear()
-        if self.thread is not None:
-            self.thread.halt()
-        if self.batch is not None:
-            self.batch.release()
-        if self.coordinator is not None:
-            self.coordinator.ops = None
-        self.server = None
-        if self.cluster is not None:
-            self.cluster.close()
-        gc.collect()
+from .resources import SandblasterResources
 
 
 class SandblasterLBFGS(Job):
@@ -124,7 +94,7 @@ class SandblasterLBFGS(Job):
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self._workers: list[str] = []  # where replicas go: those asked, or every worker
         self._gate = Gate()
-        self._res = _Resources(self._gate)
+        self._res = SandblasterResources(self._gate)
         self._batch: UnitBatch | None = None
         self._coordinator: LBFGSCoordinator | None = None
         self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
@@ -327,7 +297,7 @@ class SandblasterLBFGS(Job):
     def _slot_worker(self, index: int) -> str:
         return next((s.worker for s in self.dispatcher.slots if s.index == index), "")
 
-    def _resources(self) -> _Resources:
+    def _resources(self) -> SandblasterResources:
         return self._res
 
     def _cluster(self) -> Runtime | None:
