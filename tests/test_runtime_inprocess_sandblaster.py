@@ -76,3 +76,24 @@ def test_a_replica_worker_lost_at_any_moment_in_process_never_costs_the_exact_gr
             assert sb.state == "paused", sb.events.last(ErrorEvent)
             assert [x.replica for x in sb.dispatcher.lost] == [1]
             assert validate_report(sb.report()) == []
+
+
+def test_replicas_added_and_removed_between_batches_share_the_next_batch_exactly(digits):
+    """``set(replicas=...)`` on a paused Sandblaster: a new replica (its actor, slot and data) takes units
+    from the next batch on, a removed one none, and every batch still gives the full-batch gradient."""
+    net = nn.build("mlp", 64, 10, hidden=(16,), l2=0.01)
+    with InProcessCluster(workers=2) as m, paused(SandblasterLBFGS(net, digits, cluster=m, replicas=2, shards=2,
+                                                                    work_unit_size=60)) as sb:
+        sb.set(replicas=3)
+        d = sb.dispatcher
+        f, acc = sb.batch_gradient()
+        assert [s.index for s in d.live()] == [0, 1, 2] and d.units_done[2] > 0
+        fr, gr = reference(net, sb.parameters(), digits)
+        assert abs(f - fr) < 1e-5 * fr
+        np.testing.assert_allclose(acc, gr, atol=2e-6)
+        sb.set(replicas=1)
+        done = dict(d.units_done)
+        f, acc = sb.batch_gradient()
+        assert [s.index for s in d.live()] == [0] and d.units_done[1] == done[1] and d.units_done[2] == done[2]
+        np.testing.assert_allclose(acc, reference(net, sb.parameters(), digits)[1], atol=2e-6)
+        assert [e.what for e in sb.events if getattr(e, "what", None) == "removed"] == ["removed", "removed"]

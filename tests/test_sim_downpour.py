@@ -45,7 +45,7 @@ def test_one_replica_with_free_communication_is_plain_sgd_bit_for_bit(digits):
     run = downpour(net, digits, Cluster(free_communication()), replicas=1, shards=1, steps=60)
     report = run.run()
     assert report["steps"] == 60 and validate_report(report) == []
-    assert run._parameters().tobytes() == base.params.tobytes()
+    assert run.parameters().tobytes() == base.params.tobytes()
 
 
 def test_the_overlapped_client_with_real_costs_is_not_plain_sgd(digits):
@@ -57,7 +57,7 @@ def test_the_overlapped_client_with_real_costs_is_not_plain_sgd(digits):
         base.step()
     run = downpour(net, digits, Cluster("here"), replicas=1, shards=1, steps=60)
     run.run()
-    assert run._parameters().tobytes() != base.params.tobytes()
+    assert run.parameters().tobytes() != base.params.tobytes()
 
 
 @pytest.mark.parametrize("replicas", [2, 3, 5])
@@ -113,7 +113,7 @@ def test_gradients_computed_as_a_stack_give_the_run_computed_one_by_one_bit_for_
                              eval_every=200, n_fetch=n, n_push=n)
         run = SimulatedDownpour(cfg, net, digits, Cluster("distbelief-2012"), stack_gradients=stack)
         report = run.run()
-        return report, run._parameters(), report.pop("simulation"), report.pop("created")
+        return report, run.parameters(), report.pop("simulation"), report.pop("created")
 
     (stacked, p1, sim1, _), (alone, p2, sim2, _) = once(True), once(False)
     assert sim1["stacked_gradients"] > 100 and sim2["stacked_gradients"] == 0  # stacks were computed

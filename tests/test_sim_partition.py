@@ -22,7 +22,7 @@ def test_a_partitioned_replica_trains_as_the_whole_network_and_sends_only_what_c
     split = simulated_run(RunConfig.make(**base, shards=k, partitions=k), Cluster("here"))
     whole.run()
     report = split.run()
-    np.testing.assert_allclose(split._parameters(), whole._parameters(), atol=1e-6)
+    np.testing.assert_allclose(split.parameters(), whole.parameters(), atol=1e-6)
     b = report["bytes"]
     assert b["between_partitions"] > 0 and b["between_partitions"] == b["between_partitions_min"]
     assert report["layout"]["partitions"] == k

@@ -41,7 +41,7 @@ def test_reaches_scipys_loss_whatever_the_replicas_and_stragglers(digits, refere
     report = run.run()
     assert validate_report(report) == [] and report["simulated"] is True
     assert run.state == "finished"
-    ours = net.loss(run._parameters().astype(np.float64), digits.X_train.astype(np.float64), digits.y_train)
+    ours = net.loss(run.parameters().astype(np.float64), digits.X_train.astype(np.float64), digits.y_train)
     assert abs(ours - reference.fun) <= 1e-6 * reference.fun  # as test_sandblaster's tolerance against scipy
     assert report["sandblaster"]["iterations"] <= reference.nit + 10
 

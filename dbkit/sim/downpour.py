@@ -221,12 +221,12 @@ class SimulatedDownpour(SimulatedRun):
     def progress(self) -> int:
         return self.done
 
-    def _parameters(self) -> np.ndarray:
+    def parameters(self) -> np.ndarray:
         if not self.shards:
             return self.initial.copy()
         return self.alignment.from_server(np.concatenate([s.params for s in self.shards]))
 
-    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+    def replica_figures(self) -> dict[int, ReplicaFigures]:
         assert self.layout is not None or not self.replicas
         out = {}
         for i, r in self.replicas.items():

@@ -143,11 +143,11 @@ class SimulatedJob(Job):
         with self._published:
             self._steps = run.progress()
             if run.last_evaluation is not None:
-                self._last_eval, self._last_eval_step = run.last_evaluation, run._last_eval_step
+                self._last_eval, self._last_eval_step = run.last_evaluation, run.last_eval_step
         due = self._driver.real_seconds - self._wall_sample >= self.sample_every
         if not (force or due):
             return
-        figures = run._replica_figures()
+        figures = run.replica_figures()
         with self._published:
             self._figures = figures
         for index, what, f in self._monitor.transitions(figures):
@@ -212,7 +212,7 @@ class SimulatedJob(Job):
     def _parameters(self) -> np.ndarray:
         if self._driver.clock.run is None:
             return self.network.init_params(self.config.seed)
-        return self._driver.read(lambda run: run._parameters())
+        return self._driver.read(lambda run: run.parameters())
 
     def _sample(self, evaluate: bool = False) -> Sample:
         def sample(run: SimulatedRun) -> Sample:
@@ -236,8 +236,8 @@ class SimulatedJob(Job):
                 run.stop()
                 run.sim.run_for(30.0)  # the replicas push what they hold, then have nothing left to do
                 self._after_slice(run)
-            return FinalState(run._parameters(), tuple(f for _, f in sorted(run._replica_figures().items())),
-                              tuple(run.shard_figures()), run._cluster_block())
+            return FinalState(run.parameters(), tuple(f for _, f in sorted(run.replica_figures().items())),
+                              tuple(run.shard_figures()), run.cluster_block())
 
         return self._driver.call(gather) if self._driver.thread.is_alive() else self._driver.read(gather)
 

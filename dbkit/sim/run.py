@@ -83,7 +83,7 @@ class SimulatedRun(ABC):
         self.layout: Layout | None = None
         self.services: list[ShardService] = []
         self._real_seconds = 0.0
-        self._last_eval_step = -1
+        self.last_eval_step = -1  # the step of the last evaluation (the job reads it; the run writes it)
 
     # ---- what each algorithm fills in ----------------------------------------------------------
     @abstractmethod
@@ -91,11 +91,11 @@ class SimulatedRun(ABC):
         """Place shards and replicas and spawn their tasks (before the simulation runs)."""
 
     @abstractmethod
-    def _parameters(self) -> np.ndarray:
+    def parameters(self) -> np.ndarray:
         """The current parameters, network order."""
 
     @abstractmethod
-    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+    def replica_figures(self) -> dict[int, ReplicaFigures]:
         ...
 
     @abstractmethod
@@ -107,7 +107,7 @@ class SimulatedRun(ABC):
         return {}
 
     def _bytes(self) -> ByteCounts:
-        counts = ByteCounts.of(self._replica_figures().values())
+        counts = ByteCounts.of(self.replica_figures().values())
         if self.cost_only:  # the stand-in's bytes, as the costed model's
             counts = dataclasses.replace(counts, fetched=int(counts.fetched * self.float_scale),
                                          pushed=int(counts.pushed * self.float_scale))
@@ -136,7 +136,7 @@ class SimulatedRun(ABC):
 
     def end(self) -> None:
         """The last evaluation (unless the last sample was one), and ``finished`` if nothing ended it."""
-        if self._last_eval_step != self.progress():
+        if self.last_eval_step != self.progress():
             self.sample(evaluate=True)
         if self.state == "running":
             self._set_state("finished")
@@ -177,15 +177,15 @@ class SimulatedRun(ABC):
     def _evaluate(self, final: bool = False) -> Evaluation:
         if self.cost_only:  # the stand-in's accuracy says nothing about the model costed
             return Evaluation(NAN, NAN, NAN, NAN if final else None)
-        return self.evaluator.final(self._parameters()) if final else self.evaluator(self._parameters())
+        return self.evaluator.final(self.parameters()) if final else self.evaluator(self.parameters())
 
     def sample(self, evaluate: bool = False, figures: dict[int, ReplicaFigures] | None = None) -> None:
         """A ``Sample`` of the replicas' ``figures`` (default: read now), with an evaluation if asked."""
         evaluation = self._evaluate() if evaluate else None
         if evaluate:
-            self._last_eval_step = self.progress()
+            self.last_eval_step = self.progress()
             self.last_evaluation = evaluation
-        self.sampler.emit(self.events, self._replica_figures() if figures is None else figures, evaluation,
+        self.sampler.emit(self.events, self.replica_figures() if figures is None else figures, evaluation,
                           step=self.progress())
         if (evaluation is not None and self.stop_at is not None and self.state == "running"
                 and evaluation.test_accuracy >= self.stop_at):
@@ -205,7 +205,7 @@ class SimulatedRun(ABC):
         (``state`` and ``config``: a driven run's job's own, when they differ from the run's)."""
         now = self.sim.now
         state = state or self.state
-        replicas = tuple(f for _, f in sorted(self._replica_figures().items()))
+        replicas = tuple(f for _, f in sorted(self.replica_figures().items()))
         record = RunRecord(
             algorithm=self.algorithm, state=state, config=(config or self.config).to_dict(), wall_seconds=now,
             train_seconds=now, final=self._evaluate(final=True), history=self.history,
@@ -214,7 +214,7 @@ class SimulatedRun(ABC):
                     "layers": [layer.kind for layer in self.shape.layers], "stand_in": self.network.name}
                    if self.cost_only else {"name": self.network.name, "parameters": self.network.size,
                                            "layers": [layer.describe() for layer in self.network.layers]}),
-            dataset=self.data.summary(), cluster=self._cluster_block(), events=self.events.to_dicts(),
+            dataset=self.data.summary(), cluster=self.cluster_block(), events=self.events.to_dicts(),
             extra=self._blocks(), steps=self.progress(),
             ended=state if state not in ("running", "paused", "created") else None)
         report = build_report(record)
@@ -222,7 +222,7 @@ class SimulatedRun(ABC):
                       cost_only=self.cost_only)
         return report
 
-    def _cluster_block(self) -> dict[str, Any]:
+    def cluster_block(self) -> dict[str, Any]:
         assert self.layout is not None
         return {"kind": "simulated", "workers": [m.name for m in self.layout.machines],
                 "shard_workers": [self.layout.machines[m].name for m in self.layout.shard_on]}

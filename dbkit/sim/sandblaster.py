@@ -217,12 +217,12 @@ class SimulatedSandblaster(SimulatedRun):
     def progress(self) -> int:
         return max(0, len(self.coordinator.rows) - 1) if self.coordinator is not None else 0
 
-    def _parameters(self) -> np.ndarray:
+    def parameters(self) -> np.ndarray:
         if not self.shards:
             return self.initial.copy()
         return np.concatenate([s.params for s in self.shards])
 
-    def _replica_figures(self) -> dict[int, ReplicaFigures]:
+    def replica_figures(self) -> dict[int, ReplicaFigures]:
         d = self.dispatcher
         if d is None:
             return {}

@@ -64,6 +64,18 @@ class UnitBatch:
             self._data[worker] = (self.cluster.put(self.X, worker), self.cluster.put(self.y, worker))
         return self._data[worker]
 
+    def add_replica(self, slot: Slot, state_key: str) -> None:
+        """Take a new replica (its slot and the key of its state actor) from the next batch on; its worker
+        gets the data now."""
+        with self.lock:
+            self.state_keys[slot.index] = state_key
+            self.data_on(slot.worker)
+            self.dispatcher.slots.append(slot)
+
+    def next_index(self) -> int:
+        """The number a new replica takes: one more than any replica this batch has known."""
+        return max(s.index for s in self.dispatcher.slots) + 1
+
     def set_unit_size(self, unit_size: int) -> None:
         with self.lock:
             self.dispatcher.units = make_units(len(self.y), unit_size)

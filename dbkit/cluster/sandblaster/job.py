@@ -358,12 +358,9 @@ class SandblasterLBFGS(Job):
         assert batch is not None and cluster is not None
         live = batch.dispatcher.live()
         if replicas > len(live):
-            start = max(s.index for s in batch.dispatcher.slots) + 1
+            start = batch.next_index()
             for index in range(start, start + replicas - len(live)):
-                slot = self._place_replica(index)
-                batch.state_keys[index] = self._state_key(index)
-                batch.data_on(slot.worker)
-                batch.dispatcher.slots.append(slot)
+                batch.add_replica(self._place_replica(index), self._state_key(index))
         for slot in live[replicas:]:
             slot.alive = False
             cluster.registry.release(f"sandblaster-replica-{slot.index}")

@@ -96,7 +96,7 @@ def warm_start(setup: Setup, data: Dataset) -> tuple[np.ndarray, float, float]:
                          eval_every=setup.warm_steps, seed=setup.seed)
     run = simulated_run(cfg, Cluster(setup.profile), data=data)
     run.run()
-    params = run._parameters()
+    params = run.parameters()
     return params, run.sim.now, float(run.evaluator(params).test_accuracy)
 
 
