@@ -39,20 +39,31 @@ def until(condition, timeout=30.0):
 # ---- the steering worker ---------------------------------------------------------------------
 def test_steering_applies_in_order_and_a_quick_second_move_replaces_the_first():
     applied, actions, errors = [], [], []
-    # quiet: long enough that a loaded machine does not apply the 3 between two lines of this test (CI once did)
-    s = Steering(lambda d: applied.append(dict(d)), actions.append, lambda r, e: errors.append((r, e)), quiet=1.0)
+    inside, go = threading.Event(), threading.Event()
+
+    def apply(d):
+        applied.append(dict(d))
+        if d.get("lr") == 0.2:  # the worker is busy with this one until the test says go
+            inside.set()
+            go.wait(5)
+
+    # quiet: long enough that a loaded machine does not apply the 2 between two lines of this test
+    s = Steering(apply, actions.append, lambda r, e: errors.append((r, e)), quiet=1.0)
     s.want("n_push", 2)
     s.want("n_push", 5)  # before the worker reached the first: one change, the latest value
     s.want("lr", 0.1)
     assert s.pending() == {"n_push": 5, "lr": 0.1}
     assert s.wait_idle(5)
     assert applied == [{"n_push": 5, "lr": 0.1}]
+    s.want("lr", 0.2)
+    assert inside.wait(5)  # what is asked now waits behind it, whatever the machine's load (CI once raced here)
     s.want("n_push", 3)
     s.act("pause")
-    s.want("n_push", 4)  # asked again after the pause: the 3 is never applied
+    s.want("n_push", 4)  # asked again after the pause, before the worker reached the 3: the 3 is never applied
     s.want("n_fetch", 2)
+    go.set()
     assert s.wait_idle(5)
-    assert applied[1:] == [{"n_push": 4, "n_fetch": 2}] and actions == ["pause"]
+    assert applied[1:] == [{"lr": 0.2}, {"n_push": 4, "n_fetch": 2}] and actions == ["pause"]
     assert not errors and not [t for t in threading.enumerate() if t.name == "dbkit-panel-steering"]
 
 
