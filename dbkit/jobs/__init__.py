@@ -8,10 +8,10 @@ base of ``dbkit.SyncSGD``,
 """
 
 from .changes import ChangeQueue, ChangeRequest
-from .figures import JobFigures
+from .figures import ENDED, JobFigures
 from .gate import Gate, Stopping
 from .hooks import JobHooks
-from .job import ENDED, Job
+from .job import Job
 from .monitor import Monitor
 from .running import AnotherJobRunning, running, stop_all
 from .setup import job_from_checkpoint, resolve_job

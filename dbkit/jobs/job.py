@@ -31,11 +31,9 @@ from ..settings import check
 from ..telemetry import Change, Divergence, ErrorEvent, Sample, StateChange
 from . import running
 from .changes import ChangeQueue, ChangeRequest
-from .figures import ENDED, JobFigures
+from .figures import JobFigures
 from .progress import Progress
 from .snapshot import Snapshot
-
-__all__ = ["ENDED", "Job"]
 
 
 class Job(JobFigures):

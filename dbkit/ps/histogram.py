@@ -77,6 +77,8 @@ class Histogram:
         """The counts summed over bins ``width`` wide, each named by its lower edge (``width`` 1: itself)."""
         if isinstance(width, bool) or not isinstance(width, int) or width < 1:
             raise ValueError(f"a bin's width is a whole number >= 1, got {width!r}")
+        if width == 1:
+            return self
         out: Counter[int] = Counter()
         for v, c in zip(self.values, self.counts):
             out[v // width * width] += c
