@@ -38,7 +38,7 @@ import time
 from threadpoolctl import threadpool_limits
 
 from dbkit import data, nn
-from dbkit.algorithms import SGDTrainer
+from dbkit.sync_sgd import SGDTrainer
 
 from bare_downpour import bare_downpour
 from common import write_json
@@ -104,8 +104,8 @@ def floor(parameters: int, optimizer: str) -> dict:
     update, which the baseline does too)."""
     import numpy as np
 
-    from dbkit.algorithms.exchange import Exchange
-    from dbkit.cluster.timing import median_ms
+    from dbkit.downpour.exchange import Exchange
+    from dbkit.runtime.dask.timing import median_ms
     from dbkit.ps import ParameterShard, UpdateRule, local_shards
     from raw_wire import raw_round_trip
 
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="skip the 2-process ceiling")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     results = {}
     with Cluster(n_workers=2) as cluster:

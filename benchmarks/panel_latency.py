@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
     import dbkit
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
     from dbkit.widgets import Panel
 
     with Cluster(n_workers=2) as cluster:

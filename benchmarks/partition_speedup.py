@@ -55,7 +55,7 @@ def measure(net: nn.Network, k: int, steps: int, batch: int = 32) -> dict:
     The three are interleaved step after step (``time_partitioned_step`` with the whole network as its
     baseline), so a slow spell of the machine hits them alike and their ratios are measured in one run.
     """
-    from dbkit.cluster import Cluster, time_partitioned_step
+    from dbkit.runtime.dask import Cluster, time_partitioned_step
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((batch, net.in_size)).astype(np.float32)

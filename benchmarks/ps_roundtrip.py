@@ -22,7 +22,7 @@ TARGET_MS = 7.0  # issue #12; loopback moves 4 MB one way in ~2.3 ms here, so ~4
 
 
 def measure(cluster, size: int, shards: int, repeats: int, transport: str = "actor") -> dict:
-    from dbkit.cluster import time_roundtrip
+    from dbkit.runtime.dask import time_roundtrip
 
     r = time_roundtrip(cluster, size, shards, repeats, transport)
     return {"parameters": size, "shards": shards, "transport": transport, "megabytes": r.megabytes,
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
                    help="comma-separated: actor (Dask actor calls), socket (the shard wire) (default: %(default)s)")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     rows = []
     with Cluster(n_workers=2) as cluster:

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
     from dbkit import SandblasterLBFGS
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
     from dbkit.data import load
     from dbkit.telemetry import BatchDone
 

@@ -169,7 +169,7 @@ def same_classes(replicas: int, steps: int, shards: int, n: int = 1, batch: int 
     """Seconds for the simulated run's numerics with no clock: ``replicas`` ``DownpourReplica`` s of the
     digits MLP taking turns, each step by step, on in-process shards (Adagrad) -- the floor a simulator
     that runs dbkit's own classes cannot go below. Returns the seconds and the parameters at the end."""
-    from dbkit.algorithms import DownpourReplica
+    from dbkit.downpour import DownpourReplica
     from dbkit.data import shard_indices
     from dbkit.ps import ShardedParameters, balanced_layout, ParameterShard
 

@@ -32,7 +32,7 @@ import time
 import numpy as np
 from scipy.stats import kendalltau
 
-from dbkit.algorithms import ReplicaFigures
+from dbkit.training import ReplicaFigures
 from dbkit.config import RunConfig
 from dbkit.ps import Histogram
 
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
         p.error(f"--repeat must be at least 1, got {args.repeat}")
     from threadpoolctl import threadpool_limits
 
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     rows = []
     grid = [(name, r, n) for name in args.cases.split(",") for r in map(int, args.replicas.split(","))

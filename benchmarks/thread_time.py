@@ -78,7 +78,7 @@ def _rows(totals: dict, dt: float, steps: float) -> list[ThreadTime]:
 
 def dbkit_threads(n: int, seconds: float, optimizer: str) -> tuple[list[ThreadTime], float, float]:
     from dbkit import DownpourSGD
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     case = CASES["speech"]
     with Cluster(n_workers=2) as cluster, threadpool_limits(1):

@@ -1,7 +1,7 @@
 """dbkit: DistBelief (Dean et al., NIPS 2012) on Dask, for teaching and experiments.
 
 Importing ``dbkit`` is cheap and loads no dask: the subpackages ``dbkit.nn``,
-``dbkit.data``, ``dbkit.ps``, ``dbkit.partition`` and ``dbkit.algorithms``
+``dbkit.data``, ``dbkit.ps``, ``dbkit.partition``, ``dbkit.downpour``, ``dbkit.sandblaster`` and ``dbkit.sync_sgd``
 are numpy only, and the jobs load what they need when first used.
 
 The jobs, all driven the same way (``start``, ``fit``, ``pause``, ``resume``,
@@ -15,9 +15,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Cluster": ("dbkit.runtime.dask.cluster", "Cluster"),
-    "DownpourSGD": ("dbkit.cluster.downpour", "DownpourSGD"),
-    "SandblasterLBFGS": ("dbkit.cluster.sandblaster", "SandblasterLBFGS"),
-    "SyncSGD": ("dbkit.cluster.sgd", "SyncSGD"),
+    "DownpourSGD": ("dbkit.downpour", "DownpourSGD"),
+    "SandblasterLBFGS": ("dbkit.sandblaster", "SandblasterLBFGS"),
+    "SyncSGD": ("dbkit.sync_sgd.job", "SyncSGD"),
     "RunConfig": ("dbkit.config", "RunConfig"),
     "run": ("dbkit.runner", "run"),
     "make_job": ("dbkit.runner", "make_job"),

@@ -13,8 +13,8 @@ from typing import Any
 from .config import RunConfig
 from .jobs import Job
 
-JOBS = {"sgd": ("dbkit.cluster.sgd", "SyncSGD"), "downpour": ("dbkit.cluster.downpour", "DownpourSGD"),
-        "sandblaster": ("dbkit.cluster.sandblaster", "SandblasterLBFGS")}
+JOBS = {"sgd": ("dbkit.sync_sgd.job", "SyncSGD"), "downpour": ("dbkit.downpour", "DownpourSGD"),
+        "sandblaster": ("dbkit.sandblaster", "SandblasterLBFGS")}
 
 
 def make_job(config: RunConfig, client: Any = None, resume: str | None = None) -> Job:

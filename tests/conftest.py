@@ -201,7 +201,7 @@ def dask_cluster_address():
 @pytest.fixture(scope="session")
 def local_cluster():
     """One real 2-process LocalCluster shared by the cluster tests."""
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=2) as cluster:
         yield cluster

@@ -241,8 +241,8 @@ def test_a_save_interrupted_after_a_shard_wrote_its_file_leaves_that_file_and_th
     """``Recovery.save``: a shard that wrote its checkpoint and died before answering makes the save an
     error (no ``Checkpointed``, the manifest unchanged), and its newer file is what a restore reads. The
     reference is the shard itself: the version it had when it wrote."""
-    from dbkit.cluster.downpour.recovery import JobLink, Recovery
     from dbkit.config import RunConfig
+    from dbkit.downpour.recovery import JobLink, Recovery
     from dbkit.telemetry import Checkpointed, ErrorEvent, EventStream
 
     shards = [_trained_shard(index=0, start=0, stop=300), _trained_shard(index=1, start=300, stop=600)]

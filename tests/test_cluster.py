@@ -13,8 +13,9 @@ import psutil
 import pytest
 
 import dbkit
-from dbkit.cluster import Cluster, ClusterError, start_shards
 from dbkit.ps import ParameterShard
+from dbkit.runtime.dask import Cluster, ClusterError
+from dbkit.runtime.shards import start_shards
 
 from .conftest import leftovers, live_children
 
@@ -102,7 +103,7 @@ def test_keyboard_interrupt_stops_every_process(tmp_path):
     script = tmp_path / "interrupted.py"
     script.write_text(textwrap.dedent("""
         import time
-        from dbkit.cluster import Cluster
+        from dbkit.runtime.dask import Cluster
         if __name__ == "__main__":
             with Cluster(n_workers=2) as c:
                 print("READY", flush=True)
@@ -155,7 +156,7 @@ def test_local_workers_sample_their_profile_every_100ms_and_the_driver_keeps_its
 
 def test_timing_a_roundtrip_and_a_partitioned_step_cleans_up_after_itself(local_cluster):
     from dbkit import nn
-    from dbkit.cluster import time_partitioned_step, time_roundtrip
+    from dbkit.runtime.dask import time_partitioned_step, time_roundtrip
 
     r = time_roundtrip(local_cluster, 1000, 2, repeats=3)
     assert (r.parameters, r.shards, r.megabytes) == (1000, 2, 0.004)

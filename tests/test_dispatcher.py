@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from dbkit.algorithms import Slot, UnitDispatcher, UnitResult, make_units
+from dbkit.sandblaster import Slot, UnitDispatcher, UnitResult, make_units
 
 
 class Simulation:
@@ -163,3 +163,22 @@ def test_a_replica_whose_flush_misses_the_same_unit_twice_is_lost_and_its_unit_r
     d = sim.dispatcher
     assert [x.replica for x in d.lost] == [0] and "twice" in d.lost[0].reason
     assert loss == pytest.approx(expected_loss(sim.units))
+
+
+def test_a_replica_added_between_batches_takes_units_and_a_retired_one_none():
+    sim = Simulation([1.0, 1.0])
+    sim.batch()
+    d = sim.dispatcher
+    new = Slot(2)
+    d.add(new)  # sim.slots is the dispatcher's own list: the simulation sees it too
+    sim.speeds.append(1.0)
+    with pytest.raises(ValueError, match="already"):
+        d.add(Slot(2))
+    done = dict(d.units_done)
+    assert sim.batch() == expected_loss(sim.units)
+    assert d.units_done[2] > 0
+    d.retire(sim.slots[0])
+    before = d.units_done[0]
+    assert sim.batch() == expected_loss(sim.units)
+    assert d.units_done[0] == before and [s.index for s in d.live()] == [1, 2]
+    assert sum(d.units_done.values()) - sum(done.values()) >= 2 * len(sim.units)

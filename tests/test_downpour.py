@@ -9,11 +9,13 @@ import pytest
 
 import dbkit
 from dbkit import data, nn
-from dbkit.algorithms import DownpourReplica, ReplicaSettings, SGDTrainer, run_replica_loop
-from dbkit.cluster import Cluster
 from dbkit.config import RunConfig
+from dbkit.downpour import DownpourReplica, run_replica_loop
 from dbkit.ps import Histogram, local_shards
+from dbkit.runtime.dask import Cluster
+from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import Divergence, ReplicaEvent, Sample, validate_report
+from dbkit.training import ReplicaSettings
 
 from .conftest import leftovers
 

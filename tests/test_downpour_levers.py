@@ -6,9 +6,10 @@ import pytest
 
 import dbkit
 from dbkit import data, nn
-from dbkit.algorithms import DownpourReplica, ReplicaSettings, run_replica_loop
+from dbkit.downpour import DownpourReplica, run_replica_loop
 from dbkit.ps import UpdateRule, local_shards
 from dbkit.telemetry import Change, ErrorEvent, ReplicaEvent
+from dbkit.training import ReplicaSettings
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,23 @@ def loaded_after(imports: str) -> str:
 
 
 def test_core_imports_no_dask_widgets_or_matplotlib():
-    core = ("import dbkit, dbkit.nn, dbkit.ps, dbkit.algorithms, dbkit.data, dbkit.config, dbkit.settings, "
-            "dbkit.partition, dbkit.telemetry, dbkit.jobs, dbkit.runtime, dbkit.cluster")
+    core = ("import dbkit, dbkit.nn, dbkit.ps, dbkit.data, dbkit.config, dbkit.settings, dbkit.training, "
+            "dbkit.downpour, dbkit.sandblaster, dbkit.partition, dbkit.sync_sgd, dbkit.telemetry, dbkit.jobs, "
+            "dbkit.runtime, dbkit.runtime.dask")
     assert loaded_after(core) == ""
+
+
+def test_every_module_of_the_three_paper_folders_imports_no_dask():
+    # Not only the packages: each file, the jobs and their drivers included, loaded one after another.
+    walk = ("import importlib, pkgutil\n"
+            "import dbkit.downpour, dbkit.sandblaster, dbkit.partition\n"
+            "names = [m.name for p in (dbkit.downpour, dbkit.sandblaster, dbkit.partition)\n"
+            "         for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.')]\n"
+            "assert len(names) > 30, names\n"
+            "for n in names:\n"
+            "    importlib.import_module(n)")
+    loaded = loaded_after(walk)
+    assert "dask" not in loaded and "distributed" not in loaded, loaded
 
 
 def test_an_in_memory_sync_sgd_job_loads_no_dask():

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dbkit import data, nn
-from dbkit.algorithms import DownpourReplica
-from dbkit.algorithms.exchange import CHUNK, Exchange
+from dbkit.downpour import DownpourReplica
+from dbkit.downpour.exchange import CHUNK, Exchange
 from dbkit.ps import ShardedParameters, balanced_layout, local_shards
 
 

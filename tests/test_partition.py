@@ -116,7 +116,7 @@ def test_a_partition_needs_all_its_partners():
 @pytest.mark.cluster
 @pytest.mark.parametrize("name,hidden", [("image-local", None), ("mlp", (32, 16))])
 def test_partitions_as_actors_equal_the_unpartitioned_network(local_cluster, name, hidden):
-    from dbkit.cluster import ActorPartitionedNetwork
+    from dbkit.partition import ActorPartitionedNetwork
 
     net = nn.build(name, 64, 10, hidden=hidden, l2=0.01)
     params = net.init_params(4)
@@ -135,7 +135,7 @@ def test_partitions_as_actors_equal_the_unpartitioned_network(local_cluster, nam
 
 @pytest.mark.cluster
 def test_a_batch_left_on_the_partitions_gives_the_same_step(local_cluster):
-    from dbkit.cluster import ActorPartitionedNetwork
+    from dbkit.partition import ActorPartitionedNetwork
 
     net = nn.build("image-local", 64, 10, l2=0.01)
     X, y = _batch(64, 10, seed=3, n=5)
@@ -155,7 +155,7 @@ def test_a_batch_left_on_the_partitions_gives_the_same_step(local_cluster):
 def test_an_aborted_partition_stops_waiting_for_its_partner(local_cluster):
     import time
 
-    from dbkit.cluster import ActorPartitionedNetwork
+    from dbkit.partition import ActorPartitionedNetwork
 
     net = nn.build("image-local", 64, 10)
     X, y = _batch(64, 10, seed=4, n=5)

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from dbkit import data, nn
-from dbkit.algorithms import SGDTrainer
-from dbkit.algorithms.schedule import Schedule
-from dbkit.cluster import DownpourSGD
 from dbkit.config import RunConfig
+from dbkit.downpour import DownpourSGD
+from dbkit.downpour.schedule import Schedule
 from dbkit.partition import aligned_layout, ownership
 from dbkit.ps import balanced_layout
 from dbkit.runtime import InProcessCluster
+from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import Relayout, ReplicaEvent, validate_report
 
 
@@ -246,7 +246,7 @@ def test_a_lost_partition_ends_its_replica_alone(digits, image_net):
     import os
     import signal
 
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=5) as cluster:
         w = cluster.workers()
@@ -297,7 +297,7 @@ def test_a_replica_whose_partition_worker_dies_is_replaced_by_one_on_live_worker
     import os
     import signal
 
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=5) as cluster:
         w = cluster.workers()

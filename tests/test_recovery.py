@@ -37,7 +37,7 @@ def _kill(client, worker: str) -> None:
 def test_a_lost_shard_comes_back_from_its_checkpoint_and_training_goes_on(digits, tmp_path, transport):
     """With ``actor`` calls too: a call to a dead shard's actor may never be answered (Dask cancels the
     actor's key and leaves the call's future unset); the restore does not wait for it."""
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=3) as cluster:
         w = cluster.workers()
@@ -72,7 +72,7 @@ def test_a_lost_shard_comes_back_from_its_checkpoint_and_training_goes_on(digits
 
 @pytest.mark.parametrize("restart", [True, False])
 def test_a_replica_lost_with_its_worker_is_replaced_on_its_data_unless_told_not_to(digits, restart):
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=3) as cluster:
         w = cluster.workers()
@@ -429,7 +429,7 @@ def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survive
     run (``OSError: Unable to contact Actor's worker``) though a live worker and the checkpoint remained.
     Here the kill comes at the worst moment, as the restored shard is being placed on it; the restore
     goes to the next live worker."""
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     place = Cluster.place_actor
     killed: list[str] = []
@@ -474,7 +474,7 @@ def test_a_hung_machine_holding_only_a_partition_is_dropped_and_its_replica_repl
     """Issue #21, 3: the heartbeat watches partitions too. A worker holding one partition of a replica and
     no shard is stopped (SIGSTOP): after ``heartbeat_timeout`` it is dropped from the scheduler, its replica
     counted lost with the machine and replaced by one whose partitions are on live workers."""
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=4) as cluster:
         w = cluster.workers()
@@ -496,7 +496,7 @@ def test_a_hung_machine_holding_only_a_partition_is_dropped_and_its_replica_repl
 def test_a_hung_machine_holding_only_a_replica_is_dropped_and_the_replica_replaced(digits):
     """Issue #21, 3: the heartbeat pings each worker's control actor too, so a stopped machine holding only
     a replica is dropped (it kept the monitor waiting on it at every poll) and its replica replaced."""
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=3) as cluster:
         w = cluster.workers()
@@ -531,7 +531,7 @@ def test_a_wait_on_a_shard_ends_as_soon_as_its_worker_leaves_the_cluster_not_at_
     """A checkpoint begun as a shard's worker was SIGKILLed waited the whole answer timeout with the job's
     monitor held, so the restore came after a 12 s run had ended (CI: ``shards_restored`` 0). The wait now
     asks, between slices, whether the worker is still in the cluster."""
-    from dbkit.cluster.downpour.last_read import LastRead, answer
+    from dbkit.downpour.last_read import LastRead, answer
 
     left = {"tcp://a": False}
     call = _Silent()

@@ -1,7 +1,8 @@
 """The driver's book of replicas: states stay right when the monitor thread and the
 driver see the same task end (a race found in CI)."""
 
-from dbkit.algorithms import ReplicaBook, ReplicaFigures
+from dbkit.downpour import ReplicaBook
+from dbkit.training import ReplicaFigures
 
 
 class _Future:

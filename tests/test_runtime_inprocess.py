@@ -10,10 +10,10 @@ import pytest
 
 import dbkit
 from dbkit import data, nn
-from dbkit.algorithms import SGDTrainer
 from dbkit.config import RunConfig
 from dbkit.runtime import InProcessCluster
 from dbkit.runtime.inprocess.workers import Task, Worker
+from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import validate_report
 
 
@@ -283,7 +283,7 @@ def test_the_command_line_runs_a_job_on_in_process_workers(tmp_path):
 
 
 def test_shards_are_refused_with_a_clear_error_when_no_worker_is_left(machines):
-    from dbkit.cluster.shards import start_shards
+    from dbkit.runtime.shards import start_shards
 
     session = machines.session("no-workers")
     shards = start_shards(session, np.zeros(10, np.float32), 2)  # the reference: two workers, two shards

@@ -6,8 +6,8 @@ import pytest
 import scipy.optimize
 
 from dbkit import data, nn
-from dbkit.cluster import SandblasterLBFGS
 from dbkit.runtime import InProcessCluster
+from dbkit.sandblaster import SandblasterLBFGS
 from dbkit.telemetry import ErrorEvent, validate_report
 
 from .sandblaster_checks import exact_gradient_despite, paused, reference

@@ -11,13 +11,13 @@ import pytest
 import scipy.optimize
 
 from dbkit import data, nn
-from dbkit.algorithms import Assignment, Decisions, SandblasterReplica, WorkUnit
-from dbkit.algorithms.lbfgs import HistoryPair, two_loop, two_loop_numpy
-from dbkit.algorithms.line_search import wolfe_search
-from dbkit.algorithms.sandblaster import LBFGSCoordinator
-from dbkit.algorithms.work_units import PENALTY, LocalBatch, make_units
-from dbkit.cluster import Cluster, SandblasterLBFGS
 from dbkit.ps import PushAnswer, local_shards
+from dbkit.runtime.dask import Cluster
+from dbkit.sandblaster import Assignment, Decisions, SandblasterLBFGS, SandblasterReplica, WorkUnit
+from dbkit.sandblaster.coordinator import LBFGSCoordinator
+from dbkit.sandblaster.lbfgs import HistoryPair, two_loop, two_loop_numpy
+from dbkit.sandblaster.line_search import wolfe_search
+from dbkit.sandblaster.work_units import PENALTY, LocalBatch, make_units
 from dbkit.telemetry import ErrorEvent, validate_report
 
 from .sandblaster_checks import exact_gradient_despite, paused, reference
@@ -32,9 +32,9 @@ def test_a_coordinator_back_at_a_saved_iteration_redoes_the_same_iterations(digi
     """The restore of a lost shard, in process: save the coordinator's state and the shards' vectors
     (through the checkpoint files), iterate on, spoil a trial point and the history on the shards (as a
     half-done iteration leaves them), restore, and redo: the same rows, bit for bit."""
-    from dbkit.algorithms.sandblaster import CoordinatorState
     from dbkit.ps import CheckpointError
     from dbkit.ps.vector_checkpoint import VectorState, read_vectors, vectors_file, write_vectors
+    from dbkit.sandblaster.coordinator import CoordinatorState
 
     net = nn.build("linear", 64, 10, l2=1e-2)
     ps = local_shards(net.init_params(0), 2)

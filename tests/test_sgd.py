@@ -5,9 +5,9 @@ import pytest
 
 import dbkit
 from dbkit import data, nn
-from dbkit.algorithms import SGDTrainer, TrainingDiverged
 from dbkit.config import RunConfig
 from dbkit.ps import local_shards
+from dbkit.sync_sgd import SGDTrainer, TrainingDiverged
 from dbkit.telemetry import Divergence
 
 

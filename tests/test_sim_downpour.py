@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 
 from dbkit import data, nn
-from dbkit.algorithms import SGDTrainer
 from dbkit.config import RunConfig
 from dbkit.sim import Cluster, load_profile
 from dbkit.sim.downpour import SimulatedDownpour
+from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import validate_report
 
 

@@ -12,10 +12,10 @@ import pytest
 
 import dbkit
 from dbkit import data, nn
-from dbkit.algorithms import SGDTrainer
 from dbkit.config import RunConfig
 from dbkit.sim import Cluster, simulate
 from dbkit.sim.job import SimulatedJob
+from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import Change, Divergence, ReplicaEvent, validate_report
 
 AT_SCALE = Cluster(machines=200, profile="distbelief-2012")

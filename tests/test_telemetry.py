@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dbkit.algorithms import Evaluation, ReplicaFigures
 from dbkit.ps import Histogram, ShardFigures
 from dbkit.telemetry import (
     ByteCounts,
@@ -23,6 +22,7 @@ from dbkit.telemetry import (
     validate_report,
     write_report,
 )
+from dbkit.training import Evaluation, ReplicaFigures
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FINAL = Evaluation(train_loss=0.1, test_loss=0.2, test_accuracy=0.9, full_batch_loss=0.1)
@@ -174,7 +174,7 @@ def test_summaries_weight_staleness_by_updates_and_read_divergence():
 
 
 def test_comparison_charts_draw_runs_divergence_lost_replicas_and_timelines():
-    from dbkit.algorithms import UnitRecord
+    from dbkit.sandblaster import UnitRecord
     from dbkit.telemetry import BatchDone, compare_runs, plot_lines, plot_timelines
 
     lost = [{"type": "ReplicaEvent", "t": 2.0, "replica": 1, "what": "lost"}]

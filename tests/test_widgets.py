@@ -11,9 +11,9 @@ import pytest
 
 import dbkit
 from dbkit import data
-from dbkit.algorithms import Evaluation, ReplicaFigures
 from dbkit.ps import Histogram
 from dbkit.telemetry import ByteCounts, Change, Divergence, EventStream, Sample
+from dbkit.training import Evaluation, ReplicaFigures
 from dbkit.widgets import LiveFigure, Panel, RunSeries, Steering
 from dbkit.widgets.status import BOKEH_HINT, dashboard_html, status_html, summary
 
@@ -188,7 +188,7 @@ def _prefix(events, k):
 
 
 def test_the_sandblaster_timeline_draws(digits):
-    from dbkit.algorithms import UnitRecord
+    from dbkit.sandblaster import UnitRecord
     from dbkit.telemetry import BatchDone
 
     events = EventStream()

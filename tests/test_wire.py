@@ -263,7 +263,7 @@ def test_a_lost_shard_ends_the_job_cleanly_with_a_report_and_the_surviving_param
     import os
     import signal
 
-    from dbkit.cluster import Cluster
+    from dbkit.runtime.dask import Cluster
     from dbkit.telemetry import validate_report
 
     with Cluster(n_workers=3) as cluster:

@@ -126,7 +126,7 @@ NOT_SIMULATED = (("scheduler", None, "--scheduler"), ("checkpoint_dir", None, "-
 
 def calibrate_from_args(args: argparse.Namespace) -> int:
     """Measure, save as the ``here`` profile (and to ``--out``), print what was measured; exit status."""
-    from ..cluster.calibration import time_control_plane
+    from ..runtime.dask.calibration import time_control_plane
     from ..sim.calibrate import calibrate
     from ..sim.profile import user_folder, write
 

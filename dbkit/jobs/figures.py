@@ -16,12 +16,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..algorithms import Evaluation, Evaluator, ReplicaFigures
 from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
 from ..ps import ShardFigures
 from ..telemetry import EventStream, RunRecord, Sample, Sampler, build_report, history
+from ..training.evaluate import Evaluation, Evaluator
+from ..training.figures import ReplicaFigures
 from .hooks import JobHooks
 from .last_known import LastKnown
 from .snapshot import FinalState

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..algorithms import NO_CAP
+from ..training.figures import NO_CAP
 
 
 class Stopping(Exception):

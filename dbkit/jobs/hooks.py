@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..algorithms import ReplicaFigures
 from ..config import RunConfig
 from ..ps import ShardFigures
 from ..telemetry import ByteCounts
+from ..training.figures import ReplicaFigures
 from .snapshot import FinalState
 
 
@@ -86,7 +86,7 @@ class JobHooks(ABC):
         return ()
 
     def _cluster(self) -> Any:
-        """The ``dbkit.cluster.Cluster`` the job runs on, or ``None`` (in memory, or not started)."""
+        """The ``dbkit.Cluster`` the job runs on, or ``None`` (in memory, or not started)."""
         return None
 
     def _report_blocks(self, final: FinalState) -> dict:

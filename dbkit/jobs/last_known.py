@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import ReplicaFigures
 from ..ps import ShardFigures
+from ..training.figures import ReplicaFigures
 from .snapshot import FinalState
 
 SCHEDULER_LOST = "scheduler lost"

@@ -12,7 +12,7 @@ a ``ReplicaEvent`` for each replica that started or ended.
 
 from __future__ import annotations
 
-from ..algorithms import LIVE, ReplicaFigures
+from ..training.figures import LIVE, ReplicaFigures
 
 
 class Monitor:

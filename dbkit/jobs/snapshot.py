@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import Evaluation, ReplicaFigures
 from ..config import RunConfig
 from ..ps import ShardFigures
 from ..telemetry import Change, Sample
+from ..training.evaluate import Evaluation
+from ..training.figures import ReplicaFigures
 
 
 @dataclass(frozen=True)

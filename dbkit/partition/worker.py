@@ -4,7 +4,7 @@ Each partition computes only its own units. Between layers it sends its
 partners exactly the boundary activations they need (forward) and the
 gradients of the partners' units it used (backward). Its partners are
 injected (``connect``): Dask actor proxies on a cluster
-(``dbkit.cluster.partition_actors``), or other ``PartitionWorker`` objects in
+(``dbkit.partition.actors``), or other ``PartitionWorker`` objects in
 one process. All methods are ``async``: they wait for messages without
 holding a thread, so partitions waiting on each other cannot deadlock; the
 arithmetic runs on the partition's own thread so the event loop keeps

@@ -9,7 +9,7 @@ the parameters its oldest gradient in the push was computed from, plus the
 push's own examples (it grows with ``n_fetch`` and ``n_push``).
 
 This is a plain class: tested in-process, and run on Dask as an actor by
-``dbkit.cluster`` unchanged. All methods are short, as Dask actor methods on
+the Dask runtime unchanged. All methods are short, as Dask actor methods on
 one worker share one thread.
 """
 

@@ -1,7 +1,7 @@
 """Where a job's parts run: the runtime protocol and its in-process implementation.
 
 ``dbkit.runtime.protocol`` says what a driver asks of its machines;
-``dbkit.cluster.Cluster`` answers it on Dask and ``InProcessCluster`` in this
+``dbkit.Cluster`` answers it on Dask and ``InProcessCluster`` in this
 process (``DownpourSGD(..., cluster=InProcessCluster(workers=2))``).
 """
 

@@ -3,7 +3,7 @@
 A job's drivers (``Fleet``, ``Placement``, ``Recovery``) place actors (shards,
 the replicas' control objects) and long-running tasks (replicas) on workers,
 call them, watch which workers are alive, and release what they placed. They
-ask for nothing else, so the same drivers run on Dask (``dbkit.cluster.Cluster``,
+ask for nothing else, so the same drivers run on Dask (``dbkit.Cluster``,
 the only code that imports Dask) and in this process
 (``dbkit.runtime.inprocess``: deterministic workers for tests and for a
 learner without a cluster). A task placed on a worker asks its own side of the

@@ -14,7 +14,7 @@ What is measured, each with one BLAS thread as dbkit's replicas run:
   model sizes: what one fetch and push costs the replica's worker, the
   shards' worker, and a shard on the replica's own worker, per message size;
 - **the control plane** (Dask: actor calls, tasks, boundary messages
-  between partitions), measured by ``dbkit.cluster.calibration`` and passed in.
+  between partitions), measured by ``dbkit.runtime.dask.calibration`` and passed in.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def time_shard(quick: bool = False) -> dict[str, float]:
 def time_replica_vectors(quick: bool = False) -> float:
     """Seconds per parameter of a replica's own vector work each step: its accrue with the local step
     (``Exchange.accrue``) and the finiteness check of its gradient (a dot)."""
-    from ..algorithms.exchange import Exchange
+    from ..downpour.exchange import Exchange
     from ..ps import local_shards
 
     n = 1_000_000

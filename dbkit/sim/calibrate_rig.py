@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import NO_CAP, DownpourReplica, ReplicaSettings, run_replica_loop
 from ..data import load
+from ..downpour.replica import DownpourReplica
+from ..downpour.replica_loop import run_replica_loop
 from ..nn import build
 from ..ps import ParameterShard, ShardedParameters, balanced_layout
+from ..training.figures import NO_CAP, ReplicaSettings
 
 
 def serve_shards(sizes: tuple[int, ...], out: Any, commands: Any) -> None:

@@ -15,12 +15,14 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..algorithms import DownpourReplica, PartitionedDownpourReplica, ReplicaFigures
 from ..config import RunConfig
 from ..data import shard_indices
+from ..downpour.replica import DownpourReplica
 from ..nn import Network
 from ..partition import aligned_layout, boundary_floats, inputs_used, ownership
+from ..partition.replica import PartitionedDownpourReplica
 from ..ps import ParameterShard, ShardedParameters
+from ..training.figures import ReplicaFigures
 from .compute import TimedNetwork
 from .layout import lay_out
 from .partition import SimulatedPartition, gather_in_tasks

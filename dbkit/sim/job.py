@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import ReplicaFigures
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Job, Monitor, Simulated, Snapshot, resolve_job
 from ..nn import Network
 from ..telemetry import EventStream, ReplicaEvent, Sample
+from ..training.figures import ReplicaFigures
 from .downpour import SimulatedDownpour
 from .driver import SimulationDriver, VirtualClock
 from .job_run import make_run, run_config
@@ -74,7 +74,7 @@ class SimulatedJob(Job):
         settings.pop("on_cluster", None)
         config, dataset, network = resolve_job(algorithm, model, data, config, settings)
         if config.algorithm == "downpour" and config.downpour.partitions > 1:
-            from ..cluster.downpour.placement import check_layout  # the same refusal as on Dask
+            from ..downpour.placement import check_layout  # the same refusal as on Dask
             check_layout(network, config)
         check_memory(network.size, config.replicas, config.algorithm, config.sandblaster.memory)
         super().__init__(config, dataset, network)

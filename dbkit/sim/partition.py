@@ -18,8 +18,8 @@ from typing import Any
 import greenlet
 import numpy as np
 
-from ..algorithms import DownpourPartition
 from ..partition import Ownership
+from ..partition.downpour_partition import DownpourPartition
 from ..ps import ShardedParameters
 from .compute import TimedNetwork
 from .cost import CostModel

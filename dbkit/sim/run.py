@@ -18,12 +18,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..algorithms import Evaluation, Evaluator, ReplicaFigures
 from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
 from ..ps import ShardFigures
 from ..telemetry import ByteCounts, EventStream, RunRecord, Sampler, StateChange, build_report, history
+from ..training.evaluate import Evaluation, Evaluator
+from ..training.figures import ReplicaFigures
 from .cost import CostModel
 from .engine import Simulation
 from .gradient_batch import GradientBatch

@@ -22,22 +22,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..algorithms import (
-    Assignment,
-    LBFGSCoordinator,
-    ReplicaFigures,
-    SandblasterReplica,
-    Slot,
-    UnitDispatcher,
-    UnitResult,
-    default_unit_size,
-    make_units,
-)
-from ..algorithms.sandblaster_replica import MIN_UNIT_SECONDS
 from ..config import RunConfig
 from ..nn import Network
 from ..ps import ParameterShard, ShardedParameters, balanced_layout
+from ..sandblaster.coordinator import LBFGSCoordinator
+from ..sandblaster.dispatcher import Assignment, Slot, UnitDispatcher, UnitResult
+from ..sandblaster.replica import MIN_UNIT_SECONDS, SandblasterReplica
+from ..sandblaster.work_units import default_unit_size, make_units
 from ..telemetry import BatchDone, ByteCounts, sandblaster_block
+from ..training.figures import ReplicaFigures
 from .compute import TimedNetwork
 from .layout import lay_out
 from .run import SimulatedRun

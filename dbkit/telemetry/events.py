@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..algorithms import Evaluation, LostReplica, ReplicaFigures, UnitRecord
 from ..ps import Histogram, ShardFigures
+from ..sandblaster.dispatcher import LostReplica, UnitRecord
+from ..training.evaluate import Evaluation
+from ..training.figures import ReplicaFigures
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..algorithms import Evaluation, ReplicaFigures
 from ..ps import ShardFigures
+from ..training.evaluate import Evaluation
+from ..training.figures import ReplicaFigures
 from .accuracy import times_to_accuracy
 from .events import ByteCounts
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..algorithms import Evaluation, ReplicaFigures
 from ..ps import Histogram
+from ..training.evaluate import Evaluation
+from ..training.figures import ReplicaFigures
 from .events import ByteCounts, EventStream, Sample
 
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..algorithms import LBFGSCoordinator, UnitDispatcher
+from ..sandblaster.coordinator import LBFGSCoordinator
+from ..sandblaster.dispatcher import UnitDispatcher
 
 
 def sandblaster_block(coordinator: LBFGSCoordinator | None, dispatcher: UnitDispatcher | None,

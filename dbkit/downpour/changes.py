@@ -1,0 +1,63 @@
+"""A change to a running Downpour job, applied to its parts: the shards' rule and rate, the replicas'
+exchange rates and stragglers, how many replicas there are, and a new layout of shards and partitions
+(DistBelief Sec. 3 and 4.1). A new layout stops the replicas (they push what they accumulated), moves the
+parameters and Adagrad state to the new shards, and starts as many replicas again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import RunConfig
+from ..telemetry import Relayout
+from .fleet import Fleet
+from .placement import Placement
+from .recovery import JobLink, Recovery
+
+
+def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet: Fleet, placement: Placement,
+                 recovery: Recovery, link: JobLink) -> None:
+    """Apply validated ``changes`` (``old`` is the job's config before them, ``new`` after); on an error
+    the fleet keeps ``old`` for the replicas it launches, and the error is raised."""
+    fleet.config = new  # replicas launched from now on start with the new settings
+    try:
+        if "lr" in changes:
+            placement.set_lr(new.lr)
+        if "optimizer" in changes:
+            placement.set_optimizer(new.optimizer)
+        if new.shards != old.shards or new.downpour.partitions != old.downpour.partitions:
+            relayout(old, new, fleet, placement, recovery, link)
+        rates = {k: v for k, v in changes.items() if k in ("n_fetch", "n_push", "lr")}
+        if rates:
+            fleet.steer(**rates)
+        if "slow_replicas" in changes:
+            fleet.set_slow(dict(new.slow_replicas))
+        if "replicas" in changes:
+            have = fleet.live_count()
+            if new.replicas > have:
+                fleet.add(new.replicas - have)
+            elif new.replicas < have:
+                fleet.remove(have - new.replicas)
+    except BaseException:
+        fleet.config = old
+        raise
+
+
+def relayout(old: RunConfig, new: RunConfig, fleet: Fleet, placement: Placement, recovery: Recovery,
+             link: JobLink) -> None:
+    """Stop the replicas, move parameters and Adagrad state to shards laid out as ``new`` asks, and start
+    as many replicas again; if the new layout cannot be placed, the old one stays and the replicas restart
+    on it."""
+    with fleet.launching:
+        live = fleet.live()
+        fleet.stop(live, state="relaid")
+        try:
+            before = placement.relayout(new)
+        except BaseException:
+            fleet.config = old
+            fleet.add(len(live), added=False)
+            raise
+        recovery.new_layout()
+        link.events.emit(Relayout, step=link.progress(), partitions=new.downpour.partitions, shards=new.shards,
+                         shards_before=tuple(before))
+        fleet.add(len(live), added=False)

@@ -1,0 +1,337 @@
+"""The replicas of one Downpour job: their tasks, the control actor on each worker, and their book.
+
+Every change to the replicas' settings is numbered (an *epoch*); a replica
+echoes the epoch it acted on in its figures, so ``steer`` returns once the
+running replicas, not just their control actors, have taken a change.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..config import RunConfig
+from ..data import Dataset, shard_indices
+from ..nn import Network
+from ..ps.client_calls import CALL_TIMEOUT, resolve
+from ..runtime.protocol import Runtime
+from ..training.figures import NO_CAP, ReplicaFigures, ReplicaSettings
+from .placement import Placement
+from .replica_book import ReplicaBook
+from .replica_task import ReplicaControl, run_replica
+
+
+class Fleet:
+    """Starts, steers, watches and stops a Downpour job's replicas.
+
+    ``launching`` (re-entrant) is held while replicas start or stop, so a warm
+    start and a change never launch the same replica twice.
+    """
+
+    def __init__(self, cluster: Runtime, placement: Placement, network: Network, data: Dataset, config: RunConfig,
+                 tag: str) -> None:
+        self.cluster, self.placement, self.network, self.data = cluster, placement, network, data
+        self.config = config
+        self.tag = tag
+        self.book = ReplicaBook()
+        self.controls: dict[str, Any] = {}
+        self._control_names: dict[str, str] = {}  # worker -> its control actor's name in the registry
+        self._controls_made = 0  # names are never reused: a lost worker's control may still be registered
+        self.rows = shard_indices(data.n_train, config.replicas, seed=config.seed)  # each replica's data shard
+        self.cap = NO_CAP  # total steps at which replicas pause (NO_CAP: none)
+        self.paused = False
+        self.epoch = 0
+        self.added: set[int] = set()  # replicas added while the job ran (not at its start)
+        self.data_of: dict[int, int] = {}  # replica -> its data shard (a replacement takes the one it replaces)
+        self.replaced: dict[int, int] = {}  # ended replica -> the replica that replaced it
+        self.crashed: set[int] = set()  # killed by ``crash`` (lose_replica): the lesson's loss, not replaced
+        self.machine_lost: set[int] = set()  # lost with a worker (``note_dead_workers``)
+        # lock order: after Job._steer, before Job._sample_lock and Placement._lock (replicas started, stopped, polled)
+        self.launching = threading.RLock()
+        # lock order: leaf (the steering epoch)
+        self._lock = threading.Lock()
+
+    # ---- starting replicas -------------------------------------------------------------------
+    def _control(self, worker: str) -> Any:
+        if worker not in self.controls:
+            name = f"control-{self._controls_made}-{self.tag}"
+            self._controls_made += 1
+            self.controls[worker] = self.cluster.place_actor(name, ReplicaControl, worker=worker)
+            self._control_names[worker] = name
+        return self.controls[worker]
+
+    def launch(self, index: int, data_shard: int | None = None) -> str:
+        """Start replica ``index`` (whole, or as its partitions) on its data shard (default: its own);
+        returns its worker."""
+        c, p = self.config, self.placement
+        with self.launching:
+            partitioned = p.partitions > 1
+            # a partitioned replica's own task runs beside its partition 0
+            worker = (p.partition_workers(index)[0] if partitioned
+                      else p.replica_workers[index % len(p.replica_workers)])
+            control = self._control(worker)
+            cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
+            settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
+                                       self.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
+            resolve(control.register(index, settings), CALL_TIMEOUT)  # a dead worker's actor never answers
+            key = f"dbkit-replica-{index}-{self.tag}"
+            self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
+            rows = self.rows[self.data_of[index]]
+            if partitioned:  # the partitions hold the data and talk to the shards
+                parts = p.place_partitions(index, self.data, rows, c.batch_size, c.seed + index, c.downpour.overlap)
+                future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
+                                                c.batch_size, c.seed + index, c.downpour.max_nonfinite,
+                                                partitions=parts, floats_per_example=p.floats_per_example, key=key)
+            else:
+                future = self.cluster.submit_on(
+                    worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
+                    self.data.y_train[rows], p.handles(), c.batch_size, c.seed + index, c.downpour.max_nonfinite,
+                    overlap=c.downpour.overlap, key=key)
+            self.book.add(index, worker, future)
+        return worker
+
+    def start(self, replicas: int, warm_start: bool) -> None:
+        """Launch the job's first replicas: all of them, or with ``warm_start`` only replica 0 (the
+        others wait for ``warm_start`` to launch them)."""
+        with self.launching:
+            first = 1 if warm_start else replicas
+            for i in range(first):
+                self.launch(i)
+            self.book.pending_warm = list(range(first, replicas))
+
+    def add(self, k: int, added: bool = True) -> list[int]:
+        """Launch ``k`` more replicas; ``added``: asked for while the job ran (not replacing others)."""
+        with self.launching:
+            new = [self.book.next_index() + j for j in range(k)]
+            for i in new:
+                self.launch(i)
+            if added:
+                self.added.update(new)
+        return new
+
+    def relaunch(self, ended: list[int]) -> list[tuple[int, int]]:
+        """Replace each replica of ``ended`` by a new one on its data shard, on a live worker (the
+        placement has forgotten the dead ones); returns ``(old, new)`` pairs."""
+        with self.launching:
+            pairs = []
+            for old in ended:
+                new = self.book.next_index()
+                self.launch(new, data_shard=self.data_of.get(old))
+                self.replaced[old] = new
+                pairs.append((old, new))
+        return pairs
+
+    def note_dead_workers(self, alive: set[str]) -> None:
+        """Count as lost with a machine every replica that ended lost, or failed, while its worker or a
+        partition's is not in ``alive`` (its task, or its loop, may have failed on the dead connection before
+        the worker was reported gone: it then ends ``lost`` too)."""
+        for i, f in self.book.figures().items():
+            workers = {self.book.worker_of(i)} | {p.worker for p in f.partitions if p.worker}
+            gone = sorted(workers - alive)
+            if f.state in ("lost", "failed") and gone:
+                self.book.lost_with(i, gone[0])
+                self.machine_lost.add(i)
+
+    def lost_unreplaced(self) -> list[int]:
+        """Replicas lost with a worker and not yet replaced (a task that failed on a live worker is not
+        started again: it would fail again)."""
+        return sorted(i for i in self.machine_lost if i not in self.replaced and i not in self.crashed)
+
+    def remove(self, k: int, state: str = "removed") -> list[int]:
+        """Stop the ``k`` most recently added replicas (waiting ones first)."""
+        with self.launching:
+            gone = []
+            while k and self.book.pending_warm:
+                gone.append(self.book.pending_warm.pop())
+                k -= 1
+            live = self.book.live()
+            if k:
+                chosen = live[-k:]
+                self.stop(chosen, state)
+                gone += chosen
+        return gone
+
+    def warm_start(self, steps: int) -> list[int]:
+        """Launch the replicas waiting for the warm start once replica 0 has done ``steps`` steps
+        (or has ended). Returns those launched."""
+        if not self.book.pending_warm:
+            return []
+        first = self.book.figures().get(0)
+        if first is not None and first.live and first.steps < steps:
+            return []
+        with self.launching:
+            waiting = list(self.book.pending_warm)
+            for index in waiting:
+                self.launch(index)
+        return waiting
+
+    # ---- steering ----------------------------------------------------------------------------
+    def steer(self, indices: list[int] | None = None, wait: float = 10.0, **changes: Any) -> None:
+        """Change ``ReplicaSettings`` fields of replicas ``indices`` (all if None); with ``wait``, return
+        once each of them has acted on it (or ended), at most ``wait`` seconds."""
+        if indices is None and "paused" in changes:
+            self.paused = bool(changes["paused"])  # replicas launched from now on start so too
+        epoch = self._tell(lambda ctl, epoch: ctl.set(indices, epoch=epoch, **changes))
+        if wait:
+            self.wait_for(lambda f: f.epoch >= epoch, indices, wait)
+
+    def _tell(self, call: Any) -> int:
+        """``call(control, epoch)`` on every worker's control actor, at a new epoch; returns the epoch."""
+        with self._lock:
+            self.epoch += 1
+            epoch = self.epoch
+        pending = []
+        for ctl in list(self.controls.values()):
+            try:
+                pending.append(call(ctl, epoch))
+            except RuntimeError:  # "Worker holding Actor was lost": its replicas are gone already
+                pass
+        for p in pending:
+            try:
+                p.result(timeout=10)
+            except Exception:  # noqa: BLE001 - the same, noticed while waiting
+                pass
+        return epoch
+
+    def wait_for(self, done: Any, indices: list[int] | None, timeout: float) -> bool:
+        """Poll until ``done(figures)`` holds for every live replica of ``indices``; False at the timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.poll()
+            figures = self.book.figures()
+            targets = [i for i in (self.book.live() if indices is None else indices) if figures[i].live]
+            if all(done(figures[i]) for i in targets):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+
+    def set_caps(self, steps: int | None) -> int | None:
+        """Cap each live replica at its steps + ``steps`` (exact with one replica); returns the total to reach."""
+        with self.launching:
+            if steps is None:
+                self.cap = NO_CAP
+                self.steer(max_steps=NO_CAP, wait=0)
+                return None
+            figures = self.book.figures()
+            self.cap = self.book.total_steps() + steps
+            caps = {i: {"max_steps": figures[i].steps + steps} for i in self.book.live()}
+            self._tell(lambda ctl, epoch: ctl.set_each(caps, epoch))  # one call per worker
+            return self.cap
+
+    def set_slow(self, factors: dict[int, float]) -> None:
+        """Slow each live replica by its factor in ``factors`` (1 for the others); returns once they act on it."""
+        with self.launching:
+            slow = {i: {"slow": float(factors.get(i, 1.0))} for i in self.book.live()}
+            epoch = self._tell(lambda ctl, epoch: ctl.set_each(slow, epoch))
+        self.wait_for(lambda f: f.epoch >= epoch, list(slow), 10.0)
+
+    def crash(self, index: int, timeout: float = 10.0) -> None:
+        """Kill replica ``index``'s task as its machine's death would: it ends as ``lost`` at once, its
+        accumulated gradient never pushed (the others train on)."""
+        with self.launching:
+            self.crashed.add(index)
+            self.steer([index], crash=True, wait=timeout)  # returns once it has acted: then it is lost
+            if self.book.figures()[index].live:
+                self.book.mark_lost(index, "its task was killed (lose_replica)")
+
+    def hold(self, paused: bool) -> None:
+        """Pause every replica (returning once all have pushed and paused) or let them go on."""
+        with self.launching:
+            self.steer(paused=paused, wait=0)
+        if paused:
+            epoch = self.epoch
+            self.wait_for(lambda f: f.epoch >= epoch and f.state != "running", None, 30.0)
+
+    def stop(self, indices: list[int], state: str, timeout: float = 60.0) -> None:
+        """Stop replicas ``indices`` (they push what they accumulated); they end as ``state``."""
+        with self.launching:
+            self.steer(indices, stop=True, wait=0)
+            self.book.wait(indices, timeout=timeout, state=state)
+            self.placement.release_partitions(indices)
+
+    def stop_all(self, timeout: float = 60.0) -> None:
+        with self.launching:
+            self.steer(stop=True, wait=0)
+            self.book.wait_all(timeout)
+
+    # ---- watching ----------------------------------------------------------------------------
+    def poll(self, settle: bool = True) -> None:
+        """Take every worker's replica figures; a worker is lost only when its control actor is
+        reported lost, or does not answer and the scheduler no longer lists it. With ``settle``,
+        replicas whose tasks ended take their final figures."""
+        pending = []
+        for worker, ctl in list(self.controls.items()):
+            try:
+                pending.append((worker, ctl.latest()))
+            except RuntimeError as e:  # "Worker holding Actor was lost"
+                self._lose_worker(worker, f"worker {worker} lost ({e})")
+        for worker, p in pending:
+            try:
+                for index, figures in p.result(timeout=2).items():
+                    self.book.update(int(index), figures)
+            except Exception as e:  # noqa: BLE001
+                if worker not in self.cluster.workers():  # asked only when a worker does not answer
+                    self._lose_worker(worker, f"worker {worker} lost ({type(e).__name__})")
+        if settle:
+            self.book.settle_futures()
+
+    def _lose_worker(self, worker: str, reason: str) -> None:
+        for index in self.book.live():
+            if self.book.worker_of(index) == worker:
+                self.book.mark_lost(index, reason)
+        self.controls.pop(worker, None)
+        name = self._control_names.pop(worker, None)
+        if name is not None:
+            self.cluster.registry.release(name)
+
+    def check_partitions(self, alive: set[str]) -> None:
+        """A partitioned replica is lost as soon as a worker holding one of its partitions is gone
+        from the scheduler (its own task could otherwise wait on the dead partition until the
+        connection attempts time out)."""
+        figures = self.book.figures()
+        spread = {i: {p.worker for p in figures[i].partitions} for i in self.book.live()}
+        if not any(spread.values()):
+            return
+        for index, workers in spread.items():
+            gone = sorted(w for w in workers if w and w not in alive)
+            if gone:
+                self.book.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
+
+    def release_ended_partitions(self) -> None:
+        """Drop the partition actors of replicas that ended on their own (lost, failed, diverged): their
+        partners would otherwise keep their data and parameter blocks until the job stops."""
+        for i in self.placement.partitioned_replicas():
+            if i in self.book.entries and not self.book.entries[i].live:
+                self.placement.release_partitions([i], abort=f"replica {i} {self.book.state_of(i)}")
+
+    def figures(self) -> dict[int, ReplicaFigures]:
+        return self.book.figures()
+
+    def live(self) -> list[int]:
+        """Replicas running or paused."""
+        return self.book.live()
+
+    def known(self) -> set[int]:
+        """Replicas started (in any state) or waiting for the warm start."""
+        return set(self.book.figures()) | set(self.book.pending_warm)
+
+    def live_count(self) -> int:
+        """Replicas running, paused or waiting for the warm start."""
+        return self.book.live_count()
+
+    def total_steps(self) -> int:
+        return self.book.total_steps()
+
+    def all_ended(self) -> list[ReplicaFigures]:
+        """The replicas that ended on their own (diverged, failed, lost) if none is left, else []."""
+        if self.book.live_count() or not self.book.entries:
+            return []
+        return [f for f in self.book.figures().values() if f.state in ("diverged", "failed", "lost")]
+
+    def release(self) -> None:
+        """Cancel every replica task and forget the control actors (their Futures keep them alive)."""
+        self.book.cancel_all()
+        self.controls = {}
+        self._control_names = {}

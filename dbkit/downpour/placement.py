@@ -1,0 +1,364 @@
+"""Where a Downpour job's parameters live: shards aligned to partitions, each replica's partitions,
+and moving both to a new layout while training runs (DistBelief Sec. 3 and 4.1).
+
+With ``partitions = K``, the server keeps the parameters in partition-major
+order and every shard holds one partition's parameters
+(``dbkit.partition.aligned_layout``), so each partition of a replica fetches
+from and pushes to its own shards only. A new layout gathers every shard's
+parameters *and* Adagrad accumulators and places new shards in the new order
+with that state loaded; the job stops its replicas first and starts them again after.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from ..config import RunConfig
+from ..data import Dataset
+from ..jobs.heartbeat import Heartbeat
+from ..nn import Network
+from ..partition import (
+    AlignedLayout,
+    Ownership,
+    aligned_layout,
+    boundary_floats,
+    inputs_used,
+    ownership,
+    partition_places,
+)
+from ..partition.actors import PartitionActor
+from ..ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
+from ..ps.client_calls import CALL_TIMEOUT
+from ..runtime.protocol import Runtime
+from ..runtime.shards import ShardHandles, handles_of, start_shards
+from .last_read import LastRead
+
+
+def check_layout(network: Network, config: RunConfig) -> tuple[Ownership, AlignedLayout]:
+    """The ownership and shard layout ``config`` asks for; ``ValueError`` if the network or shards cannot
+    be split so."""
+    own = ownership(network, config.downpour.partitions)
+    return own, aligned_layout(own, config.shards)
+
+
+class Placement:
+    """The shards (and, with partitions, each replica's partition actors) of one Downpour job.
+
+    ``_lock`` guards the server and its layout while they are replaced.
+    """
+
+    def __init__(self, cluster: Runtime, network: Network, config: RunConfig, shard_workers: list[str],
+                 replica_workers: list[str]) -> None:
+        self.cluster, self.network = cluster, network
+        self.shard_workers, self.replica_workers = shard_workers, replica_workers
+        self.ownership, self.alignment = check_layout(network, config)
+        self.transport = config.downpour.transport
+        f = boundary_floats(self.ownership)
+        self.floats_per_example = f["forward"] + f["backward"]
+        self.server: ShardedParameters | None = None
+        # lock order: after Fleet.launching and Job._sample_lock, before the book's, the registry's and the
+        # runtime's (the server and its layout while they are replaced)
+        self._lock = threading.RLock()
+        self._generation = 0
+        self._restores = 0  # shards started again from their checkpoints
+        self._shard_names: list[str] = []
+        self._partition_names: dict[int, list[str]] = {}
+        # what the driver last read of each shard: a lost one ends the job cleanly; a shard silent for
+        # heartbeat_timeout counts as lost, its worker as hung (issue #21)
+        self.last_read = LastRead(config.heartbeat_timeout, gone=self._left)
+        self.heartbeat = Heartbeat(config.heartbeat_timeout)
+
+    @property
+    def partitions(self) -> int:
+        return self.alignment.partitions
+
+    def place_shards(self, params: np.ndarray, optimizer: str, lr: float, opt_state: np.ndarray | None = None,
+                     versions: tuple[int, ...] | None = None) -> None:
+        """New shards holding ``params`` (network order), with optimizer state and versions if given (a
+        checkpoint's); the old shards are released once the new ones hold their state."""
+        self._generation += 1
+        prefix = f"shard{self._generation}-"
+        a = self.alignment
+        n = a.layout.n_shards
+        names = [f"{prefix}{i}" for i in range(n)]
+        values = a.to_server(params)
+        try:
+            server = start_shards(self.cluster, values, n, optimizer, lr, prefix=prefix, workers=self.shard_workers,
+                                  layout=a.layout)
+            if opt_state is not None or versions is not None:
+                acc = a.to_server(opt_state) if opt_state is not None else None
+                loads = [shard.load_state({"start": lo, "stop": hi, "version": versions[i] if versions else 0,
+                                           "params": values[lo:hi],
+                                           "opt_state": acc[lo:hi] if acc is not None else
+                                           UpdateRule(optimizer).new_state(hi - lo),
+                                           "optimizer": optimizer, "lr": lr})
+                         for i, (shard, (lo, hi)) in enumerate(zip(server.shards, a.layout.ranges))]
+                for r in loads:
+                    resolve(r)
+        except BaseException:
+            self.cluster.registry.release(*names)
+            raise
+        with self._lock:
+            old, self._shard_names, self.server = self._shard_names, names, server
+            self.last_read.reset()
+            self.last_read.params = values.copy()  # what the new shards start from
+        self.cluster.registry.release(*old)
+
+    def handles(self, which: list[int] | None = None, layout=None) -> ShardHandles:
+        """Handles of the shards (``which`` of them, with ``layout`` over them) for replicas; with the
+        ``socket`` transport they carry each shard's wire (``dbkit.runtime.dask.wire``)."""
+        assert self.server is not None
+        wires = self.cluster.wires.addresses(self.server.workers) if self.transport == "socket" else None
+        return handles_of(self.server, which, layout, wires)
+
+    def parameters(self) -> np.ndarray:
+        """The parameters in network order; a lost shard's slice as last read (``last_read.lost`` says which)."""
+        with self._lock:
+            assert self.server is not None
+            return self.alignment.from_server(self.last_read.parameters(self.server))
+
+    def parameter_state(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Parameters and optimizer accumulators (Adagrad), gathered from the shards, in network order."""
+        with self._lock:
+            assert self.server is not None
+            states = self.server.state()
+            params = self.alignment.from_server(np.concatenate([s["params"] for s in states]))
+            if states[0]["opt_state"] is None:
+                return params, None
+            return params, self.alignment.from_server(np.concatenate([s["opt_state"] for s in states]))
+
+    def lost_shards(self) -> str | None:
+        """Reads every shard once; a line naming those lost (their workers died), or None if none is."""
+        with self._lock:
+            if self.server is None:
+                return None
+            self.last_read.parameters(self.server)
+            return self.last_read.describe_lost(self.server) if self.last_read.lost else None
+
+    def shard_figures(self) -> list[ShardFigures]:
+        with self._lock:
+            return self.last_read.shard_figures(self.server) if self.server is not None else []
+
+    def set_lr(self, lr: float) -> None:
+        with self._lock:
+            if self.server is not None:
+                self.server.set_lr(lr)
+
+    def set_optimizer(self, optimizer: str) -> None:
+        with self._lock:
+            if self.server is not None:
+                self.server.set_optimizer(optimizer)
+
+    def relayout(self, config: RunConfig) -> list[ShardFigures]:
+        """Move parameters and optimizer state to shards laid out as ``config`` asks; returns the old
+        shards' figures. Nothing is touched if the new layout is refused or cannot be placed."""
+        own, alignment = check_layout(self.network, config)
+        params, opt_state = self.parameter_state()
+        before = self.shard_figures()
+        old = (self.ownership, self.alignment)
+        with self._lock:
+            self.ownership, self.alignment = own, alignment
+            try:
+                self.place_shards(params, config.optimizer, config.lr, opt_state)
+            except BaseException:
+                self.ownership, self.alignment = old
+                raise
+        f = boundary_floats(own)
+        self.floats_per_example = f["forward"] + f["backward"]
+        return before
+
+    # ---- checkpoints and lost machines (issue #13) ---------------------------------------------
+    def save(self, directory: str, model: str) -> tuple[dict[int, int], dict[int, str]]:
+        """Every shard writes its checkpoint into ``directory``, all at once; returns the versions saved
+        and, for shards that did not save, why (a lost shard is noticed by ``forget_workers``)."""
+        with self._lock:
+            assert self.server is not None
+            saved, failed, calls = {}, {}, []
+            for i, shard in enumerate(self.server.shards):
+                try:
+                    calls.append((i, shard.save(directory, model)))
+                except Exception as e:  # noqa: BLE001 - its worker is gone
+                    failed[i] = f"{type(e).__name__}: {e}"
+            for i, call in calls:
+                try:
+                    saved[i] = int(self.last_read.answer(call, self.server.workers[i]))
+                except Exception as e:  # noqa: BLE001
+                    failed[i] = f"{type(e).__name__}: {e}"
+            return saved, failed
+
+    def _left(self, worker: str) -> bool:
+        """Whether ``worker`` has left the cluster (False if the scheduler cannot say: the wait goes on)."""
+        try:
+            return worker not in self.cluster.workers()
+        except Exception:  # noqa: BLE001 - the scheduler lost: the job's connection check ends it
+            return False
+
+    def forget_workers(self, alive: set[str]) -> list[int]:
+        """Place nothing more on workers not in ``alive``; returns the shards that lived on them."""
+        with self._lock:
+            for attr in ("replica_workers", "shard_workers"):
+                keep = [w for w in getattr(self, attr) if w in alive]
+                if keep:  # with none left, placing fails with the cluster's own error
+                    setattr(self, attr, keep)
+            if self.server is None:
+                return []
+            return [i for i, w in enumerate(self.server.workers) if w not in alive]
+
+    def beat(self, others: dict[str, tuple[Any, str]] | None = None) -> dict[str, tuple[int, ...]]:
+        """Ping the shards, the partitions and ``others`` (key -> (actor, its worker): the replicas' control
+        actors), never waiting; the workers newly found silent for the heartbeat timeout, each with its
+        silent shards (maybe none). Not under this placement's lock: a reader holding it may be waiting on
+        the silent machine itself."""
+        server = self.server
+        if server is None:
+            return {}
+        where: dict[Hashable, tuple[Any, str]] = {i: (s, w) for i, (s, w) in enumerate(zip(server.shards,
+                                                                                          server.workers))}
+        registry = self.cluster.registry
+        for names in list(self._partition_names.values()):
+            for name in names:
+                try:
+                    where[name] = (registry.proxy(name), registry.worker(name))
+                except KeyError:  # released meanwhile
+                    pass
+        where.update(others or {})
+        hung: dict[str, list[int]] = {}
+        for key in self.heartbeat.beat({key: actor for key, (actor, _) in where.items()}):
+            shards = hung.setdefault(where[key][1], [])
+            if isinstance(key, int):  # a shard: the driver's reads give it up too
+                self.last_read.mark_lost(key, f"no answer to a heartbeat for {self.heartbeat.timeout:g}s: its "
+                                              "machine is hung")
+                shards.append(key)
+        return {w: tuple(v) for w, v in hung.items()}
+
+    def forget_gone(self) -> None:
+        """``forget_workers`` of every worker the scheduler no longer lists."""
+        self.forget_workers(set(self.cluster.workers()))
+
+    def workers_of(self, shards: list[int]) -> list[str]:
+        assert self.server is not None
+        return [self.server.workers[i] for i in shards]
+
+    def span(self, index: int) -> tuple[int, int]:
+        assert self.server is not None
+        return self.server.layout.ranges[index]
+
+    def replace_shard(self, index: int, state: ShardState, optimizer: str, lr: float) -> str:
+        """Start shard ``index`` again from ``state`` (its checkpoint), on the live shard worker holding
+        fewest shards, with the job's current ``optimizer`` and ``lr``; returns its worker. A worker that
+        dies while the shard is placed on it is forgotten and the next is tried (a second machine lost
+        during a restore), until no shard worker is left."""
+        with self._lock:
+            server = self.server
+            assert server is not None
+            a, b = server.layout.ranges[index]
+            while True:
+                worker = min(self.shard_workers, key=lambda w: (server.workers.count(w), self.shard_workers.index(w)))
+                try:
+                    name, proxy = self._start_restored(index, state, optimizer, lr, worker)
+                    break
+                except Exception:  # noqa: BLE001 - retried only if its worker is gone
+                    alive = set(self.cluster.workers())
+                    if worker in alive or not [w for w in self.shard_workers if w in alive]:
+                        raise
+                    self.forget_workers(alive)
+            old = self._shard_names[index]
+            self._shard_names[index] = name
+            server.shards[index], server.workers[index], server.versions[index] = proxy, worker, state.version
+            self.last_read.restored(index, (a, b), state.params)
+        self.cluster.registry.release(old)
+        return worker
+
+    def _start_restored(self, index: int, state: ShardState, optimizer: str, lr: float, worker: str
+                        ) -> tuple[str, object]:
+        """Shard ``index`` started from ``state`` on ``worker``: its registry name and proxy."""
+        assert self.server is not None
+        a, b = self.server.layout.ranges[index]
+        self._restores += 1
+        name = f"shard{self._generation}-{index}-restore{self._restores}"
+        proxy = self.cluster.place_actor(name, ParameterShard, index, a, b, state.params, state.optimizer,
+                                         state.lr, worker=worker)
+        try:
+            resolve(proxy.load_state(state.as_state()), CALL_TIMEOUT)
+            if optimizer != state.optimizer:
+                resolve(proxy.set_optimizer(optimizer), CALL_TIMEOUT)
+            resolve(proxy.set_lr(lr), CALL_TIMEOUT)
+        except BaseException:
+            self.cluster.registry.release(name)
+            raise
+        return name, proxy
+
+    def release(self) -> None:
+        """Forget the shards and partitions: actor proxies hold Futures that keep their actors alive."""
+        with self._lock:
+            self.server = None
+            names, self._shard_names = self._shard_names, []
+            partitions, self._partition_names = self._partition_names, {}
+        self.cluster.registry.release(*names, *[n for ns in partitions.values() for n in ns])
+
+    # ---- partitions ---------------------------------------------------------------------------
+    def partition_workers(self, index: int) -> list[str]:
+        """Where replica ``index``'s partitions run: round-robin over the workers, partition after
+        partition. When the partitions divide the workers evenly, each wrap-around shifts by one, or
+        every replica's partition 0 (and its task) would land on the same workers."""
+        workers = self.replica_workers
+        return [workers[m] for m in partition_places(index, self.partitions, len(workers))]
+
+    def place_partitions(self, index: int, data: Dataset, rows: np.ndarray, batch_size: int, seed: int,
+                         overlap: bool = True) -> list[tuple[str, str]]:
+        """Start replica ``index``'s partitions, give each its shards and its columns of the
+        replica's data ``rows`` (``overlap``: they fetch and push in the background); returns their
+        ``(key, worker)`` in partition order."""
+        a, own, net = self.alignment, self.ownership, self.network
+        assert self.server is not None
+        where = self.partition_workers(index)
+        names = [f"replica{index}-partition{j}" for j in range(a.partitions)]
+        self._partition_names[index] = names
+        parts = [self.cluster.place_actor(name, PartitionActor, j, own, worker=w)
+                 for j, (name, w) in enumerate(zip(names, where))]
+        handles = [(str(p.key), w) for p, w in zip(parts, where)]
+        for r in [p.connect_to(handles) for p in parts]:
+            resolve(r)
+        X, y = data.X_train[rows], data.y_train[rows]
+        calls = []
+        for j, p in enumerate(parts):
+            ids = list(a.shards_of[j])
+            cols = inputs_used(net.layers[0], own.units(0, j))
+            shards = self.handles(ids, a.partition_layout(j))
+            calls.append(p.attach_shards(shards, ids, X[:, cols], y, batch_size, seed, f"replica{index}/partition{j}",
+                                         overlap=overlap))
+        for r in calls:
+            resolve(r)
+        return handles
+
+    def _abort(self, names: list[str], reason: str) -> None:
+        """Tell the partitions ``names`` to stop waiting for their partners; waits up to 2 s for each."""
+        calls = []
+        for name in names:
+            try:
+                calls.append(self.cluster.registry.proxy(name).abort(reason))
+            except Exception:  # noqa: BLE001 - its worker is gone: nothing there to stop
+                pass
+        for call in calls:
+            try:
+                call.result(timeout=2)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def partitioned_replicas(self) -> list[int]:
+        return list(self._partition_names)
+
+    def release_partitions(self, indices: list[int], abort: str | None = None) -> None:
+        """Drop the partition actors of replicas ``indices``. With ``abort`` (the replica was lost),
+        each one is first told to stop waiting for its partners, so its step in progress ends now."""
+        names: list[str] = []
+        for i in indices:
+            mine = self._partition_names.pop(i, [])
+            if abort:
+                self._abort(mine, abort)
+            names += mine
+        self.cluster.registry.release(*names)

@@ -1,0 +1,130 @@
+"""One Downpour SGD model replica (DistBelief Sec. 4.1, Algorithm "DownpourSGDClient").
+
+Each step the replica fetches fresh parameters if ``n_fetch`` steps have
+passed, computes a mini-batch gradient, adds it to its accumulated gradient,
+takes a local SGD step, and every ``n_push`` steps pushes the accumulated
+gradient to the parameter shards (each shard receives only its slice; they
+apply SGD or Adagrad). Replicas never talk to each other.
+
+As the paper's client does, a replica with ``overlap`` (the default) only
+*starts* a fetch or a push and computes on meanwhile (its ``Exchange``): a
+fetch's parameters replace its own when they arrive, a push's answers are
+counted when they come. When communication is instant (in-process shards)
+the result is bit for bit that of the blocking replica (``overlap=False``).
+
+This class is plain numpy: given in-process shards it runs in a test; on Dask,
+the job (``dbkit.downpour.job``) runs the same object inside a long-running task.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data import MiniBatches
+from ..nn import Network
+from ..ps import PushAnswer
+from ..training.figures import ReplicaCounters, ReplicaFigures
+from .exchange import Exchange
+from .schedule import Schedule
+
+
+class DownpourReplica:
+    """A model replica training on its own data shard.
+
+    Parameters
+    ----------
+    index : int
+        Replica number (for reports).
+    network : Network
+    X, y : ndarray
+        This replica's data shard.
+    server : object
+        Parameter server client with ``fetch()``, ``push(grad, ...)``,
+        ``push_fetch(grad, ...)``, their ``start_*`` forms and ``versions`` (``dbkit.ps.ShardedParameters``).
+    n_fetch, n_push : int
+        Fetch every ``n_fetch`` steps; push every ``n_push`` steps.
+    lr : float
+        Learning rate of the replica's local SGD step between fetches.
+    max_nonfinite : int
+        Non-finite gradients in a row after which the replica has ``diverged``.
+    overlap : bool
+        Fetch and push in the background (the paper's client); ``False`` waits for each.
+    """
+
+    def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
+                 n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0, max_nonfinite: int = 20,
+                 overlap: bool = True) -> None:
+        self.index = index
+        self.network, self.server = network, server
+        self.schedule = Schedule(n_fetch, n_push, lr)
+        self.batches = MiniBatches(X, y, batch_size, seed=seed)
+        self.params: np.ndarray | None = None
+        self.counters = ReplicaCounters(max_nonfinite)
+        self.exchange = Exchange(server, network.size, overlap, self._took_params, self._answered)
+
+    @property
+    def under_way(self) -> bool:
+        """A fetch or a push has been started and its answers are not yet taken."""
+        return self.exchange.under_way
+
+    @property
+    def diverged(self) -> bool:
+        return self.counters.diverged
+
+    @property
+    def lr(self) -> float:
+        return self.schedule.lr
+
+    def configure(self, n_fetch: int, n_push: int, lr: float) -> None:
+        """New rates and learning rate from the next step on; all are checked before any changes."""
+        self.schedule.configure(n_fetch, n_push, lr)
+
+    def step(self) -> float:
+        """One Downpour step; returns the mini-batch loss (NaN if its gradient was dropped)."""
+        actions = self.schedule.next_step()
+        ex = self.exchange
+        ex.collect()
+        if actions.fetch:
+            if not ex.overlap or not self.schedule.have_params:
+                ex.fetch_now()  # a first or fresh start waits: there is nothing to compute on
+            else:
+                ex.start_fetch()
+                ex.collect()
+            self.counters.fetches += 1
+        assert self.params is not None
+        X, y = next(self.batches)
+        with np.errstate(all="ignore"):
+            loss, grad = self.network.loss_and_grad(self.params, X, y)
+            # one BLAS dot, no temporary: NaN and inf (and overflow) propagate into it
+            finite = np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
+        if not finite:
+            self.counters.dropped()  # drop this gradient and start again from the server's parameters
+            self.schedule.dropped()
+            return float("nan")
+        # the local step between fetches is pointless if we fetch next anyway
+        ex.accrue(grad, len(y), (self.params, self.lr) if actions.local else None)
+        self.counters.stepped(float(loss), len(y))
+        if actions.push and ex.push(and_fetch=actions.push_fetch):
+            self.counters.fetches += 1
+        self.schedule.done(actions)
+        return float(loss)
+
+    def _took_params(self, params: np.ndarray) -> None:
+        self.params = params
+
+    def _answered(self, answers: list[PushAnswer]) -> None:
+        self.counters.answered(answers)
+        if any(not a.accepted and (a.reason or "").startswith("non-finite") for a in answers):
+            self.counters.dropped()  # the sum overflowed: as good as a non-finite gradient
+
+    def flush(self) -> None:
+        """Push any accumulated gradient now and wait for everything under way (before pausing or stopping)."""
+        if self.exchange.examples:
+            self.exchange.push(and_fetch=False)
+            self.schedule.flushed()
+        self.exchange.flush()
+
+    def figures(self) -> ReplicaFigures:
+        return self.counters.figures(
+            self.index, n_fetch=self.schedule.n_fetch, n_push=self.schedule.n_push, lr=self.lr,
+            bytes_fetched=self.server.bytes_fetched, bytes_pushed=self.server.bytes_pushed)

@@ -1,0 +1,173 @@
+"""What a Downpour driver knows about each replica: where it runs, its task, its latest figures
+and its state (running, paused; stopped, removed, relaid, lost, failed, diverged).
+
+Plain Python: a replica's task is anything with ``status``, ``result(timeout)``,
+``exception(timeout)`` and ``cancel()`` (a Dask Future on a cluster), so the
+races between the driver and its monitor thread are tested in process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..training.figures import LIVE, ReplicaFigures
+
+#: states a replica's own figures may end in (the driver decides the others)
+ENDED_ON_ITS_OWN = ("failed", "diverged", "lost")
+
+
+@dataclass
+class ReplicaEntry:
+    index: int
+    worker: str
+    future: Any
+    figures: ReplicaFigures
+
+    @property
+    def state(self) -> str:
+        return self.figures.state
+
+    @property
+    def live(self) -> bool:
+        return self.figures.state in LIVE
+
+
+class ReplicaBook:
+    """Thread-safe book of replicas, shared by the driver and its monitor thread.
+
+    ``pending_warm`` holds replicas that wait for the warm start to end.
+    """
+
+    def __init__(self) -> None:
+        # lock order: after Placement._lock, before Job._lock (the entries and the replicas waiting to warm start)
+        self._lock = threading.RLock()
+        self.entries: dict[int, ReplicaEntry] = {}
+        self.pending_warm: list[int] = []
+
+    def add(self, index: int, worker: str, future: Any) -> None:
+        with self._lock:
+            self.entries[index] = ReplicaEntry(index, worker, future, ReplicaFigures(index, worker=worker))
+            if index in self.pending_warm:
+                self.pending_warm.remove(index)
+
+    def next_index(self) -> int:
+        with self._lock:
+            used = list(self.entries) + self.pending_warm
+            return max(used) + 1 if used else 0
+
+    def live(self) -> list[int]:
+        with self._lock:
+            return sorted(i for i, e in self.entries.items() if e.live)
+
+    def live_count(self) -> int:
+        with self._lock:
+            return len(self.live()) + len(self.pending_warm)
+
+    def update(self, index: int, figures: ReplicaFigures) -> None:
+        """Take a live replica's newest figures; a replica that says it failed, diverged or was lost has ended."""
+        with self._lock:
+            e = self.entries.get(index)
+            if e is not None and e.live and (figures.state in LIVE or figures.state in ENDED_ON_ITS_OWN):
+                e.figures = figures.but(worker=e.worker)
+
+    def mark_lost(self, index: int, reason: str) -> None:
+        with self._lock:
+            e = self.entries[index]
+            if e.live:
+                e.figures = e.figures.but(state="lost", failures=1, error=reason)
+                try:
+                    e.future.cancel()
+                except Exception:  # noqa: BLE001 - the client may be gone already
+                    pass
+
+    def lost_with(self, index: int, worker: str) -> None:
+        """Replica ``index``, which ended ``failed`` on a call to ``worker``, is known now to have been lost with
+        that machine: it ends ``lost`` (the machine's loss, not a fault of its own)."""
+        with self._lock:
+            e = self.entries[index]
+            if e.figures.state == "failed":
+                e.figures = e.figures.but(state="lost", error=f"{e.figures.error} (worker {worker} lost)")
+
+    def settle_futures(self) -> None:
+        """Take the final figures of replicas whose tasks ended (or errored) on their own."""
+        with self._lock:
+            entries = [e for e in self.entries.values() if e.live]
+        for e in entries:
+            status = getattr(e.future, "status", "pending")
+            if status == "finished":
+                self._finish(e, e.future.result(), "stopped")
+            elif status in ("error", "cancelled", "lost"):
+                self.mark_lost(e.index, f"replica task {status}: {_exception_text(e.future)}")
+
+    def _finish(self, e: ReplicaEntry, figures: ReplicaFigures, state: str) -> None:
+        with self._lock:
+            if not e.live:  # someone else (driver or monitor) finished it first
+                return
+            own = figures.state if figures.state in ENDED_ON_ITS_OWN else state
+            e.figures = figures.but(worker=e.worker, state=own)
+
+    def wait(self, indices: list[int], timeout: float, state: str = "stopped") -> None:
+        """Wait for the tasks of ``indices`` to end (they were told to stop); they take ``state``."""
+        deadline = time.monotonic() + timeout
+        for i in indices:
+            e = self.entries[i]
+            if e.live:
+                try:
+                    figures = e.future.result(timeout=max(0.1, deadline - time.monotonic()))
+                except Exception as err:  # noqa: BLE001
+                    self.mark_lost(i, f"did not stop cleanly: {type(err).__name__}: {err}")
+                    continue
+                self._finish(e, figures, state)
+            with self._lock:  # the monitor may have seen it end first (even while we waited on its
+                if e.state == "stopped":  # result); it ended because we asked, so it takes our state
+                    e.figures = e.figures.but(state=state)
+
+    def wait_all(self, timeout: float) -> None:
+        self.wait(self.live(), timeout)
+        with self._lock:
+            self.pending_warm.clear()
+
+    def cancel_all(self) -> None:
+        """Cancel every task still running and forget every task's Future."""
+        with self._lock:
+            for e in self.entries.values():
+                if e.live:
+                    e.figures = e.figures.but(state="stopped")
+                    try:
+                        e.future.cancel()
+                    except Exception:  # noqa: BLE001
+                        pass
+                e.future = _Released()  # a Future keeps its task's arguments alive
+
+    def worker_of(self, index: int) -> str:
+        return self.entries[index].worker
+
+    def state_of(self, index: int) -> str:
+        return self.entries[index].state
+
+    def figures(self) -> dict[int, ReplicaFigures]:
+        with self._lock:
+            return {i: e.figures for i, e in sorted(self.entries.items())}
+
+    def total_steps(self) -> int:
+        with self._lock:
+            return sum(e.figures.steps for e in self.entries.values())
+
+
+class _Released:
+    """Stands in for a released replica Future."""
+
+    status = "released"
+
+    def cancel(self) -> None:
+        pass
+
+
+def _exception_text(future) -> str:
+    try:
+        return repr(future.exception(timeout=1))
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__

@@ -1,0 +1,81 @@
+"""The life of one Downpour replica: step as its settings say until told to stop.
+
+The same loop drives a whole replica (``DownpourReplica``) and a partitioned
+one (``PartitionedDownpourReplica``). It reads the replica's settings before
+every step (rates, learning rate, pause, a step cap, stop), so steering costs
+nothing per step and takes effect from the next one, and it publishes the
+replica's figures as they change. On Dask, the job (``dbkit.downpour.job``) runs it inside a
+long-running task with settings read from, and figures written to, a control
+object on the same worker; in a test it runs in process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..training.figures import ReplicaFigures, ReplicaSettings
+
+
+def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: Callable[[ReplicaFigures], None],
+                     worker: str = "local", poll: float = 0.005, publish_every: float = 0.01,
+                     sleep: Callable[[float], None] = time.sleep) -> ReplicaFigures:
+    """Step ``replica`` until its settings say stop, or it diverges or fails; returns its final figures.
+
+    A paused replica (or one at its step cap) first pushes what it has
+    accumulated. A replica that diverges (``replica.diverged``: only
+    non-finite gradients for a while) ends as ``diverged``; one that raises
+    ends as ``failed`` with the error: neither stops the other replicas. One
+    told to ``crash`` ends as ``lost`` without pushing what it accumulated;
+    one told it is ``slow`` sleeps after each step for (slow - 1) times the step.
+    """
+    applied = settings()
+    state, last = "running", 0.0
+
+    def figures(state: str, **more) -> ReplicaFigures:
+        return replica.figures().but(worker=worker, state=state, epoch=applied.epoch, slow=applied.slow, **more)
+
+    try:
+        while True:
+            s = settings()
+            if s.crash:  # as if its machine died: what it accumulated is never pushed
+                applied = s
+                final = figures("lost", failures=1, error="its task was killed (lose_replica): the gradient it "
+                                                          "had accumulated is lost; training goes on without it")
+                publish(final)
+                return final
+            if s.stop:
+                break
+            acted = s is not applied
+            if acted:
+                if (s.n_fetch, s.n_push, s.lr) != (applied.n_fetch, applied.n_push, applied.lr):
+                    replica.configure(s.n_fetch, s.n_push, s.lr)
+                applied = s
+            if s.paused or replica.counters.steps >= s.max_steps:
+                if state != "paused" or acted:
+                    if state != "paused":
+                        replica.flush()
+                    state = "paused"
+                    publish(figures(state))
+                sleep(poll)
+                continue
+            began = time.perf_counter()
+            replica.step()
+            if s.slow > 1:
+                sleep((s.slow - 1) * (time.perf_counter() - began))
+            if replica.diverged:
+                c = replica.counters
+                final = figures("diverged", error=f"{c.nonfinite_in_a_row} non-finite gradients in a row "
+                                                  f"(lr={replica.lr})")
+                publish(final)
+                return final
+            now = time.monotonic()
+            if state != "running" or acted or now - last >= publish_every:
+                state, last = "running", now
+                publish(figures(state))
+        replica.flush()
+        final = figures("stopped")
+    except Exception as e:  # noqa: BLE001 - a replica's death must not stop training
+        final = figures("failed", failures=1, error=f"{type(e).__name__}: {e}")
+    publish(final)
+    return final

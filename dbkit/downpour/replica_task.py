@@ -1,0 +1,95 @@
+"""Downpour replicas as long-running tasks, steered through a control actor on their worker (Dask or in process).
+
+A replica's loop (``dbkit.downpour.replica_loop.run_replica_loop``) runs as a task that
+leaves its worker's task slot (Dask's ``secede()``), so it never occupies a worker thread slot and never runs
+on the actor thread shared by the shards on that worker (DESIGN.md, Dask
+facts). The driver changes a replica's ``ReplicaSettings`` by calling
+``ReplicaControl`` methods; the replica reads the control object *in process*
+(same worker), so steering costs the replica nothing per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..partition.actors import PartitionActor
+from ..partition.replica import PartitionedDownpourReplica
+from ..runtime.shards import ShardHandles, connect
+from ..runtime.task_side import task_side
+from ..training.figures import ReplicaFigures, ReplicaSettings
+from .replica import DownpourReplica
+from .replica_loop import run_replica_loop
+
+
+class ReplicaControl:
+    """Settings and latest figures of the replicas on one worker (an actor)."""
+
+    def __init__(self) -> None:
+        self.settings: dict[int, ReplicaSettings] = {}
+        self.figures: dict[int, ReplicaFigures] = {}
+
+    def register(self, index: int, settings: ReplicaSettings) -> None:
+        self.settings[index] = settings
+
+    def set(self, indices: list[int] | None = None, **changes: Any) -> list[int]:
+        """Apply ``changes`` (fields of ``ReplicaSettings``) to replicas ``indices`` (all here if None)."""
+        targets = list(self.settings) if indices is None else [i for i in indices if i in self.settings]
+        for i in targets:
+            self.settings[i] = self.settings[i].but(**changes)
+        return targets
+
+    def set_each(self, changes: dict[int, dict[str, Any]], epoch: int) -> list[int]:
+        """Apply each replica's own ``changes[index]`` (those on this worker) at ``epoch``."""
+        targets = [i for i in changes if i in self.settings]
+        for i in targets:
+            self.settings[i] = self.settings[i].but(epoch=epoch, **changes[i])
+        return targets
+
+    def ping(self) -> int:
+        """The driver's heartbeat: answered at once (a hung machine answers nothing)."""
+        return 0
+
+    def latest(self) -> dict[int, ReplicaFigures]:
+        return dict(self.figures)
+
+
+def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None, y: np.ndarray | None,
+                shards: ShardHandles | None, batch_size: int, seed: int, max_nonfinite: int,
+                partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0,
+                overlap: bool = True) -> ReplicaFigures:
+    """The body of one replica task: run its loop until told to stop; returns its final figures.
+
+    A whole replica trains on ``X, y`` with ``shards``; a partitioned one drives
+    the partition actors named by ``partitions`` (``(key, worker)`` each), which
+    hold their data and shards themselves.
+    """
+    side = task_side()
+    side.leave_slot()
+    ctl = side.local(control_key)
+    if ctl is None:
+        raise RuntimeError(f"replica {index}: its control actor {control_key} is not on this worker")
+    s = ctl.settings[index]
+    replica: DownpourReplica | PartitionedDownpourReplica
+    server = None
+    if partitions:
+        parts = [side.remote(PartitionActor, w, k) for k, w in partitions]
+        replica = PartitionedDownpourReplica(index, parts, s.n_fetch, s.n_push, s.lr, floats_per_example,
+                                             gather=side.gather, max_nonfinite=max_nonfinite)
+    else:
+        assert X is not None and y is not None and shards is not None
+        server = connect(shards, name=f"replica{index}", threaded=overlap)
+        replica = DownpourReplica(index, network, X, y, server, batch_size,
+                                  s.n_fetch, s.n_push, s.lr, seed=seed, max_nonfinite=max_nonfinite, overlap=overlap)
+
+    def publish(figures: ReplicaFigures) -> None:
+        ctl.figures[index] = figures
+
+    try:
+        with side.one_blas_thread():
+            return run_replica_loop(replica, side.while_alive(lambda: ctl.settings[index]), publish,
+                                    worker=side.address)
+    finally:
+        if server is not None:
+            server.close()  # its wire connections (after the answers to what it pushed)

@@ -1,0 +1,154 @@
+"""What the wire costs, measured on a running cluster: a fetch and a push through parameter shards
+(paper Sec. 4.1), and one training step of a partitioned replica (Sec. 3).
+
+The lessons and ``benchmarks/`` both use these, so a notebook's plot and a
+benchmark's table come from the same measurement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import count
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...nn import Network
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+_names = count()
+
+
+def median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    """Median milliseconds of ``repeats`` calls of ``fn`` after one call to warm up."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times) * 1e3)
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """Median times of a full fetch, a full push, and both back to back (a Downpour step at
+    ``n_fetch = n_push = 1``), from the client, for ``parameters`` float32 over ``shards`` shards."""
+
+    parameters: int
+    shards: int
+    fetch_ms: float
+    push_ms: float
+    fetch_plus_push_ms: float
+
+    @property
+    def megabytes(self) -> float:
+        return self.parameters * 4 / 1e6
+
+
+def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int = 20,
+                   transport: str = "actor") -> RoundTrip:
+    """Time a fetch and a push of ``parameters`` float32 through ``shards`` fresh shards on ``cluster``.
+
+    ``transport="actor"`` calls the shard actors through Dask; ``"socket"``
+    reaches them over their workers' shard wire (``dbkit.runtime.dask.wire``), as
+    Downpour's replicas do by default. The shards are started for the
+    measurement and released after it.
+    """
+    from ...ps import ShardedParameters
+    from ...ps.wire_client import WireShard
+    from ..shards import start_shards
+
+    if not 1 <= shards <= parameters:
+        raise ValueError(f"need 1 <= shards <= parameters, got {shards} shards for {parameters} parameters")
+    if transport not in ("actor", "socket"):
+        raise ValueError(f"transport must be 'actor' or 'socket', got {transport!r}")
+    prefix = f"timing{next(_names)}-{parameters}x{shards}-"
+    ps = start_shards(cluster, np.zeros(parameters, np.float32), shards, "sgd", 1e-6, prefix=prefix)
+    grad = np.ones(parameters, np.float32)
+    try:
+        if transport == "socket":
+            wires = cluster.wires.addresses(ps.workers)
+            ps = ShardedParameters([s if (address := wires[w]) is None else WireShard(address, str(s.key), fallback=s)
+                                    for s, w in zip(ps.shards, ps.workers)], ps.layout, ps.workers)
+        fetch = median_ms(ps.fetch, repeats)
+        push = median_ms(lambda: ps.push(grad), repeats)
+        both = median_ms(lambda: (ps.fetch(), ps.push(grad)), repeats)
+    finally:
+        ps.close()
+        cluster.registry.release(*[f"{prefix}{i}" for i in range(shards)])
+    return RoundTrip(parameters, shards, fetch, push, both)
+
+
+@dataclass(frozen=True)
+class PartitionStep:
+    """Median milliseconds of one forward and backward pass of a batch, in ``k`` partitions and in 1
+    (measured interleaved, in one run), with the bytes sent between partitions per step and the
+    minimum the connectivity needs; ``baseline_ms``, the median of a baseline timed alongside."""
+
+    k: int
+    step_ms: float
+    k1_ms: float
+    bytes_per_step: float
+    min_bytes_per_step: int
+    baseline_ms: float | None = None
+
+    @property
+    def speedup(self) -> float:
+        return self.k1_ms / self.step_ms
+
+
+def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int = 10, batch: int = 32,
+                          baseline: Callable[[], float] | None = None) -> PartitionStep:
+    """Time one step of ``network`` split into ``k`` partitions on ``cluster``'s first ``k`` workers,
+    against the same network in one partition, interleaved step after step.
+
+    Parameters and the batch stay on the partitions, as in Downpour where each
+    partition pushes its own gradients. ``baseline``, if given, is called once
+    per step too, before the partitions, and returns its own seconds (for
+    example the whole network's step inside a task), so all ratios come from
+    one run under the same conditions.
+    """
+    from ...partition.actor_network import ActorPartitionedNetwork
+
+    workers = cluster.workers()
+    if not 1 <= k <= len(workers):
+        raise ValueError(f"k must be in [1, {len(workers)}] (the cluster's workers), got {k}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((batch, network.in_size)).astype(np.float32)
+    y = rng.integers(0, network.n_classes, batch)
+    params = network.init_params(0)
+    tag = next(_names)
+    replicas = {kk: ActorPartitionedNetwork(cluster, network, kk, workers=workers[:kk], name=f"timing{tag}-k{kk}")
+                for kk in sorted({1, k})}
+    try:
+        for rep in replicas.values():
+            rep.set_params(params)
+            rep.load_batch(X, y)
+        first = {kk: rep.run(None, None, return_grad=False) for kk, rep in replicas.items()}  # warm up
+        sent0 = sent = sum(r["bytes_sent"] for r in first[k])
+        times: dict[int, list[float]] = {kk: [] for kk in replicas}
+        base: list[float] = []
+        for _ in range(steps):
+            if baseline is not None:
+                base.append(baseline())
+            for kk, rep in replicas.items():
+                t = time.perf_counter()
+                results = rep.run(None, None, return_grad=False)
+                times[kk].append(time.perf_counter() - t)
+                if kk == k:
+                    sent = sum(r["bytes_sent"] for r in results)  # cumulative per partition
+        return PartitionStep(k, 1e3 * float(np.median(times[k])), 1e3 * float(np.median(times[1])),
+                             (sent - sent0) / steps if k > 1 else 0.0, replicas[k].minimum_bytes(batch),
+                             1e3 * float(np.median(base)) if base else None)
+    finally:
+        for rep in replicas.values():
+            rep.release()
