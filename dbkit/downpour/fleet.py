@@ -68,7 +68,7 @@ class Fleet:
         with self.launching:
             partitioned = p.partitions > 1
             # a partitioned replica's own task runs beside its partition 0
-            worker = (p.partition_workers(index)[0] if partitioned
+            worker = (p.parts.workers_of(index)[0] if partitioned
                       else p.replica_workers[index % len(p.replica_workers)])
             control = self._control(worker)
             cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
@@ -79,10 +79,12 @@ class Fleet:
             self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
             rows = self.rows[self.data_of[index]]
             if partitioned:  # the partitions hold the data and talk to the shards
-                parts = p.place_partitions(index, self.data, rows, c.batch_size, c.seed + index, c.downpour.overlap)
+                parts = p.parts.place(index, p.handles, self.data, rows, c.batch_size, c.seed + index,
+                                      c.downpour.overlap)
                 future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
                                                 c.batch_size, c.seed + index, c.downpour.max_nonfinite,
-                                                partitions=parts, floats_per_example=p.floats_per_example, key=key)
+                                                partitions=parts, floats_per_example=p.parts.floats_per_example,
+                                                key=key)
             else:
                 future = self.cluster.submit_on(
                     worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
@@ -249,7 +251,7 @@ class Fleet:
         with self.launching:
             self.steer(indices, stop=True, wait=0)
             self.book.wait(indices, timeout=timeout, state=state)
-            self.placement.release_partitions(indices)
+            self.placement.parts.release(indices)
 
     def stop_all(self, timeout: float = 60.0) -> None:
         with self.launching:
@@ -302,9 +304,9 @@ class Fleet:
     def release_ended_partitions(self) -> None:
         """Drop the partition actors of replicas that ended on their own (lost, failed, diverged): their
         partners would otherwise keep their data and parameter blocks until the job stops."""
-        for i in self.placement.partitioned_replicas():
+        for i in self.placement.parts.replicas():
             if i in self.book.entries and not self.book.entries[i].live:
-                self.placement.release_partitions([i], abort=f"replica {i} {self.book.state_of(i)}")
+                self.placement.parts.release([i], abort=f"replica {i} {self.book.state_of(i)}")
 
     def figures(self) -> dict[int, ReplicaFigures]:
         return self.book.figures()

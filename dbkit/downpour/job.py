@@ -5,9 +5,10 @@ parameters from and push gradients to a sharded parameter server,
 asynchronously; Adagrad on the shards; warm start with one replica. The job
 is composed of three parts that each own their state and lock: ``Placement``
 (the shards and partitions), ``Fleet`` (the replicas) and ``Monitor`` (what
-each poll of the replicas means); ``apply_change`` (``changes.py``) applies a
-``set()`` to them, and ``DownpourResources`` is what the job holds on the
-cluster, released once. Lock order: the job's ``_steer`` ->
+each poll of the replicas means); ``Watch`` (``watch.py``) is what the monitor
+and heartbeat threads do with them at each tick, ``apply_change``
+(``changes.py``) applies a ``set()`` to them, and ``DownpourResources`` is what
+the job holds on the cluster, released once. Lock order: the job's ``_steer`` ->
 ``Fleet.launching`` -> ``Placement._lock`` -> the book's -> the job's ``_lock``.
 """
 
@@ -24,20 +25,20 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Job, JobThread, Monitor, job_from_checkpoint, resolve_job
 from ..jobs.folders import check_workers_can_write
-from ..jobs.heartbeat import drop_hung
 from ..jobs.machines import new_job, open_session
 from ..nn import Network
 from ..partition import AlignedLayout
 from ..ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
 from ..runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ..settings import check
-from ..telemetry import Relayout, ReplicaEvent
+from ..telemetry import Relayout
 from ..training.figures import ReplicaFigures
 from .changes import apply_change
 from .fleet import Fleet
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
 from .resources import DownpourResources
+from .watch import Watch, WatchLink
 
 
 class DownpourSGD(Job):
@@ -110,6 +111,7 @@ class DownpourSGD(Job):
         self._link = JobLink(self.events, self._failed, self._note_transitions, self._progress)
         self._recovery = Recovery(config.checkpoint_dir, config.checkpoint_every, network.fingerprint(), self._link)
         self._start_from: Checkpoint | None = None
+        self._watch: Watch | None = None  # the monitor's and the heartbeat's ticks, once started
 
     # ---- accessors --------------------------------------------------------------------------
     @property
@@ -191,95 +193,24 @@ class DownpourSGD(Job):
         self._monitor.hurry(self.events.now())
         fleet.paused = paused
         fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0)
-        self._res.monitor = JobThread(self, DownpourSGD._watch, "dbkit-downpour-monitor", on_error=Job._thread_failed)
+        link = WatchLink(self.events, lambda: self.config, lambda: self.ended, lambda: self.stopped,
+                         self._check_connection, self._sample, self._diverged, self._failed, self.sample_every)
+        self._watch = Watch(fleet, placement, self._monitor, self._recovery, cluster, link)
+        self._res.monitor = JobThread(self, DownpourSGD._tick, "dbkit-downpour-monitor", on_error=Job._thread_failed)
         self._res.monitor.start()
         self._res.heartbeat = JobThread(self, DownpourSGD._pulse, "dbkit-downpour-heartbeat",
                                         on_error=Job._thread_failed)
         self._res.heartbeat.start()
 
-    def _watch(self) -> float | None:
-        """One tick of the monitor thread: poll the replicas, note who started or ended, warm start,
-        end the job if every replica has ended, sample and evaluate when due."""
-        fleet, placement, monitor = self._fleet, self._placement, self._monitor
-        if fleet is None or placement is None or self.stopped:
-            return None
-        now = self.events.now()
-        if self._check_connection():
-            return None
-        if fleet.launching.acquire(blocking=False):  # a change in progress settles its replicas itself
-            try:
-                fleet.poll()
-                alive = set(self._res.cluster.workers()) if monitor.worker_check_due(now) and \
-                    self._res.cluster is not None else None
-                if placement.partitions > 1 and alive is not None:
-                    fleet.check_partitions(alive)
-                fleet.release_ended_partitions()
-                self._note_transitions()
-                if not self.ended:
-                    self._recovery.tick(placement, fleet, self.config, now, alive)
-                fleet.warm_start(self.config.downpour.warm_start_steps)
-                self._end_if_no_replica_is_left()
-            finally:
-                fleet.launching.release()
-        else:
-            fleet.poll(settle=False)
-        steps = fleet.total_steps()
-        evaluate, sample = monitor.due(steps, now, self.config.eval_every, self.sample_every)
-        if sample:
-            self._sample(evaluate)
-        return monitor.interval(self.events.now(), steps)
+    def _tick(self) -> float | None:  # the monitor thread's body (it holds the job weakly between ticks)
+        return self._watch.tick() if self._watch is not None else None
 
-    def _pulse(self) -> float | None:
-        """One beat of the heartbeat thread: ping the shards; a worker whose shards stopped answering
-        (SIGSTOP, a wedged machine) is dropped from the scheduler at once, so that calls waiting on it fail
-        now, and the monitor brings its shards back from the checkpoint as for a dead machine, instead of
-        when the machine wakes, or never. Its own thread: the monitor may be waiting on that very machine."""
-        placement, cluster = self._placement, self._res.cluster
-        if placement is None or cluster is None or self.stopped:
-            return None
-        if self.ended or cluster.lost(0) is not None:
-            return 0.5
-        controls = {f"control@{w}": (ctl, w) for w, ctl in list(self._fleet.controls.items())} if self._fleet else {}
-        hung = placement.beat(controls)
-        if hung:
-            drop_hung(cluster, self.events, hung, self.config.heartbeat_timeout)
-        return placement.heartbeat.period / 2
+    def _pulse(self) -> float | None:  # the heartbeat thread's body
+        return self._watch.pulse() if self._watch is not None else None
 
     def _note_transitions(self) -> None:
-        """A ``ReplicaEvent`` for each replica that started or ended since the last call (the monitor
-        thread and a change both call it: the fleet's lock makes each transition noted once)."""
-        fleet = self._fleet
-        assert fleet is not None
-        with fleet.launching:
-            replacing = {new: old for old, new in fleet.replaced.items()}
-            for index, what, f in self._monitor.transitions(fleet.figures()):
-                reason = f.error
-                if what == "started" and index in fleet.added:
-                    what = "added"
-                elif what == "started" and index in replacing:
-                    what, reason = "restarted", f"replaces replica {replacing[index]}"
-                self.events.emit(ReplicaEvent, replica=index, what=what, worker=f.worker, reason=reason)
-
-    def _end_if_no_replica_is_left(self) -> None:
-        assert self._fleet is not None
-        ended = self._fleet.all_ended()
-        if self.ended or not ended:
-            return
-        lost = self._placement.lost_shards() if self._placement is not None else None
-        if lost is not None and self._placement is not None and self._res.cluster is not None and \
-                self._recovery.restore_lost(self._res.cluster, self._placement, self._fleet, self.config,
-                                            self.events.now()):
-            return
-        if self.ended:
-            return
-        self._sample()
-        if any(f.state == "diverged" for f in ended):
-            self._diverged(f"every replica diverged ({ended[0].error})")
-        elif lost is not None:
-            self._failed("the parameter server", RuntimeError(lost))
-        else:
-            self._failed("the replicas", RuntimeError("every replica has failed or been lost: " + "; ".join(
-                f"replica {f.replica}: {f.error}" for f in ended)))
+        if self._watch is not None:
+            self._watch.note_transitions()
 
     def _resources(self) -> DownpourResources:
         return self._res

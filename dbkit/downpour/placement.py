@@ -18,19 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..config import RunConfig
-from ..data import Dataset
 from ..jobs.heartbeat import Heartbeat
 from ..nn import Network
-from ..partition import (
-    AlignedLayout,
-    Ownership,
-    aligned_layout,
-    boundary_floats,
-    inputs_used,
-    ownership,
-    partition_places,
-)
-from ..partition.actors import PartitionActor
+from ..partition import AlignedLayout, Ownership, aligned_layout, ownership
+from ..partition.placement import PartitionPlacement
 from ..ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
 from ..ps.client_calls import CALL_TIMEOUT
 from ..runtime.protocol import Runtime
@@ -57,8 +48,7 @@ class Placement:
         self.shard_workers, self.replica_workers = shard_workers, replica_workers
         self.ownership, self.alignment = check_layout(network, config)
         self.transport = config.downpour.transport
-        f = boundary_floats(self.ownership)
-        self.floats_per_example = f["forward"] + f["backward"]
+        self.parts = PartitionPlacement(cluster, network, self.ownership, self.alignment, replica_workers)
         self.server: ShardedParameters | None = None
         # lock order: after Fleet.launching and Job._sample_lock, before the book's, the registry's and the
         # runtime's (the server and its layout while they are replaced)
@@ -66,7 +56,6 @@ class Placement:
         self._generation = 0
         self._restores = 0  # shards started again from their checkpoints
         self._shard_names: list[str] = []
-        self._partition_names: dict[int, list[str]] = {}
         # what the driver last read of each shard: a lost one ends the job cleanly; a shard silent for
         # heartbeat_timeout counts as lost, its worker as hung (issue #21)
         self.last_read = LastRead(config.heartbeat_timeout, gone=self._left)
@@ -167,8 +156,7 @@ class Placement:
             except BaseException:
                 self.ownership, self.alignment = old
                 raise
-        f = boundary_floats(own)
-        self.floats_per_example = f["forward"] + f["backward"]
+        self.parts.relayout(own, alignment)
         return before
 
     # ---- checkpoints and lost machines (issue #13) ---------------------------------------------
@@ -219,12 +207,11 @@ class Placement:
         where: dict[Hashable, tuple[Any, str]] = {i: (s, w) for i, (s, w) in enumerate(zip(server.shards,
                                                                                           server.workers))}
         registry = self.cluster.registry
-        for names in list(self._partition_names.values()):
-            for name in names:
-                try:
-                    where[name] = (registry.proxy(name), registry.worker(name))
-                except KeyError:  # released meanwhile
-                    pass
+        for name in self.parts.names():
+            try:
+                where[name] = (registry.proxy(name), registry.worker(name))
+            except KeyError:  # released meanwhile
+                pass
         where.update(others or {})
         hung: dict[str, list[int]] = {}
         for key in self.heartbeat.beat({key: actor for key, (actor, _) in where.items()}):
@@ -297,68 +284,5 @@ class Placement:
         with self._lock:
             self.server = None
             names, self._shard_names = self._shard_names, []
-            partitions, self._partition_names = self._partition_names, {}
-        self.cluster.registry.release(*names, *[n for ns in partitions.values() for n in ns])
-
-    # ---- partitions ---------------------------------------------------------------------------
-    def partition_workers(self, index: int) -> list[str]:
-        """Where replica ``index``'s partitions run: round-robin over the workers, partition after
-        partition. When the partitions divide the workers evenly, each wrap-around shifts by one, or
-        every replica's partition 0 (and its task) would land on the same workers."""
-        workers = self.replica_workers
-        return [workers[m] for m in partition_places(index, self.partitions, len(workers))]
-
-    def place_partitions(self, index: int, data: Dataset, rows: np.ndarray, batch_size: int, seed: int,
-                         overlap: bool = True) -> list[tuple[str, str]]:
-        """Start replica ``index``'s partitions, give each its shards and its columns of the
-        replica's data ``rows`` (``overlap``: they fetch and push in the background); returns their
-        ``(key, worker)`` in partition order."""
-        a, own, net = self.alignment, self.ownership, self.network
-        assert self.server is not None
-        where = self.partition_workers(index)
-        names = [f"replica{index}-partition{j}" for j in range(a.partitions)]
-        self._partition_names[index] = names
-        parts = [self.cluster.place_actor(name, PartitionActor, j, own, worker=w)
-                 for j, (name, w) in enumerate(zip(names, where))]
-        handles = [(str(p.key), w) for p, w in zip(parts, where)]
-        for r in [p.connect_to(handles) for p in parts]:
-            resolve(r)
-        X, y = data.X_train[rows], data.y_train[rows]
-        calls = []
-        for j, p in enumerate(parts):
-            ids = list(a.shards_of[j])
-            cols = inputs_used(net.layers[0], own.units(0, j))
-            shards = self.handles(ids, a.partition_layout(j))
-            calls.append(p.attach_shards(shards, ids, X[:, cols], y, batch_size, seed, f"replica{index}/partition{j}",
-                                         overlap=overlap))
-        for r in calls:
-            resolve(r)
-        return handles
-
-    def _abort(self, names: list[str], reason: str) -> None:
-        """Tell the partitions ``names`` to stop waiting for their partners; waits up to 2 s for each."""
-        calls = []
-        for name in names:
-            try:
-                calls.append(self.cluster.registry.proxy(name).abort(reason))
-            except Exception:  # noqa: BLE001 - its worker is gone: nothing there to stop
-                pass
-        for call in calls:
-            try:
-                call.result(timeout=2)
-            except Exception:  # noqa: BLE001
-                pass
-
-    def partitioned_replicas(self) -> list[int]:
-        return list(self._partition_names)
-
-    def release_partitions(self, indices: list[int], abort: str | None = None) -> None:
-        """Drop the partition actors of replicas ``indices``. With ``abort`` (the replica was lost),
-        each one is first told to stop waiting for its partners, so its step in progress ends now."""
-        names: list[str] = []
-        for i in indices:
-            mine = self._partition_names.pop(i, [])
-            if abort:
-                self._abort(mine, abort)
-            names += mine
+        self.parts.release_all()
         self.cluster.registry.release(*names)
