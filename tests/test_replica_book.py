@@ -92,3 +92,15 @@ def test_a_replica_that_failed_on_a_machine_found_lost_ends_lost_and_no_other_st
     figures = book.figures()
     assert [figures[i].state for i in range(3)] == ["lost", "stopped", "diverged"]
     assert figures[0].error == "RuntimeError: no actor (worker w9 lost)" and figures[0].failures == 1
+
+
+def test_replicas_waiting_for_the_warm_start_count_until_launched_and_the_last_leave_first():
+    book = _book(1)  # replica 0 trains alone
+    book.hold_for_warm_start([1, 2, 3])
+    assert book.live_count() == 4 and book.next_index() == 4
+    assert book.drop_waiting(2) == [3, 2]  # removed: the most recent first
+    assert book.waiting_for_warm_start() == [1] and book.live_count() == 2
+    assert book.drop_waiting(5) == [1] and book.drop_waiting(1) == []
+    book.hold_for_warm_start([1])
+    book.add(1, "w1", _Future(book, ReplicaFigures(1, state="stopped")))  # launched: no longer waiting
+    assert book.waiting_for_warm_start() == [] and book.next_index() == 2

@@ -19,7 +19,7 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
                  recovery: Recovery, link: JobLink) -> None:
     """Apply validated ``changes`` (``old`` is the job's config before them, ``new`` after); on an error
     the fleet keeps ``old`` for the replicas it launches, and the error is raised."""
-    fleet.config = new  # replicas launched from now on start with the new settings
+    fleet.use(new)  # replicas launched from now on start with the new settings
     try:
         if "lr" in changes:
             placement.set_lr(new.lr)
@@ -39,7 +39,7 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
             elif new.replicas < have:
                 fleet.remove(have - new.replicas)
     except BaseException:
-        fleet.config = old
+        fleet.use(old)
         raise
 
 
@@ -54,7 +54,7 @@ def relayout(old: RunConfig, new: RunConfig, fleet: Fleet, placement: Placement,
         try:
             before = placement.relayout(new)
         except BaseException:
-            fleet.config = old
+            fleet.use(old)
             fleet.add(len(live), added=False)
             raise
         recovery.new_layout()

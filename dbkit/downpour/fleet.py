@@ -93,14 +93,20 @@ class Fleet:
             self.book.add(index, worker, future)
         return worker
 
-    def start(self, replicas: int, warm_start: bool) -> None:
-        """Launch the job's first replicas: all of them, or with ``warm_start`` only replica 0 (the
-        others wait for ``warm_start`` to launch them)."""
+    def use(self, config: RunConfig) -> None:
+        """Replicas launched from now on start with ``config``'s settings."""
         with self.launching:
+            self.config = config
+
+    def start(self, replicas: int, warm_start: bool, paused: bool = False) -> None:
+        """Launch the job's first replicas (``paused``: they wait to be resumed): all of them, or with
+        ``warm_start`` only replica 0 (the others wait for ``warm_start`` to launch them)."""
+        with self.launching:
+            self.paused = paused
             first = 1 if warm_start else replicas
             for i in range(first):
                 self.launch(i)
-            self.book.pending_warm = list(range(first, replicas))
+            self.book.hold_for_warm_start(list(range(first, replicas)))
 
     def add(self, k: int, added: bool = True) -> list[int]:
         """Launch ``k`` more replicas; ``added``: asked for while the job ran (not replacing others)."""
@@ -143,10 +149,8 @@ class Fleet:
     def remove(self, k: int, state: str = "removed") -> list[int]:
         """Stop the ``k`` most recently added replicas (waiting ones first)."""
         with self.launching:
-            gone = []
-            while k and self.book.pending_warm:
-                gone.append(self.book.pending_warm.pop())
-                k -= 1
+            gone = self.book.drop_waiting(k)
+            k -= len(gone)
             live = self.book.live()
             if k:
                 chosen = live[-k:]
@@ -157,13 +161,13 @@ class Fleet:
     def warm_start(self, steps: int) -> list[int]:
         """Launch the replicas waiting for the warm start once replica 0 has done ``steps`` steps
         (or has ended). Returns those launched."""
-        if not self.book.pending_warm:
+        if not self.book.waiting_for_warm_start():
             return []
         first = self.book.figures().get(0)
         if first is not None and first.live and first.steps < steps:
             return []
         with self.launching:
-            waiting = list(self.book.pending_warm)
+            waiting = self.book.waiting_for_warm_start()
             for index in waiting:
                 self.launch(index)
         return waiting
@@ -317,7 +321,7 @@ class Fleet:
 
     def known(self) -> set[int]:
         """Replicas started (in any state) or waiting for the warm start."""
-        return set(self.book.figures()) | set(self.book.pending_warm)
+        return set(self.book.figures()) | set(self.book.waiting_for_warm_start())
 
     def live_count(self) -> int:
         """Replicas running, paused or waiting for the warm start."""

@@ -191,8 +191,7 @@ class DownpourSGD(Job):
         self._sample(evaluate=True)  # the history starts from the untrained model
         self._monitor.evaluated(0, self.events.now(), c.eval_every)
         self._monitor.hurry(self.events.now())
-        fleet.paused = paused
-        fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0)
+        fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0, paused=paused)
         link = WatchLink(self.events, lambda: self.config, lambda: self.ended, lambda: self.stopped,
                          self._check_connection, self._sample, self._diverged, self._failed, self.sample_every)
         self._watch = Watch(fleet, placement, self._monitor, self._recovery, cluster, link)
@@ -223,7 +222,7 @@ class DownpourSGD(Job):
 
     def _cap(self, steps: int | None) -> int | None:
         assert self._fleet is not None
-        self._monitor.target = self._fleet.set_caps(steps)
+        self._monitor.aim_at(self._fleet.set_caps(steps))
         self._monitor.hurry(self.events.now())
         return self._monitor.target
 

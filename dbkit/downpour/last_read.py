@@ -49,9 +49,11 @@ class LastRead:
         self.figures: dict[int, ShardFigures] = {}
         self.lost: dict[int, str] = {}  # shard -> why
 
-    def reset(self) -> None:
-        """New shards (a re-layout): nothing read from them yet, none lost."""
-        self.params, self.figures, self.lost = None, {}, {}
+    def reset(self, params: np.ndarray | None = None) -> None:
+        """New shards (a re-layout) starting from ``params`` (server order; copied): nothing read from them
+        yet, none lost."""
+        self.params = None if params is None else params.copy()
+        self.figures, self.lost = {}, {}
 
     def parameters(self, server: ShardedParameters) -> np.ndarray:
         """Every shard's parameters in server order: fresh where a shard answers, as last read where not

@@ -93,8 +93,7 @@ class Placement:
             raise
         with self._lock:
             old, self._shard_names, self.server = self._shard_names, names, server
-            self.last_read.reset()
-            self.last_read.params = values.copy()  # what the new shards start from
+            self.last_read.reset(values)  # what the new shards start from
         self.cluster.registry.release(*old)
 
     def handles(self, which: list[int] | None = None, layout=None) -> ShardHandles:

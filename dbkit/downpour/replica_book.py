@@ -38,24 +38,40 @@ class ReplicaEntry:
 class ReplicaBook:
     """Thread-safe book of replicas, shared by the driver and its monitor thread.
 
-    ``pending_warm`` holds replicas that wait for the warm start to end.
+    Replicas that wait for the warm start to end are held apart (``hold_for_warm_start``) until launched.
     """
 
     def __init__(self) -> None:
         # lock order: after Placement._lock, before Job._lock (the entries and the replicas waiting to warm start)
         self._lock = threading.RLock()
         self.entries: dict[int, ReplicaEntry] = {}
-        self.pending_warm: list[int] = []
+        self._pending_warm: list[int] = []
 
     def add(self, index: int, worker: str, future: Any) -> None:
         with self._lock:
             self.entries[index] = ReplicaEntry(index, worker, future, ReplicaFigures(index, worker=worker))
-            if index in self.pending_warm:
-                self.pending_warm.remove(index)
+            if index in self._pending_warm:
+                self._pending_warm.remove(index)
+
+    def hold_for_warm_start(self, indices: list[int]) -> None:
+        """Replicas ``indices`` wait for the warm start to end (they count as live, with no task yet)."""
+        with self._lock:
+            self._pending_warm = list(indices)
+
+    def waiting_for_warm_start(self) -> list[int]:
+        with self._lock:
+            return list(self._pending_warm)
+
+    def drop_waiting(self, k: int) -> list[int]:
+        """Take up to ``k`` replicas, the most recent first, off those waiting for the warm start."""
+        with self._lock:
+            gone = self._pending_warm[len(self._pending_warm) - min(k, len(self._pending_warm)):][::-1]
+            del self._pending_warm[len(self._pending_warm) - len(gone):]
+            return gone
 
     def next_index(self) -> int:
         with self._lock:
-            used = list(self.entries) + self.pending_warm
+            used = list(self.entries) + self._pending_warm
             return max(used) + 1 if used else 0
 
     def live(self) -> list[int]:
@@ -64,7 +80,7 @@ class ReplicaBook:
 
     def live_count(self) -> int:
         with self._lock:
-            return len(self.live()) + len(self.pending_warm)
+            return len(self.live()) + len(self._pending_warm)
 
     def update(self, index: int, figures: ReplicaFigures) -> None:
         """Take a live replica's newest figures; a replica that says it failed, diverged or was lost has ended."""
@@ -128,7 +144,7 @@ class ReplicaBook:
     def wait_all(self, timeout: float) -> None:
         self.wait(self.live(), timeout)
         with self._lock:
-            self.pending_warm.clear()
+            self._pending_warm.clear()
 
     def cancel_all(self) -> None:
         """Cancel every task still running and forget every task's Future."""

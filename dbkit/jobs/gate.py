@@ -24,6 +24,11 @@ class Gate:
         self.stopping = False
         self.parked = False
 
+    def start_paused(self, paused: bool) -> None:
+        """Before the loop starts: whether it starts paused (``hold`` pauses a running loop)."""
+        with self._cond:
+            self.paused = paused
+
     def open_for(self, progress: int) -> bool:
         """Called by the loop with its steps so far: True to go on; False parks it (then ``rest``)."""
         with self._cond:

@@ -198,6 +198,14 @@ class Job(JobFigures):
         if self.attached_panel is not None:
             self.attached_panel.job_stopped(self)
 
+    def attach_panel(self, panel: Any) -> None:
+        """``panel`` shows this job (it is told when the job stops); ``None``: none does."""
+        self.attached_panel = panel
+
+    def detach_panel(self, panel: Any) -> None:
+        if self.attached_panel is panel:
+            self.attached_panel = None
+
     def new_run(self, **changes: Any) -> Job:
         """A new job of the same kind, not started: the same model, data and cluster settings, this
         job's settings with ``changes``. The panel's Start makes one when the run it shows has ended."""

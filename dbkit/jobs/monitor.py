@@ -24,13 +24,18 @@ class Monitor:
     def __init__(self, min_eval_interval: float = 0.2, worker_check_every: float = 0.5) -> None:
         self.min_eval_interval = min_eval_interval
         self.worker_check_every = worker_check_every
-        self.target: int | None = None  # the total steps a ``fit`` is to reach, if any
+        self.target: int | None = None  # the total steps a ``fit`` is to reach, if any (``aim_at``)
         self._hurry_until = -1e9
         self._rate = 0.0  # steps per second, smoothed over polls
         self._last: tuple[float, int] | None = None
         self._seen: dict[int, str] = {}
         self._next_eval_step = 0
         self._last_eval = self._last_sample = self._last_worker_check = -1e9
+
+    def aim_at(self, target: int | None) -> int | None:
+        """The total steps a ``fit`` is to reach (``None``: none); polls quicken as it nears."""
+        self.target = target
+        return target
 
     def transitions(self, figures: dict[int, ReplicaFigures]) -> list[tuple[int, str, ReplicaFigures]]:
         """``(replica, what, figures)`` for every replica that started (``what="started"``) or ended

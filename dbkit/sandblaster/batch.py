@@ -25,7 +25,7 @@ from ..ps import ShardedParameters
 from ..runtime.bounded_wait import WorkerLeft, wait_unless_gone
 from ..runtime.protocol import Runtime
 from ..runtime.shards import handles_of
-from .dispatcher import Decisions, Slot, UnitDispatcher
+from .dispatcher import Slot, UnitDispatcher
 from .tasks import flush, run_unit
 from .work_units import make_units
 
@@ -84,7 +84,7 @@ class UnitBatch:
 
     def set_unit_size(self, unit_size: int) -> None:
         with self.lock:
-            self.dispatcher.units = make_units(len(self.y), unit_size)
+            self.dispatcher.between_batches(units=make_units(len(self.y), unit_size))
 
     def __call__(self, vector: str) -> float:
         with self.lock:
@@ -203,9 +203,7 @@ class UnitBatch:
                 except Exception:  # noqa: BLE001 - a future of a lost worker may be gone already
                     pass
             self._futures = {}
-            for slot in self.dispatcher.slots:
-                slot.unit, slot.unpushed = None, set()
-                slot.pending = slot.sent = Decisions()
+            self.dispatcher.forget_in_flight()
             self.server, self.handles = server, handles_of(server)
 
     def release(self) -> None:

@@ -106,6 +106,11 @@ class LBFGSCoordinator:
         self._gnorm = math.nan
         self._start = 0.0
 
+    def use(self, ops) -> None:  # noqa: ANN001 - ShardedParameters-like, or None
+        """Send commands to ``ops`` from now on (shards brought back from a checkpoint; ``None``: the job
+        released its shards)."""
+        self.ops = ops
+
     @property
     def done(self) -> bool:
         return bool(self.stop_reason)

@@ -126,6 +126,23 @@ class UnitDispatcher:
     def live(self) -> list[Slot]:
         return [s for s in self.slots if s.alive]
 
+    def between_batches(self, units: list[WorkUnit] | None = None, backup: bool | None = None,
+                        balance: bool | None = None) -> None:
+        """New work units, backup copies on or off, balancing on or off: from the next batch on."""
+        if units is not None:
+            self.units = units
+        if backup is not None:
+            self.backup = backup
+        if balance is not None:
+            self.balance = balance
+
+    def forget_in_flight(self) -> None:
+        """The batch under way is dropped (a shard was lost): no replica has a unit, a decision or a
+        gradient of it any more."""
+        for slot in self.slots:
+            slot.unit, slot.unpushed = None, set()
+            slot.pending = slot.sent = Decisions()
+
     def add(self, slot: Slot) -> None:
         """Take a new replica from the next batch on (between batches: nothing of it is in flight)."""
         if any(s.index == slot.index for s in self.slots):

@@ -140,7 +140,7 @@ class SandblasterLBFGS(Job):
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
         c, s = self.config, self.config.sandblaster
-        self._gate.paused = paused
+        self._gate.start_paused(paused)
         per_worker = max(1, math.ceil(c.replicas / c.workers))
         cluster = self._res.cluster = open_session(c, self._machines, self._client, "", per_worker)
         workers = cluster.workers() or cluster.wait_for_workers(1)
@@ -308,7 +308,7 @@ class SandblasterLBFGS(Job):
         assert batch is not None
         with batch.lock:  # between batches
             d, s = batch.dispatcher, new.sandblaster
-            d.backup, d.balance = s.backup, s.balance
+            d.between_batches(backup=s.backup, balance=s.balance)
             if "replicas" in changes and self._replicas is not None:
                 self._replicas.resize(batch, new.replicas, dict(new.slow_replicas))
             if "work_unit_size" in changes or "replicas" in changes:

@@ -116,7 +116,7 @@ class SandblasterCheckpoints:
         new.load_vectors(saved)
         cluster.registry.release(*[f"{old}{i}" for i in range(server.layout.n_shards)])
         batch.abandon(new)
-        coordinator.ops = new
+        coordinator.use(new)
         coordinator.restore(state)
         events = self.events
         if events is None:

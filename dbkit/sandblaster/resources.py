@@ -38,7 +38,7 @@ class SandblasterResources:
         if self.batch is not None:
             self.batch.release()
         if self.coordinator is not None:
-            self.coordinator.ops = None
+            self.coordinator.use(None)
         self.server = None
         if self.cluster is not None:
             self.cluster.close()

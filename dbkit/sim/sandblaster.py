@@ -126,7 +126,7 @@ class SimulatedSandblaster(SimulatedRun):
         """Stragglers of ``config`` from the next work unit on."""
         slow = dict(config.slow_replicas)
         for i, replica in self.replicas.items():
-            replica.slow_factor = slow.get(i, 1.0)
+            replica.set_slow(slow.get(i, 1.0))
         self.config = config.replace(replicas=self.config.replicas)
 
     def _batch(self, vector: str) -> float:

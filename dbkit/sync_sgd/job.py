@@ -40,7 +40,7 @@ class _Resources:
         if self.thread is not None:
             self.thread.halt()
         if self.trainer is not None:
-            self.trainer.server = None  # its actor proxies would keep the shards alive
+            self.trainer.release()  # its actor proxies would keep the shards alive
         if self.cluster is not None:
             self.cluster.close()
 
@@ -93,7 +93,7 @@ class SyncSGD(Job):
     # ---- the hooks of Job ------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
         c, net = self.config, self.network
-        self._gate.paused = paused
+        self._gate.start_paused(paused)
         server = None
         if c.sgd.on_cluster:
             from ..jobs.machines import open_session

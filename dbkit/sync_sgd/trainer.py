@@ -49,6 +49,10 @@ class SGDTrainer:
     def steps(self) -> int:
         return self.counters.steps
 
+    def release(self) -> None:
+        """Forget the parameter server (its actor proxies would keep the shards alive)."""
+        self.server = None
+
     def set_lr(self, lr: float) -> None:
         """A new learning rate from the next step on (and on the shards, if any)."""
         rule = UpdateRule(self.rule.optimizer, lr, self.rule.eps, self.rule.initial_accumulator)

@@ -97,7 +97,7 @@ class Panel:
             w.HBox([w.VBox(knobs[:half]), w.VBox(knobs[half:])]),
             self.status, self.dashboard, self.image])
         self.box.add_class("dbkit-panel")
-        job.attached_panel = self
+        job.attach_panel(self)
         self.tick()
         self.start_refresh()
 
@@ -184,9 +184,9 @@ class Panel:
         with self._draw_lock:
             self.past = (self.past + [self.run])[-KEEP_PAST:]
             self.run = RunSeries(new.describe(), self.algorithm, new.config.target_accuracy)
-        old.attached_panel = None
+        old.detach_panel(self)
         self.job = new
-        new.attached_panel = self
+        new.attach_panel(self)
         self.start_refresh()
         new.start()
         self.say("a new run started; the last one stays on the plots, faded")
@@ -289,8 +289,7 @@ class Panel:
         self._closed = True
         self.steering.close()
         self.stop_refresh()
-        if self.job.attached_panel is self:
-            self.job.attached_panel = None
+        self.job.detach_panel(self)
         widgets = [self.box, self.status, self.dashboard, self.image, *self.controls.values(), *self.buttons.values()]
         if self.straggler is not None:
             widgets += [self.straggler.box, self.straggler.replica, self.straggler.factor]
