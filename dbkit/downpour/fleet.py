@@ -1,6 +1,6 @@
 """The replicas of one Downpour job: their tasks, the control actor on each worker, and their book.
 
-Every change to the replicas' settings is numbered (an *epoch*); a replica
+Every change to the replicas' settings is numbered (an *epoch*, ``ControlActors``); a replica
 echoes the epoch it acted on in its figures, so ``steer`` returns once the
 running replicas, not just their control actors, have taken a change.
 """
@@ -17,9 +17,10 @@ from ..nn import Network
 from ..ps.client_calls import CALL_TIMEOUT, resolve
 from ..runtime.protocol import Runtime
 from ..training.figures import NO_CAP, ReplicaFigures, ReplicaSettings
+from .controls import ControlActors
 from .placement import Placement
 from .replica_book import ReplicaBook
-from .replica_task import ReplicaControl, run_replica
+from .replica_task import run_replica
 
 
 class Fleet:
@@ -35,13 +36,10 @@ class Fleet:
         self.config = config
         self.tag = tag
         self.book = ReplicaBook()
-        self.controls: dict[str, Any] = {}
-        self._control_names: dict[str, str] = {}  # worker -> its control actor's name in the registry
-        self._controls_made = 0  # names are never reused: a lost worker's control may still be registered
+        self.controls = ControlActors(cluster, tag)
         self.rows = shard_indices(data.n_train, config.replicas, seed=config.seed)  # each replica's data shard
         self.cap = NO_CAP  # total steps at which replicas pause (NO_CAP: none)
         self.paused = False
-        self.epoch = 0
         self.added: set[int] = set()  # replicas added while the job ran (not at its start)
         self.data_of: dict[int, int] = {}  # replica -> its data shard (a replacement takes the one it replaces)
         self.replaced: dict[int, int] = {}  # ended replica -> the replica that replaced it
@@ -49,18 +47,8 @@ class Fleet:
         self.machine_lost: set[int] = set()  # lost with a worker (``note_dead_workers``)
         # lock order: after Job._steer, before Job._sample_lock and Placement._lock (replicas started, stopped, polled)
         self.launching = threading.RLock()
-        # lock order: leaf (the steering epoch)
-        self._lock = threading.Lock()
 
     # ---- starting replicas -------------------------------------------------------------------
-    def _control(self, worker: str) -> Any:
-        if worker not in self.controls:
-            name = f"control-{self._controls_made}-{self.tag}"
-            self._controls_made += 1
-            self.controls[worker] = self.cluster.place_actor(name, ReplicaControl, worker=worker)
-            self._control_names[worker] = name
-        return self.controls[worker]
-
     def launch(self, index: int, data_shard: int | None = None) -> str:
         """Start replica ``index`` (whole, or as its partitions) on its data shard (default: its own);
         returns its worker."""
@@ -70,10 +58,10 @@ class Fleet:
             # a partitioned replica's own task runs beside its partition 0
             worker = (p.parts.workers_of(index)[0] if partitioned
                       else p.replica_workers[index % len(p.replica_workers)])
-            control = self._control(worker)
+            control = self.controls.on(worker)
             cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
             settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
-                                       self.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
+                                       self.controls.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
             resolve(control.register(index, settings), CALL_TIMEOUT)  # a dead worker's actor never answers
             key = f"dbkit-replica-{index}-{self.tag}"
             self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
@@ -178,27 +166,9 @@ class Fleet:
         once each of them has acted on it (or ended), at most ``wait`` seconds."""
         if indices is None and "paused" in changes:
             self.paused = bool(changes["paused"])  # replicas launched from now on start so too
-        epoch = self._tell(lambda ctl, epoch: ctl.set(indices, epoch=epoch, **changes))
+        epoch = self.controls.tell(lambda ctl, epoch: ctl.set(indices, epoch=epoch, **changes))
         if wait:
             self.wait_for(lambda f: f.epoch >= epoch, indices, wait)
-
-    def _tell(self, call: Any) -> int:
-        """``call(control, epoch)`` on every worker's control actor, at a new epoch; returns the epoch."""
-        with self._lock:
-            self.epoch += 1
-            epoch = self.epoch
-        pending = []
-        for ctl in list(self.controls.values()):
-            try:
-                pending.append(call(ctl, epoch))
-            except RuntimeError:  # "Worker holding Actor was lost": its replicas are gone already
-                pass
-        for p in pending:
-            try:
-                p.result(timeout=10)
-            except Exception:  # noqa: BLE001 - the same, noticed while waiting
-                pass
-        return epoch
 
     def wait_for(self, done: Any, indices: list[int] | None, timeout: float) -> bool:
         """Poll until ``done(figures)`` holds for every live replica of ``indices``; False at the timeout."""
@@ -223,14 +193,14 @@ class Fleet:
             figures = self.book.figures()
             self.cap = self.book.total_steps() + steps
             caps = {i: {"max_steps": figures[i].steps + steps} for i in self.book.live()}
-            self._tell(lambda ctl, epoch: ctl.set_each(caps, epoch))  # one call per worker
+            self.controls.tell(lambda ctl, epoch: ctl.set_each(caps, epoch))  # one call per worker
             return self.cap
 
     def set_slow(self, factors: dict[int, float]) -> None:
         """Slow each live replica by its factor in ``factors`` (1 for the others); returns once they act on it."""
         with self.launching:
             slow = {i: {"slow": float(factors.get(i, 1.0))} for i in self.book.live()}
-            epoch = self._tell(lambda ctl, epoch: ctl.set_each(slow, epoch))
+            epoch = self.controls.tell(lambda ctl, epoch: ctl.set_each(slow, epoch))
         self.wait_for(lambda f: f.epoch >= epoch, list(slow), 10.0)
 
     def crash(self, index: int, timeout: float = 10.0) -> None:
@@ -247,7 +217,7 @@ class Fleet:
         with self.launching:
             self.steer(paused=paused, wait=0)
         if paused:
-            epoch = self.epoch
+            epoch = self.controls.epoch
             self.wait_for(lambda f: f.epoch >= epoch and f.state != "running", None, 30.0)
 
     def stop(self, indices: list[int], state: str, timeout: float = 60.0) -> None:
@@ -268,7 +238,7 @@ class Fleet:
         reported lost, or does not answer and the scheduler no longer lists it. With ``settle``,
         replicas whose tasks ended take their final figures."""
         pending = []
-        for worker, ctl in list(self.controls.items()):
+        for worker, ctl in self.controls.items():
             try:
                 pending.append((worker, ctl.latest()))
             except RuntimeError as e:  # "Worker holding Actor was lost"
@@ -287,10 +257,7 @@ class Fleet:
         for index in self.book.live():
             if self.book.worker_of(index) == worker:
                 self.book.mark_lost(index, reason)
-        self.controls.pop(worker, None)
-        name = self._control_names.pop(worker, None)
-        if name is not None:
-            self.cluster.registry.release(name)
+        self.controls.forget(worker)
 
     def check_partitions(self, alive: set[str]) -> None:
         """A partitioned replica is lost as soon as a worker holding one of its partitions is gone
@@ -339,5 +306,4 @@ class Fleet:
     def release(self) -> None:
         """Cancel every replica task and forget the control actors (their Futures keep them alive)."""
         self.book.cancel_all()
-        self.controls = {}
-        self._control_names = {}
+        self.controls.release()

@@ -87,7 +87,7 @@ class Watch:
             return None
         if self.link.ended() or self.cluster.lost(0) is not None:
             return 0.5
-        controls = {f"control@{w}": (ctl, w) for w, ctl in list(self.fleet.controls.items())}
+        controls = {f"control@{w}": (ctl, w) for w, ctl in self.fleet.controls.items()}
         hung = self.placement.beat(controls)
         if hung:
             drop_hung(self.cluster, self.link.events, hung, self.link.config().heartbeat_timeout)
