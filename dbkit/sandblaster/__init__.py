@@ -15,9 +15,10 @@ import importlib
 from typing import Any
 
 from .coordinator import CoordinatorState, Iteration, LBFGSCoordinator
-from .dispatcher import Assignment, Decisions, LostReplica, Slot, UnitDispatcher, UnitRecord, UnitResult
+from .dispatcher import UnitDispatcher
 from .lbfgs import HistoryPair, two_loop, two_loop_numpy
 from .line_search import wolfe_search
+from .records import Assignment, Decisions, LostReplica, Slot, UnitRecord, UnitResult
 from .replica import SandblasterReplica, SandblasterReplicaFigures
 from .work_units import LocalBatch, WorkUnit, default_unit_size, make_units
 

@@ -25,7 +25,8 @@ from ..ps import ShardedParameters
 from ..runtime.bounded_wait import WorkerLeft, wait_unless_gone
 from ..runtime.protocol import Runtime
 from ..runtime.shards import handles_of
-from .dispatcher import Slot, UnitDispatcher
+from .dispatcher import UnitDispatcher
+from .records import Slot
 from .tasks import flush, run_unit
 from .work_units import make_units
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..nn import Network
 from ..ps import PushAnswer
-from .dispatcher import Assignment, Decisions, UnitResult
+from .records import Assignment, Decisions, UnitResult
 from .work_units import unit_gradient
 
 MIN_UNIT_SECONDS = 0.01  # a slowed replica is slowed relative to at least this much work per unit

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..runtime.protocol import Runtime
 from ..telemetry import EventStream, ReplicaEvent
 from .batch import UnitBatch
-from .dispatcher import Slot
+from .records import Slot
 from .replica import SandblasterReplica
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from ..nn import Network
 from ..runtime.shards import ShardHandles, connect
 from ..runtime.task_side import task_side
-from .dispatcher import Assignment, Decisions, UnitResult
+from .records import Assignment, Decisions, UnitResult
 from .replica import SandblasterReplica
 
 

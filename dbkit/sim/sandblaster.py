@@ -26,7 +26,8 @@ from ..config import RunConfig
 from ..nn import Network
 from ..ps import ParameterShard, ShardedParameters, balanced_layout
 from ..sandblaster.coordinator import LBFGSCoordinator
-from ..sandblaster.dispatcher import Assignment, Slot, UnitDispatcher, UnitResult
+from ..sandblaster.dispatcher import UnitDispatcher
+from ..sandblaster.records import Assignment, Slot, UnitResult
 from ..sandblaster.replica import MIN_UNIT_SECONDS, SandblasterReplica
 from ..sandblaster.work_units import default_unit_size, make_units
 from ..telemetry import BatchDone, ByteCounts, sandblaster_block

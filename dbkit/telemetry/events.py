@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..ps import Histogram, ShardFigures
-from ..sandblaster.dispatcher import LostReplica, UnitRecord
+from ..sandblaster.records import LostReplica, UnitRecord
 from ..training.evaluate import Evaluation
 from ..training.figures import ReplicaFigures
 
