@@ -33,7 +33,12 @@ def test_links_stay_in_the_repository_and_point_at_files_that_exist(doc):
             assert doc.name == "README.md" and target.startswith(BINDER), f"{doc.name} links outside: {target}"
             assert target.endswith("urlpath=lab/tree/notebooks/00_tour.ipynb")
             continue
-        assert (doc.parent / target).exists(), f"{doc.name}: {target} does not exist"
+        path, _, anchor = target.partition("#")
+        assert (doc.parent / path).exists(), f"{doc.name}: {path} does not exist"
+        if anchor and path.endswith(".md"):  # a heading of that file, as GitHub names its anchors
+            headings = re.findall(r"^#+ (.+)$", (doc.parent / path).read_text(), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+            assert anchor in slugs, f"{doc.name}: {path} has no heading #{anchor}"
 
 
 @pytest.mark.parametrize("doc", DOCS[:2], ids=lambda p: p.name)
