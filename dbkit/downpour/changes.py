@@ -33,11 +33,7 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
         if "slow_replicas" in changes:
             fleet.set_slow(dict(new.slow_replicas))
         if "replicas" in changes:
-            have = fleet.live_count()
-            if new.replicas > have:
-                fleet.add(new.replicas - have)
-            elif new.replicas < have:
-                fleet.remove(have - new.replicas)
+            fleet.resize(new.replicas)
     except BaseException:
         fleet.use(old)
         raise
@@ -55,9 +51,9 @@ def relayout(old: RunConfig, new: RunConfig, fleet: Fleet, placement: Placement,
             before = placement.relayout(new)
         except BaseException:
             fleet.use(old)
-            fleet.add(len(live), added=False)
+            fleet.add(len(live))
             raise
         recovery.new_layout()
         link.events.emit(Relayout, step=link.progress(), partitions=new.downpour.partitions, shards=new.shards,
                          shards_before=tuple(before))
-        fleet.add(len(live), added=False)
+        fleet.add(len(live))

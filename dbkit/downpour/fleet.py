@@ -21,6 +21,7 @@ from .controls import ControlActors
 from .placement import Placement
 from .replica_book import ReplicaBook
 from .replica_task import run_replica
+from .resize import Resize, resize
 
 
 class Fleet:
@@ -96,14 +97,12 @@ class Fleet:
                 self.launch(i)
             self.book.hold_for_warm_start(list(range(first, replicas)))
 
-    def add(self, k: int, added: bool = True) -> list[int]:
-        """Launch ``k`` more replicas; ``added``: asked for while the job ran (not replacing others)."""
+    def add(self, k: int) -> list[int]:
+        """Launch ``k`` more replicas now, with new numbers (after a re-layout: as many as it stopped)."""
         with self.launching:
             new = [self.book.next_index() + j for j in range(k)]
             for i in new:
                 self.launch(i)
-            if added:
-                self.added.update(new)
         return new
 
     def relaunch(self, ended: list[int]) -> list[tuple[int, int]]:
@@ -134,17 +133,21 @@ class Fleet:
         started again: it would fail again)."""
         return sorted(i for i in self.machine_lost if i not in self.replaced and i not in self.crashed)
 
-    def remove(self, k: int, state: str = "removed") -> list[int]:
-        """Stop the ``k`` most recently added replicas (waiting ones first)."""
+    def resize(self, n: int, state: str = "removed") -> Resize:
+        """Start, hold back for the warm start, or stop replicas so that ``n`` are live; which ones is
+        ``resize.py``'s rule, the simulator's too. Those stopped end as ``state``."""
         with self.launching:
-            gone = self.book.drop_waiting(k)
-            k -= len(gone)
-            live = self.book.live()
-            if k:
-                chosen = live[-k:]
-                self.stop(chosen, state)
-                gone += chosen
-        return gone
+            waiting = self.book.waiting_for_warm_start()
+            plan = resize(self.book.live(), waiting, self.book.figures(), n)
+            for i in plan.start:
+                self.launch(i)
+            if plan.hold:
+                self.book.hold_for_warm_start(waiting + list(plan.hold))
+            self.book.drop_waiting(len(plan.drop))
+            if plan.stop:
+                self.stop(list(plan.stop), state)
+            self.added.update(plan.start + plan.hold)
+        return plan
 
     def warm_start(self, steps: int) -> list[int]:
         """Launch the replicas waiting for the warm start once replica 0 has done ``steps`` steps
@@ -289,10 +292,6 @@ class Fleet:
     def known(self) -> set[int]:
         """Replicas started (in any state) or waiting for the warm start."""
         return set(self.book.figures()) | set(self.book.waiting_for_warm_start())
-
-    def live_count(self) -> int:
-        """Replicas running, paused or waiting for the warm start."""
-        return self.book.live_count()
 
     def total_steps(self) -> int:
         return self.book.total_steps()

@@ -18,6 +18,7 @@ import numpy as np
 from ..config import RunConfig
 from ..data import shard_indices
 from ..downpour.replica import DownpourReplica
+from ..downpour.resize import resize
 from ..nn import Network
 from ..partition import aligned_layout, boundary_floats, inputs_used, ownership
 from ..partition.replica import PartitionedDownpourReplica
@@ -172,20 +173,15 @@ class SimulatedDownpour(SimulatedRun):
         return sorted(running + self._waiting)
 
     def set_replicas(self, n: int) -> None:
-        """Add replicas (new numbers, on the data shards in turn) or let the newest leave at their next step."""
-        live = self.live()
-        if n > len(live):
-            start = max([*self.replicas, *self._waiting, -1]) + 1
-            for i in range(start, start + n - len(live)):
-                if self._waiting:  # warm start not over: they join with the others
-                    self._waiting.append(i)
-                else:
-                    self._start_replica(i)
-        for i in live[n:][::-1] if n < len(live) else []:
-            if i in self._waiting:
-                self._waiting.remove(i)
-            else:
-                self._leaving.add(i)
+        """Add replicas (new numbers, on the data shards in turn) or let the newest leave at their next step:
+        which ones is the Downpour job's rule (``dbkit.downpour.resize``)."""
+        running = [i for i, s in self.states.items() if s == "running" and i not in self._leaving]
+        plan = resize(running, self._waiting, self.replicas, n)
+        for i in plan.start:
+            self._start_replica(i)
+        self._waiting += list(plan.hold)  # warm start not over: they join with the others
+        self._waiting = [i for i in self._waiting if i not in plan.drop]
+        self._leaving.update(plan.stop)
         self.parking.release()  # a leaving replica parked at the cap leaves now
         self.config = self.config.replace(replicas=n)
 
