@@ -198,6 +198,19 @@ def dask_cluster_address():
         yield address
 
 
+@pytest.fixture(params=["dask", "in-process"])
+def where(request):
+    """Where a job runs, as keyword arguments: the shared LocalCluster's client, or two in-process
+    workers (the same drivers, no Dask). A test taking it checks both."""
+    if request.param == "dask":
+        yield {"client": request.getfixturevalue("local_cluster").client}
+        return
+    from dbkit.runtime import InProcessCluster
+
+    with InProcessCluster(workers=2) as machines:
+        yield {"cluster": machines}
+
+
 @pytest.fixture(scope="session")
 def local_cluster():
     """One real 2-process LocalCluster shared by the cluster tests."""

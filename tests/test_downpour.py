@@ -113,9 +113,9 @@ def test_one_replica_one_shard_reproduces_sync_sgd_exactly(digits, local_cluster
 
 
 @pytest.mark.cluster
-def test_three_replicas_adagrad_on_digits(digits, local_cluster):
+def test_three_replicas_adagrad_on_digits(digits, where):
     with dbkit.DownpourSGD("mlp", digits, replicas=3, shards=2, optimizer="adagrad", lr=0.05,
-                           client=local_cluster.client, eval_every=200) as d:
+                           **where, eval_every=200) as d:
         d.fit(steps=1200, progress=False)
     report = d.report()
     assert validate_report(report) == []
@@ -127,9 +127,9 @@ def test_three_replicas_adagrad_on_digits(digits, local_cluster):
 
 
 @pytest.mark.cluster
-def test_set_changes_fetch_and_push_rates_while_running(digits, local_cluster):
+def test_set_changes_fetch_and_push_rates_while_running(digits, where):
     with dbkit.DownpourSGD("linear", digits, replicas=2, shards=2, n_fetch=1, n_push=1, optimizer="sgd", lr=0.02,
-                           client=local_cluster.client) as d:
+                           **where) as d:
         d.fit(steps=100, progress=False)
         f0 = {r.replica: r for r in d.replicas()}
         assert all(f.pushes == f.steps for f in f0.values())
@@ -155,9 +155,9 @@ def test_set_changes_fetch_and_push_rates_while_running(digits, local_cluster):
 
 
 @pytest.mark.cluster
-def test_add_and_remove_replicas_while_running(digits, local_cluster):
+def test_add_and_remove_replicas_while_running(digits, where):
     with dbkit.DownpourSGD("linear", digits, replicas=2, shards=1, optimizer="sgd", lr=0.02,
-                           client=local_cluster.client) as d:
+                           **where) as d:
         d.fit(seconds=0.5, progress=False)
         assert d.add_replicas(1) == [2]
         before = _pushes(d)
@@ -179,9 +179,9 @@ def test_add_and_remove_replicas_while_running(digits, local_cluster):
 
 
 @pytest.mark.cluster
-def test_warm_start_runs_one_replica_first(digits, local_cluster):
+def test_warm_start_runs_one_replica_first(digits, where):
     with dbkit.DownpourSGD("linear", digits, replicas=3, shards=1, warm_start_steps=80, optimizer="sgd", lr=0.02,
-                           client=local_cluster.client) as d:
+                           **where) as d:
         d.fit(steps=60, progress=False)
         f = d.replicas()
         assert [r.replica for r in f] == [0] and f[0].steps == 60  # the others wait for warm start
@@ -192,25 +192,25 @@ def test_warm_start_runs_one_replica_first(digits, local_cluster):
 
 
 @pytest.mark.cluster
-def test_a_diverging_run_ends_as_diverged_and_adagrad_at_the_same_rate_does_not(digits, local_cluster):
+def test_a_diverging_run_ends_as_diverged_and_adagrad_at_the_same_rate_does_not(digits, where):
     """The issue's example: 6 replicas of fixed-rate SGD at lr = 1 once spun forever."""
-    with dbkit.DownpourSGD("mlp", digits, replicas=6, optimizer="sgd", lr=1.0, client=local_cluster.client) as d:
+    with dbkit.DownpourSGD("mlp", digits, replicas=6, optimizer="sgd", lr=1.0, **where) as d:
         d.fit(steps=1500, progress=False)  # returns on its own: no test timeout needed
         assert d.state == "diverged" and d.snapshot().step < 1500
         assert all(r.state == "diverged" for r in d.replicas())
         [event] = d.events.of(Divergence)
         assert "Adagrad" in event.message and "lr=1.0" in event.message
     assert d.report()["state"] == "diverged"
-    with dbkit.DownpourSGD("mlp", digits, replicas=6, optimizer="adagrad", lr=1.0, client=local_cluster.client) as d:
+    with dbkit.DownpourSGD("mlp", digits, replicas=6, optimizer="adagrad", lr=1.0, **where) as d:
         d.fit(steps=1500, progress=False)
         assert d.state == "paused" and d.snapshot().step >= 1500 and not d.events.of(Divergence)
         assert d.history[-1]["test_accuracy"] > 0.8
 
 
 @pytest.mark.cluster
-def test_staleness_in_examples_grows_with_n_push_in_the_event_stream(digits, local_cluster):
+def test_staleness_in_examples_grows_with_n_push_in_the_event_stream(digits, where):
     with dbkit.DownpourSGD("linear", digits, replicas=2, shards=1, n_fetch=1, n_push=1, optimizer="adagrad",
-                           client=local_cluster.client) as d:
+                           **where) as d:
         d.fit(seconds=1.5, progress=False)
         low = d.events.last(Sample).seq
         d.set(n_push=16)

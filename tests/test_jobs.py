@@ -37,11 +37,11 @@ def _check_stream(job, report):
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("algorithm", ["sgd", "downpour", "sandblaster"])
-def test_the_same_job_through_every_algorithm(digits, local_cluster, algorithm):
+def test_the_same_job_through_every_algorithm(digits, where, algorithm):
     cls = {"sgd": dbkit.SyncSGD, "downpour": dbkit.DownpourSGD, "sandblaster": dbkit.SandblasterLBFGS}[algorithm]
     steps = 4 if algorithm == "sandblaster" else 200
     extra = {"replicas": 2} if algorithm != "sgd" else {"on_cluster": True}
-    with cls("linear", digits, client=local_cluster.client, eval_every=50, l2=1e-3, **extra) as job:
+    with cls("linear", digits, eval_every=50, l2=1e-3, **where, **extra) as job:
         assert job.state == "created"
         job.start()
         assert job.state == "running"
