@@ -48,7 +48,8 @@ class Placement:
         self.shard_workers, self.replica_workers = shard_workers, replica_workers
         self.ownership, self.alignment = check_layout(network, config)
         self.transport = config.downpour.transport
-        self.parts = PartitionPlacement(cluster, network, self.ownership, self.alignment, replica_workers)
+        self.parts = PartitionPlacement(cluster, network, self.ownership, self.alignment,
+                                        lambda: self.replica_workers)
         self.server: ShardedParameters | None = None
         # lock order: after Fleet.launching and Job._sample_lock, before the book's, the registry's and the
         # runtime's (the server and its layout while they are replaced)

@@ -33,7 +33,8 @@ class PartitionPlacement:
     """The partition actors of every partitioned replica of one job, by replica."""
 
     def __init__(self, cluster: Runtime, network: Network, ownership: Ownership, alignment: AlignedLayout,
-                 workers: list[str]) -> None:
+                 workers: Callable[[], list[str]]) -> None:
+        # ``workers()``: the replicas' workers now (the job's placement forgets the dead ones)
         self.cluster, self.network, self.workers = cluster, network, workers
         # lock order: a leaf (the layout and the names of each replica's partitions)
         self._lock = threading.Lock()
@@ -51,7 +52,8 @@ class PartitionPlacement:
         """Where replica ``index``'s partitions run: round-robin over the workers, partition after
         partition. When the partitions divide the workers evenly, each wrap-around shifts by one, or
         every replica's partition 0 (and its task) would land on the same workers."""
-        return [self.workers[m] for m in partition_places(index, self.alignment.partitions, len(self.workers))]
+        workers = self.workers()
+        return [workers[m] for m in partition_places(index, self.alignment.partitions, len(workers))]
 
     def place(self, index: int, shards_of: ShardsOf, data: Dataset, rows: np.ndarray, batch_size: int, seed: int,
               overlap: bool = True) -> list[tuple[str, str]]:
