@@ -8,7 +8,6 @@ running replicas, not just their control actors, have taken a change.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from ..config import RunConfig
@@ -175,16 +174,17 @@ class Fleet:
 
     def wait_for(self, done: Any, indices: list[int] | None, timeout: float) -> bool:
         """Poll until ``done(figures)`` holds for every live replica of ``indices``; False at the timeout."""
-        deadline = time.monotonic() + timeout
+        clock = self.cluster.time  # virtual seconds on a simulated cluster
+        deadline = clock.now() + timeout
         while True:
             self.poll()
             figures = self.book.figures()
             targets = [i for i in (self.book.live() if indices is None else indices) if figures[i].live]
             if all(done(figures[i]) for i in targets):
                 return True
-            if time.monotonic() > deadline:
+            if clock.now() > deadline:
                 return False
-            time.sleep(0.005)
+            clock.sleep(0.005)
 
     def set_caps(self, steps: int | None) -> int | None:
         """Cap each live replica at its steps + ``steps`` (exact with one replica); returns the total to reach."""

@@ -11,15 +11,15 @@ object on the same worker; in a test it runs in process.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+from ..runtime.clock import REAL_TIME, Clock
 from ..training.figures import ReplicaFigures, ReplicaSettings
 
 
 def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: Callable[[ReplicaFigures], None],
                      worker: str = "local", poll: float = 0.005, publish_every: float = 0.01,
-                     sleep: Callable[[float], None] = time.sleep) -> ReplicaFigures:
+                     clock: Clock = REAL_TIME) -> ReplicaFigures:
     """Step ``replica`` until its settings say stop, or it diverges or fails; returns its final figures.
 
     A paused replica (or one at its step cap) first pushes what it has
@@ -27,7 +27,8 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
     non-finite gradients for a while) ends as ``diverged``; one that raises
     ends as ``failed`` with the error: neither stops the other replicas. One
     told to ``crash`` ends as ``lost`` without pushing what it accumulated;
-    one told it is ``slow`` sleeps after each step for (slow - 1) times the step.
+    one told it is ``slow`` sleeps after each step for (slow - 1) times the step. It waits and times its
+    steps by ``clock`` (its runtime's: virtual seconds on a simulated cluster).
     """
     applied = settings()
     state, last = "running", 0.0
@@ -57,19 +58,19 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
                         replica.flush()
                     state = "paused"
                     publish(figures(state))
-                sleep(poll)
+                clock.sleep(poll)
                 continue
-            began = time.perf_counter()
+            began = clock.now()
             replica.step()
             if s.slow > 1:
-                sleep((s.slow - 1) * (time.perf_counter() - began))
+                clock.sleep((s.slow - 1) * (clock.now() - began))
             if replica.diverged:
                 c = replica.counters
                 final = figures("diverged", error=f"{c.nonfinite_in_a_row} non-finite gradients in a row "
                                                   f"(lr={replica.lr})")
                 publish(final)
                 return final
-            now = time.monotonic()
+            now = clock.now()
             if state != "running" or acted or now - last >= publish_every:
                 state, last = "running", now
                 publish(figures(state))

@@ -80,7 +80,7 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     else:
         assert X is not None and y is not None and shards is not None
         server = connect(shards, name=f"replica{index}", threaded=overlap)
-        replica = DownpourReplica(index, network, X, y, server, batch_size,
+        replica = DownpourReplica(index, side.computing(network), X, y, server, batch_size,
                                   s.n_fetch, s.n_push, s.lr, seed=seed, max_nonfinite=max_nonfinite, overlap=overlap)
 
     def publish(figures: ReplicaFigures) -> None:
@@ -89,7 +89,7 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     try:
         with side.one_blas_thread():
             return run_replica_loop(replica, side.while_alive(lambda: ctl.settings[index]), publish,
-                                    worker=side.address)
+                                    worker=side.address, clock=side.time)
     finally:
         if server is not None:
             server.close()  # its wire connections (after the answers to what it pushed)

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
+from .clock import Clock
+
 T = TypeVar("T")
 
 
@@ -66,6 +68,11 @@ class Runtime(Protocol):
 
     @property
     def registry(self) -> Registry: ...
+
+    @property
+    def time(self) -> Clock:
+        """The clock the driver polls and bounds its waits by (virtual seconds on a simulated cluster)."""
+        ...
 
     @property
     def wires(self) -> WireAddresses: ...
@@ -126,6 +133,16 @@ class TaskSide(Protocol):
 
     @property
     def address(self) -> str: ...
+
+    @property
+    def time(self) -> Clock:
+        """The clock a task sleeps and times its steps by (virtual seconds on a simulated cluster)."""
+        ...
+
+    def computing(self, network: Any) -> Any:
+        """``network`` as this worker computes with it: itself, or on a simulated machine a network whose
+        every gradient also takes that machine's modelled time."""
+        ...
 
     def local(self, key: str) -> Any | None:
         """The actor ``key`` itself when it lives on this worker (called in process), else ``None``."""

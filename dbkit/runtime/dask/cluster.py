@@ -19,6 +19,7 @@ import weakref
 from concurrent.futures import CancelledError
 
 from ..bounded_wait import WorkerLeft, wait_unless_gone
+from ..clock import REAL_TIME
 from ..registry import ActorRegistry
 from .scheduler import ClusterError, probe_scheduler
 from .worker_processes import WORKER_DASK_CONFIG, WORKER_MALLOC, workers_ignore_group_signals
@@ -57,6 +58,7 @@ class Cluster:
             raise ValueError(f"place_timeout must be > 0 seconds, got {place_timeout}")
         self.place_timeout = float(place_timeout)
         self.registry = ActorRegistry()
+        self.time = REAL_TIME  # the driver's clock (``dbkit.runtime.clock``)
         self.tag = uuid.uuid4().hex[:10]  # unique task keys, even when an old Cluster's id() is reused
         self.local_cluster = None
         self._owns_client = client is None

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..clock import REAL_TIME, Clock
+
 T = TypeVar("T")
 
 
@@ -20,6 +22,13 @@ class DaskTaskSide:
     @property
     def address(self) -> str:
         return str(self._worker.address)
+
+    @property
+    def time(self) -> Clock:
+        return REAL_TIME
+
+    def computing(self, network: Any) -> Any:
+        return network
 
     def gather(self, calls: list) -> list:
         """The answers of actor calls, awaited on the worker's event loop (where its actors' async methods run)."""

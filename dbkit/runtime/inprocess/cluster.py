@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ..clock import REAL_TIME
 from ..registry import ActorRegistry
 from .task_side import InProcessTaskSide, bind, running_on
 from .workers import ActorProxy, Placed, Task, Worker
@@ -142,6 +143,7 @@ class InProcessSession:
         self._closes_cluster = closes_cluster
         self.registry = ActorRegistry()
         self.wires = NoWires()
+        self.time = REAL_TIME  # the driver's clock (``dbkit.runtime.clock``)
         self._tasks: list[Task] = []
         self._closed = False
         # lock order: leaf (the session's tasks and closed flag)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
+from ..clock import REAL_TIME, Clock
 from .workers import LOST, ActorProxy, Worker
 
 T = TypeVar("T")
@@ -24,6 +25,13 @@ class InProcessTaskSide:
     @property
     def address(self) -> str:
         return self._worker.address
+
+    @property
+    def time(self) -> Clock:
+        return REAL_TIME
+
+    def computing(self, network: Any) -> Any:
+        return network
 
     def local(self, key: str) -> Any | None:
         return self._worker.get(key)

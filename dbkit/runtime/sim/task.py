@@ -1,0 +1,110 @@
+"""A long-running task on a simulated machine: a greenlet of the simulation, and its handle.
+
+The handle is what ``submit_on`` returns on every runtime (``TaskFuture``):
+``status``, ``result(timeout)``, ``exception(timeout)``, ``cancel()``. Its waits
+are in virtual time and must be made from another task. A task's error is
+kept in its handle, as a Dask Future keeps it, and does not stop the simulation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import greenlet
+
+from ...sim.engine import Simulation
+from .task_side import SimTaskSide, bind
+
+
+class SimTask:
+    """``fn(*args, **kwargs)`` started now as a task of ``sim`` on machine ``side`` (``None``: on no machine,
+    a driver's)."""
+
+    def __init__(self, sim: Simulation, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 side: Callable[[SimTask], SimTaskSide] | None = None, worker: str = "") -> None:
+        self.sim, self.key, self.worker = sim, key, worker
+        self._status = "pending"
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._waiters: list[greenlet.greenlet] = []
+        self._side = side(self) if side is not None else None
+        sim.spawn(self._body, fn, args, kwargs, name=key)
+
+    def _body(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        bind(self._side)
+        try:
+            value = fn(*args, **kwargs)
+        except greenlet.GreenletExit:  # the simulation closed while it waited
+            raise
+        except Exception as e:  # noqa: BLE001 - the handle's, as a Future's error
+            if self._status == "pending":
+                self._status, self._error = "error", e
+        else:
+            if self._status == "pending":
+                self._status, self._value = "finished", value
+        finally:
+            waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                self.sim.wake(w)
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    @property
+    def cancelled(self) -> bool:
+        return self._status == "cancelled"
+
+    def done(self) -> bool:
+        return self._status != "pending"
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The task's value once it has ended (at most ``timeout`` virtual seconds), or its error."""
+        self._wait(timeout)
+        if self._status == "pending":
+            raise TimeoutError(f"task {self.key} did not end within {timeout:g} simulated seconds")
+        if self._status == "cancelled":
+            raise RuntimeError(f"task {self.key} was cancelled")  # (a lost task's error says so below)
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return self._error
+
+    def cancel(self) -> bool:
+        """Count the task as cancelled: it ends at its next look at whether its machine lives
+        (``TaskSide.while_alive``); those waiting on it are told at once."""
+        return self._end("cancelled")
+
+    def lose(self) -> bool:
+        """Its machine died: the task is ``lost`` now, as a Dask Future of a dead worker's task."""
+        return self._end("lost", RuntimeError(f"task {self.key}: its simulated machine was lost"))
+
+    def _end(self, status: str, error: BaseException | None = None) -> bool:
+        if self._status != "pending":
+            return False
+        self._status, self._error = status, error
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            self.sim.wake(w)
+        return True
+
+    def _wait(self, timeout: float | None) -> None:
+        if self._status != "pending":
+            return
+        me = greenlet.getcurrent()
+        self._waiters.append(me)
+        if timeout is not None:
+            def expire() -> None:
+                if me in self._waiters:
+                    self._waiters.remove(me)
+                    me.switch()
+
+            self.sim.at(max(0.0, timeout), expire)
+        self.sim._suspend()
+
+    def __repr__(self) -> str:
+        return f"<simulated task {self.key}: {self._status}>"

@@ -1,0 +1,102 @@
+"""A task's own side of a simulated machine: its virtual clock, the actors beside it, its arithmetic.
+
+Every task of a simulated session (a replica's loop, a driver's) is a greenlet
+of the simulation (``dbkit.sim.engine``); each knows its side through a
+greenlet-local table, as an in-process task knows its own through a
+thread-local. Greenlet and nothing of the simulator are imported here, so
+``dbkit.runtime.task_side`` can look this side up first on every runtime.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import greenlet
+
+if TYPE_CHECKING:
+    from ...sim.engine import Simulation
+    from .session import SimSession
+
+T = TypeVar("T")
+
+LOST = "simulated machine lost"
+
+_sides: weakref.WeakKeyDictionary[greenlet.greenlet, SimTaskSide] = weakref.WeakKeyDictionary()
+
+
+class VirtualTime:
+    """A simulation's clock: ``now`` its virtual seconds, ``sleep`` a wait in virtual time (from a task)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def now(self) -> float:
+        return self.sim.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sim.sleep(seconds)
+
+
+class SimTaskSide:
+    """``dbkit.runtime.TaskSide`` for a task on machine ``address`` of ``session``.
+
+    A served actor (a parameter shard: its calls take service time) is reached through its queue even from
+    its own machine, as a call in process whose arithmetic the cost model charges; an actor the model
+    charges nothing for (a replica's control object) is that object itself when it lives here.
+    ``cancelled`` (a zero-argument callable) says the task's handle was cancelled.
+    """
+
+    def __init__(self, session: SimSession, address: str, cancelled: Callable[[], bool]) -> None:
+        self._session, self._address, self._cancelled = session, address, cancelled
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @property
+    def time(self) -> VirtualTime:
+        return self._session.time
+
+    def computing(self, network: Any) -> Any:
+        return self._session.timed(network, self._address)
+
+    def local(self, key: str) -> Any | None:
+        return self._session.in_process(key, self._address)
+
+    def remote(self, cls: type, worker: str, key: str) -> Any:
+        return self._session.end(key, self._address)
+
+    def leave_slot(self) -> None:
+        """Nothing to give up: every simulated task is a greenlet of its own."""
+
+    def gather(self, calls: list) -> list:
+        """The answers of ``calls`` (virtual futures), in order: each waited for in virtual time."""
+        return [c.result() for c in calls]
+
+    def one_blas_thread(self) -> AbstractContextManager[Any]:
+        return nullcontext()
+
+    def while_alive(self, read: Callable[[], T]) -> Callable[[], T]:
+        """``read``, raising ``RuntimeError`` once this machine is dropped or the task cancelled."""
+        session, address, cancelled = self._session, self._address, self._cancelled
+
+        def checked() -> T:
+            if cancelled() or not session.alive(address):
+                raise RuntimeError(f"{LOST}: {address}")
+            return read()
+
+        return checked
+
+
+def bind(side: SimTaskSide | None) -> None:
+    """Mark the current greenlet as a task on ``side``'s machine (``None``: a task of no machine)."""
+    if side is not None:
+        _sides[greenlet.getcurrent()] = side
+
+
+def current() -> SimTaskSide | None:
+    """The simulated machine the current greenlet's task runs on, or ``None``."""
+    return _sides.get(greenlet.getcurrent())
