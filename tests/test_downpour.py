@@ -3,6 +3,7 @@ accuracy, steering, divergence, staleness, failures, cleanup."""
 
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -30,6 +31,21 @@ def _pushes(job):
 
 
 # ---- in process ------------------------------------------------------------------------------
+class NoWaiting:
+    """A clock whose waits return at once (a scripted loop's settings change on every read)."""
+
+    poll, publish_every = 0.005, 0.01
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        pass
+
+    def wait(self, seconds: float) -> None:
+        pass
+
+
 def test_replica_in_process_equals_sync_sgd(digits):
     net = nn.build("mlp", 64, 10, l2=1e-4)
     base = SGDTrainer(net, digits, lr=0.05)
@@ -69,7 +85,7 @@ def test_the_replica_loop_pauses_at_its_cap_follows_settings_and_stops(digits):
     script = iter([ReplicaSettings(n_push=4, max_steps=6)] * 40 + [ReplicaSettings(n_push=2, max_steps=10, epoch=1)]
                   * 40 + [ReplicaSettings(stop=True, epoch=2)] * 3)
     seen = []
-    final = run_replica_loop(replica, lambda: next(script), seen.append, sleep=lambda s: None)
+    final = run_replica_loop(replica, lambda: next(script), seen.append, clock=NoWaiting())
     assert final.state == "stopped" and final.steps == 10 and final.n_push == 2
     paused = [f for f in seen if f.state == "paused"]
     assert paused[0].steps == 6 and paused[0].pushes == 2  # paused at its cap, after pushing what it had

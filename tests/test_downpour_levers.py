@@ -1,6 +1,8 @@
 """The levers a learner pulls on a running Downpour job (issue #10's panel drives exactly these):
 the update rule, a straggler, losing a replica, warm start before the start, and a new run."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -18,19 +20,37 @@ def digits():
 
 
 # ---- in process ------------------------------------------------------------------------------
+class Recording:
+    """A clock that keeps what the loop asks it to sleep, and returns at once."""
+
+    poll, publish_every = 0.005, 0.01
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+    def wait(self, seconds: float) -> None:
+        pass
+
+
 def test_a_slow_replica_sleeps_its_factor_minus_one_times_each_step(digits):
     net = nn.build("linear", 64, 10)
     replica = DownpourReplica(0, net, digits.X_train, digits.y_train, local_shards(net.init_params(0), 1), 16)
     script = iter([ReplicaSettings(slow=5.0, max_steps=20)] * 21 + [ReplicaSettings(stop=True)])
-    slept = []
-    final = run_replica_loop(replica, lambda: next(script), lambda f: None, sleep=slept.append)
+    clock = Recording()
+    final = run_replica_loop(replica, lambda: next(script), lambda f: None, clock=clock)
     assert final.steps == 20 and final.slow == 5.0
-    assert len(slept) == 20 and all(s > 0 for s in slept)  # one sleep per step: 4 x the step's own time
+    assert len(clock.slept) == 20 and all(s > 0 for s in clock.slept)  # one sleep per step: 4 x the step's own time
     replica = DownpourReplica(1, net, digits.X_train, digits.y_train, local_shards(net.init_params(0), 1), 16)
     script = iter([ReplicaSettings(max_steps=20)] * 21 + [ReplicaSettings(stop=True)])
-    slept = []
-    run_replica_loop(replica, lambda: next(script), lambda f: None, sleep=slept.append)
-    assert slept == []  # factor 1: never sleeps
+    clock = Recording()
+    run_replica_loop(replica, lambda: next(script), lambda f: None, clock=clock)
+    assert clock.slept == []  # factor 1: never sleeps
 
 
 def test_a_crashed_replica_is_lost_and_never_pushes_what_it_accumulated(digits):
@@ -38,7 +58,7 @@ def test_a_crashed_replica_is_lost_and_never_pushes_what_it_accumulated(digits):
     server = local_shards(net.init_params(0), 1, "sgd", 0.01)
     replica = DownpourReplica(0, net, digits.X_train, digits.y_train, server, 16, n_push=8)
     script = iter([ReplicaSettings(n_push=8)] * 13 + [ReplicaSettings(n_push=8, crash=True, epoch=1)] * 2)
-    final = run_replica_loop(replica, lambda: next(script), lambda f: None, sleep=lambda s: None)
+    final = run_replica_loop(replica, lambda: next(script), lambda f: None, clock=Recording())
     assert final.state == "lost" and final.failures == 1 and "killed" in final.error
     assert final.steps == 12 and final.pushes == 1 and server.shards[0].version == 1  # steps 9-12 never pushed
     assert final.epoch == 1

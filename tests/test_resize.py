@@ -53,3 +53,15 @@ def test_in_process_and_simulated_jobs_start_and_drop_the_same_replicas():
         real = _replicas_after_the_same_moves(dbkit.DownpourSGD("linear", digits, cluster=machines, **settings))
     simulated = _replicas_after_the_same_moves(dbkit.DownpourSGD("linear", digits, cluster=Cluster(), **settings))
     assert real == simulated == ([0], [0, 1, 2])  # 2 waited with 1; 3 never started anywhere
+
+
+@pytest.mark.parametrize("steps,weights", [(30, [2.0, 1.0]), (7, [1.0, 1.0, 1.0]), (1000, [3.3, 0.0, 1.1, 5.6]),
+                                           (5, [0.0, 0.0]), (0, [1.0, 2.0])])
+def test_a_budget_is_split_in_whole_shares_in_proportion_to_the_weights(steps, weights):
+    from dbkit.downpour.shares import split
+
+    shares = split(steps, weights)
+    assert sum(shares) == steps and all(s >= 0 for s in shares)
+    total = sum(weights)
+    exact = [steps * w / total if total else steps / len(weights) for w in weights]
+    assert all(abs(s - x) < 1 for s, x in zip(shares, exact))  # each within a step of its exact share

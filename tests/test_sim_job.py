@@ -70,9 +70,9 @@ def test_a_fit_equals_the_simulators_own_run_and_fits_in_parts_one_fit(digits):
                          eval_every=30)
     whole = simulate(cfg, Cluster())  # the batch simulator: the same classes, one budget
     with dbkit.DownpourSGD("mlp", digits, config=cfg, cluster=Cluster()) as d:
-        d.fit(steps=90, progress=False)  # stops at exactly its step, its replicas parked at the cap
+        d.fit(steps=90, progress=False)  # stops at exactly its step, its replicas paused at their shares
         assert d.snapshot().step == 90
-        report = d.report()
+    report = d.report()  # (once stopped, as the batch simulator's run ends)
     assert validate_report(report) == [] and report["simulated"] and report["profile"] == "here"
     assert report["steps"] == whole["steps"] == 90
     assert report["final"]["test_loss"] == pytest.approx(whole["final"]["test_loss"], rel=1e-6)
@@ -111,10 +111,12 @@ def test_fit_for_simulated_seconds_stops_there(digits):
         d.fit(seconds=0.05, progress=False)
         snap = d.snapshot()
         assert snap.state == "paused" and snap.t == pytest.approx(0.05) and snap.step > 0
-        d.set(replicas=30)  # (time runs on at once after a change: the fit still stops at its own end)
+        d.set(replicas=30)  # launching 22 replicas takes the control messages' simulated time
+        changed = d.snapshot().t
+        assert changed > 0.05
         d.fit(seconds=0.02, progress=False)
-        assert d.snapshot().t == pytest.approx(0.07) and d.snapshot().live_replicas == 30
-        assert all(e.t <= 0.07 + 1e-9 for e in d.events)
+        assert d.snapshot().t == pytest.approx(changed + 0.02) and d.snapshot().live_replicas == 30
+        assert all(e.t <= changed + 0.02 + 1e-9 for e in d.events)
 
 
 def test_steering_at_scale_replicas_rates_stragglers_and_a_lost_replica(digits):

@@ -6,6 +6,7 @@ parameters and Adagrad state to the new shards, and starts as many replicas agai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..config import RunConfig
@@ -16,9 +17,10 @@ from .recovery import JobLink, Recovery
 
 
 def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet: Fleet, placement: Placement,
-                 recovery: Recovery, link: JobLink) -> None:
+                 move: Callable[[], None] | None = None) -> None:
     """Apply validated ``changes`` (``old`` is the job's config before them, ``new`` after); on an error
-    the fleet keeps ``old`` for the replicas it launches, and the error is raised."""
+    the fleet keeps ``old`` for the replicas it launches, and the error is raised. A new layout of shards
+    or partitions is ``move()`` (``relayout`` with the job's recovery; a job that has none refuses it)."""
     fleet.use(new)  # replicas launched from now on start with the new settings
     try:
         if "lr" in changes:
@@ -26,7 +28,9 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
         if "optimizer" in changes:
             placement.set_optimizer(new.optimizer)
         if new.shards != old.shards or new.downpour.partitions != old.downpour.partitions:
-            relayout(old, new, fleet, placement, recovery, link)
+            if move is None:
+                raise ValueError("this job cannot change its shards or partitions while it runs")
+            move()
         rates = {k: v for k, v in changes.items() if k in ("n_fetch", "n_push", "lr")}
         if rates:
             fleet.steer(**rates)

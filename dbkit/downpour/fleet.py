@@ -21,6 +21,7 @@ from .placement import Placement
 from .replica_book import ReplicaBook
 from .replica_task import run_replica
 from .resize import Resize, resize
+from .shares import split
 
 
 class Fleet:
@@ -56,8 +57,7 @@ class Fleet:
         with self.launching:
             partitioned = p.partitions > 1
             # a partitioned replica's own task runs beside its partition 0
-            worker = (p.parts.workers_of(index)[0] if partitioned
-                      else p.replica_workers[index % len(p.replica_workers)])
+            worker = p.parts.workers_of(index)[0] if partitioned else p.replica_worker(index)
             control = self.controls.on(worker)
             cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
             settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
@@ -78,7 +78,9 @@ class Fleet:
                     worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
                     self.data.y_train[rows], p.handles(), c.batch_size, c.seed + index, c.downpour.max_nonfinite,
                     overlap=c.downpour.overlap, key=key)
-            self.book.add(index, worker, future)
+            s = settings  # its figures until it publishes its own
+            self.book.add(index, worker, future, ReplicaFigures(index, n_fetch=s.n_fetch, n_push=s.n_push, lr=s.lr,
+                                                                slow=s.slow, epoch=s.epoch))
         return worker
 
     def use(self, config: RunConfig) -> None:
@@ -199,6 +201,18 @@ class Fleet:
             self.controls.tell(lambda ctl, epoch: ctl.set_each(caps, epoch))  # one call per worker
             return self.cap
 
+    def share_caps(self, steps: int, weights: dict[int, float] | None = None) -> int:
+        """Cap the live replicas so that together they take ``steps`` more steps from their figures as last
+        polled, in shares by ``weights`` (their speeds; default equal): exact unless a replica stepped past
+        its share before the cap reached it. Returns the total to reach."""
+        with self.launching:
+            figures, live = self.book.figures(), self.book.live()
+            self.cap = self.book.total_steps() + steps
+            shares = split(steps, [max(0.0, (weights or {}).get(i, 1.0)) for i in live])
+            caps = {i: {"max_steps": figures[i].steps + s} for i, s in zip(live, shares)}
+            self.controls.tell(lambda ctl, epoch: ctl.set_each(caps, epoch))
+            return self.cap
+
     def set_slow(self, factors: dict[int, float]) -> None:
         """Slow each live replica by its factor in ``factors`` (1 for the others); returns once they act on it."""
         with self.launching:
@@ -306,3 +320,4 @@ class Fleet:
         """Cancel every replica task and forget the control actors (their Futures keep them alive)."""
         self.book.cancel_all()
         self.controls.release()
+

@@ -14,6 +14,7 @@ the job holds on the cluster, released once. Lock order: the job's ``_steer`` ->
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from pathlib import Path
@@ -33,7 +34,7 @@ from ..runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ..settings import check
 from ..telemetry import Relayout
 from ..training.figures import ReplicaFigures
-from .changes import apply_change
+from .changes import apply_change, relayout
 from .fleet import Fleet
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
@@ -260,7 +261,9 @@ class DownpourSGD(Job):
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
         assert self._fleet is not None and self._placement is not None
-        apply_change(changes, self.config, new, self._fleet, self._placement, self._recovery, self._link)
+        apply_change(changes, self.config, new, self._fleet, self._placement,
+                     functools.partial(relayout, self.config, new, self._fleet, self._placement, self._recovery,
+                                       self._link))
         self._note_transitions()
         self._monitor.hurry(self.events.now())
 

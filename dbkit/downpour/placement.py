@@ -185,6 +185,17 @@ class Placement:
         except Exception:  # noqa: BLE001 - the scheduler lost: the job's connection check ends it
             return False
 
+    def replica_worker(self, index: int) -> str:
+        """The worker whole replica ``index`` runs on: the replica workers in turn."""
+        with self._lock:
+            return self.replica_workers[index % len(self.replica_workers)]
+
+    def add_replica_workers(self, workers: list[str]) -> None:
+        """More workers for replicas, after those there are (a simulated machine of its own for each new
+        replica)."""
+        with self._lock:
+            self.replica_workers = self.replica_workers + list(workers)
+
     def forget_workers(self, alive: set[str]) -> list[int]:
         """Place nothing more on workers not in ``alive``; returns the shards that lived on them."""
         with self._lock:

@@ -47,9 +47,12 @@ class ReplicaBook:
         self.entries: dict[int, ReplicaEntry] = {}
         self._pending_warm: list[int] = []
 
-    def add(self, index: int, worker: str, future: Any) -> None:
+    def add(self, index: int, worker: str, future: Any, figures: ReplicaFigures | None = None) -> None:
+        """Replica ``index``'s task, launched on ``worker``; its figures until it publishes its own
+        (``figures``: with the settings it was launched with)."""
         with self._lock:
-            self.entries[index] = ReplicaEntry(index, worker, future, ReplicaFigures(index, worker=worker))
+            first = (figures or ReplicaFigures(index)).but(worker=worker)
+            self.entries[index] = ReplicaEntry(index, worker, future, first)
             if index in self._pending_warm:
                 self._pending_warm.remove(index)
 

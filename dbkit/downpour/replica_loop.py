@@ -18,7 +18,7 @@ from ..training.figures import ReplicaFigures, ReplicaSettings
 
 
 def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: Callable[[ReplicaFigures], None],
-                     worker: str = "local", poll: float = 0.005, publish_every: float = 0.01,
+                     worker: str = "local", poll: float | None = None, publish_every: float | None = None,
                      clock: Clock = REAL_TIME) -> ReplicaFigures:
     """Step ``replica`` until its settings say stop, or it diverges or fails; returns its final figures.
 
@@ -27,9 +27,14 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
     non-finite gradients for a while) ends as ``diverged``; one that raises
     ends as ``failed`` with the error: neither stops the other replicas. One
     told to ``crash`` ends as ``lost`` without pushing what it accumulated;
-    one told it is ``slow`` sleeps after each step for (slow - 1) times the step. It waits and times its
-    steps by ``clock`` (its runtime's: virtual seconds on a simulated cluster).
+    one told it is ``slow`` sleeps after each step for (slow - 1) times the step.
+    It waits and times its steps by ``clock`` (its runtime's: virtual seconds on
+    a simulated cluster). Paused, it looks at its settings every ``poll`` seconds,
+    or sooner where the clock knows of a message for it; running, it publishes
+    its figures every ``publish_every`` (defaults: the clock's).
     """
+    poll = clock.poll if poll is None else poll
+    publish_every = clock.publish_every if publish_every is None else publish_every
     applied = settings()
     state, last = "running", 0.0
 
@@ -58,7 +63,7 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
                         replica.flush()
                     state = "paused"
                     publish(figures(state))
-                clock.sleep(poll)
+                clock.wait(poll)
                 continue
             began = clock.now()
             replica.step()

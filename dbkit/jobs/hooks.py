@@ -64,8 +64,9 @@ class JobHooks(ABC):
         """The clock ``fit(seconds=...)`` counts (a simulated job's: virtual seconds)."""
         return time.monotonic()
 
-    def _cap_seconds(self, seconds: float) -> None:
-        """``fit`` trains ``seconds`` more on ``_seconds``' clock (a simulated job stops there exactly)."""
+    def _cap_seconds(self, seconds: float, begin: float) -> None:
+        """``fit``, begun at ``begin``, trains until ``begin + seconds`` on ``_seconds``' clock (a simulated job
+        stops there exactly)."""
 
     def _seconds_done(self, begin: float, seconds: float) -> bool:
         """Whether a ``fit`` that began at ``begin`` on ``_seconds``' clock has trained its ``seconds``."""

@@ -106,7 +106,7 @@ class Job(JobFigures):
                 return self.history
             target = self._cap(steps)
             if seconds is not None:
-                self._cap_seconds(seconds)
+                self._cap_seconds(seconds, begin)
             self._user_paused = False
             self._hold(False)
             self._clock.start()

@@ -14,7 +14,11 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """Seconds to read and to wait."""
+    """Seconds to read and to wait; ``poll``: how long a waiting loop (a paused replica's) waits before it
+    looks again; ``publish_every``: how often a running replica leaves its figures for its driver."""
+
+    poll: float
+    publish_every: float
 
     def now(self) -> float:
         """Seconds since some fixed instant (monotonic)."""
@@ -24,14 +28,25 @@ class Clock(Protocol):
         """Wait ``seconds``."""
         ...
 
+    def wait(self, seconds: float) -> None:
+        """A waiting loop's wait: at most ``seconds``, less where the runtime can tell that a message reached
+        the waiter's machine (a simulated one's; on a real one, ``sleep``)."""
+        ...
+
 
 class RealClock:
     """This machine's monotonic clock."""
+
+    poll = 0.005
+    publish_every = 0.01
 
     def now(self) -> float:
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def wait(self, seconds: float) -> None:
         time.sleep(seconds)
 
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import resolve_job
 from ..nn import Network
-from .downpour import SimulatedDownpour
+from .downpour import simulated_downpour
 from .layout import Cluster
 from .memory import check_memory
 from .run import SimulatedRun
 from .sandblaster import SimulatedSandblaster
 from .shape import ModelShape
 
-RUNS: dict[str, type[SimulatedRun]] = {"downpour": SimulatedDownpour, "sandblaster": SimulatedSandblaster}
+RUNS: dict[str, Callable[..., SimulatedRun]] = {"downpour": simulated_downpour, "sandblaster": SimulatedSandblaster}
 
 
 def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network: Network | None = None,

@@ -1,242 +1,272 @@
-"""Downpour SGD in virtual time (DistBelief Sec. 4.1): dbkit's own replicas and shards, simulated machines.
+"""Downpour SGD in virtual time (DistBelief Sec. 4.1): the Downpour job's own drivers on simulated machines.
 
-Each replica is a ``DownpourReplica`` (or a ``PartitionedDownpourReplica`` of
-``DownpourPartition`` s) with the real network, its own data shard and
-mini-batches, pushing to real ``ParameterShard`` s through ``ShardEnd`` s whose
-answers arrive at virtual times. Staleness, Adagrad's accumulators, warm
-start and their effect on the loss are real; only time is modelled. This
-driver is deliberately thin: it places the parts, runs each replica's loop
-as a task, evaluates every ``eval_every`` steps and stops at the budget.
+The replicas are started, steered, resized and stopped by the ``Fleet`` and
+``Placement`` that run a job on Dask or in process, through the runtime
+protocol in virtual time (``dbkit.runtime.sim.SimSession``): each replica is
+its ``run_replica`` task (a ``DownpourReplica`` with the real network, its own
+data shard and mini-batches, reading its ``ReplicaControl``), each shard a
+real ``ParameterShard`` behind a queue, each message and gradient a virtual
+time. Staleness, Adagrad's accumulators, warm start and their effect on the
+loss are real; only time is modelled.
+
+A driver task does what a job's monitor thread does, in virtual time: it
+polls the fleet, evaluates every ``eval_every`` steps, warm-starts the other
+replicas, ends the run when its budget is spent (steps, seconds, a target
+accuracy; a job's cap, shared among the replicas so that the total is exact)
+and carries out the job's changes (``apply_change``) at the instant they are
+asked. Partitioned replicas have their own driver (``partitioned_downpour``).
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..config import RunConfig
-from ..data import shard_indices
-from ..downpour.replica import DownpourReplica
-from ..downpour.resize import resize
-from ..nn import Network
-from ..partition import aligned_layout, boundary_floats, inputs_used, ownership
-from ..partition.replica import PartitionedDownpourReplica
-from ..ps import ParameterShard, ShardedParameters
+from ..downpour.changes import apply_change
+from ..downpour.fleet import Fleet
+from ..downpour.placement import Placement
 from ..training.figures import ReplicaFigures
-from .compute import TimedNetwork
 from .layout import lay_out
-from .partition import SimulatedPartition, gather_in_tasks
+from .partitioned_downpour import SimulatedPartitionedDownpour
+from .poll_timer import PollTimer
 from .run import SimulatedRun
-from .shard_service import ShardEnd, ShardService
+from .step_budget import StepBudget
+from .sync import Mailbox
+
+if TYPE_CHECKING:
+    from ..runtime.sim import SimSession
+    from ..runtime.sim.task import SimTask
+
+class _Command:
+    """A change the job asks for, carried out by the driver's task."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def carry_out(self) -> None:
+        try:
+            self.value = self.fn()
+        except Exception as e:  # noqa: BLE001 - the job's to raise
+            self.error = e
+        self.done = True
 
 
 class SimulatedDownpour(SimulatedRun):
-    """Downpour SGD of ``config`` on a simulated ``cluster`` (see ``SimulatedRun``)."""
+    """Downpour SGD of ``config`` (whole replicas) on a simulated ``cluster`` (see ``SimulatedRun``)."""
 
     algorithm = "downpour"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        c = self.config
-        self.ownership = ownership(self.network, c.downpour.partitions)
-        self.alignment = aligned_layout(self.ownership, c.shards)
-        f = boundary_floats(self.ownership)
-        self.floats_per_example = f["forward"] + f["backward"]
-        self.shards: list[ParameterShard] = []
-        self.replicas: dict[int, Any] = {}
-        self.timed: dict[int, list[TimedNetwork]] = {}
-        self.states: dict[int, str] = {}
-        self.errors: dict[int, str] = {}
-        self.started = self.done = 0
-        self._next_eval = c.eval_every
-        self._waiting = list(range(1, c.replicas)) if c.downpour.warm_start_steps > 0 else []
-        self._leaving: set[int] = set()  # replicas told to end at their next step (fewer replicas, lost)
+        if self.config.downpour.partitions > 1:
+            raise ValueError("partitioned replicas are simulated by SimulatedPartitionedDownpour "
+                             "(simulated_downpour picks it)")
+        self.session: SimSession | None = None
+        self.placement: Placement | None = None
+        self.fleet: Fleet | None = None
+        self.mailbox = Mailbox(self.sim)
+        self._driver: SimTask | None = None
+        self.budget: StepBudget | None = None  # the steps the replicas may reach (a job's fit, a run's steps)
+        self.polls = PollTimer(self.driven)
+        self._total = 0  # steps as last polled
+        self._next_eval = self.config.eval_every
+        self._over = False
 
+    # ---- placing ----------------------------------------------------------------------------------
     def _launch(self) -> None:
-        c = self.config
-        self.layout = layout = lay_out(self.cluster, c.shards)
-        values = self.alignment.to_server(self.initial)
-        self.shards = [ParameterShard(i, a, b, values[a:b], c.optimizer, c.lr)
-                       for i, (a, b) in enumerate(self.alignment.layout.ranges)]
-        self.services = [ShardService(self.sim, s, layout.machine(m), layout.network, self.cost,
-                                     self.float_scale)
-                         for s, m in zip(self.shards, layout.shard_on)]
-        self.rows = shard_indices(self.data.n_train, c.replicas, seed=c.seed)
-        for i in range(c.replicas):
-            if i not in self._waiting:
-                self._start_replica(i)
+        from ..runtime.sim.session import SimSession  # (it imports the simulator, which imports this file)
 
-    # ---- replicas ------------------------------------------------------------------------------
-    def _start_replica(self, i: int) -> None:
-        c, net = self.config, self.network
+        c, spec = self.config, self.cluster.spec
+        self.layout = layout = lay_out(self.cluster, c.shards, coordinator=True)
+        assert layout.coordinator_on is not None
+        session = self.session = SimSession(
+            self.sim, layout, self.cost, layout.machine(layout.coordinator_on), tag="sim", gradients=self.gradients,
+            update_floats=self.shape.parameters, threads=spec.machine.threads_per_replica,
+            float_scale=self.float_scale, jitter=self.jitter, seed=c.seed)
+        shard_workers = [layout.machine(m).name for m in layout.shard_on]
+        replica_workers = session.workers() if layout.shared else self._machines_of_their_own(0, c.replicas)
+        self.placement = Placement(session, self.network, c, shard_workers, replica_workers)
+        self.placement.place_shards(self.initial, c.optimizer, c.lr)
+        assert self.placement.server is not None
+        self.services = [end.service for end in self.placement.server.shards]
+        self.fleet = Fleet(session, self.placement, self.network, self.data, c, tag="sim")
+        self.budget = StepBudget(self.fleet, lambda: self.sim.now)
+        self._driver = session.drive(self._drive)
+
+    def _machines_of_their_own(self, first: int, end: int) -> list[str]:
+        """A machine for each of replicas ``first`` .. ``end - 1`` (a profile whose parts each have one)."""
         assert self.layout is not None
-        machines = self.layout.add_replica(i, c.downpour.partitions)
-        rows = self.rows[i % len(self.rows)]
-        X, y = self.data.X_train[rows], self.data.y_train[rows]
-        rng = np.random.default_rng([c.seed, i])
-        slow = dict(c.slow_replicas).get(i, 1.0)
-        replica: Any
-        if c.downpour.partitions == 1:
-            server = ShardedParameters([ShardEnd(s, machines[0]) for s in self.services], self.alignment.layout,
-                                       name=f"replica{i}")
-            timed = TimedNetwork(net, self.sim, machines[0], self.cost, update_floats=self.shape.parameters,
-                                 threads=self.cluster.spec.machine.threads_per_replica, jitter=self.jitter, rng=rng,
-                                 batch=self.gradients)
-            self.timed[i] = [timed]
-            replica = DownpourReplica(i, cast(Network, timed), X, y, server, c.batch_size, c.downpour.n_fetch,
-                                      c.downpour.n_push, c.lr, seed=c.seed + i, max_nonfinite=c.downpour.max_nonfinite,
-                                      overlap=c.downpour.overlap)
-        else:
-            parts = self._partitions(i, machines, X, y)
-            self.timed[i] = [p.timed for p in parts]
-            replica = PartitionedDownpourReplica(i, parts, c.downpour.n_fetch, c.downpour.n_push, c.lr,
-                                                 self.floats_per_example,
-                                                 gather=gather_in_tasks(self.sim, self.cost.partition_call_seconds()),
-                                                 max_nonfinite=c.downpour.max_nonfinite)
-        for t in self.timed[i]:
-            t.slow = slow
-        self.replicas[i] = replica
-        self.states[i] = "running"
-        self.sim.spawn(self._loop, i, name=f"replica {i}")
+        return [self.layout.new_machine(f"replica{i}").name for i in range(first, end)]
 
-    def _partitions(self, i: int, machines: list, X: np.ndarray, y: np.ndarray) -> list[SimulatedPartition]:
-        c, a, own = self.config, self.alignment, self.ownership
-        parts = [SimulatedPartition(j, own, self.sim, m, self.layout.network, self.cost,  # type: ignore[union-attr]
-                                    threads=self.cluster.spec.machine.threads_per_replica)
-                 for j, m in enumerate(machines)]
-        for j, p in enumerate(parts):
-            p.join(parts)
-            server = ShardedParameters([ShardEnd(self.services[s], machines[j]) for s in a.shards_of[j]],
-                                       a.partition_layout(j), name=f"replica{i}/partition{j}")
-            cols = inputs_used(self.network.layers[0], own.units(0, j))
-            p.attach_now(server, list(a.shards_of[j]), X[:, cols], y, c.batch_size, c.seed + i,
-                         f"{machines[j].name}", c.downpour.overlap)
-        return parts
-
-    def _loop(self, i: int) -> None:
-        """One replica's life: step while the budget lasts, then push what it has accumulated."""
-        replica = self.replicas[i]
-        try:
-            while self._may_step(i):
-                replica.step()
-                self._stepped()
-                if replica.diverged:
-                    self._ended(i, "diverged", f"{replica.counters.nonfinite_in_a_row} non-finite gradients in a "
-                                               f"row (lr={replica.lr})")
-                    return
-            if self.states[i] == "lost":  # its machine died: what it accumulated is never pushed
-                return
-            replica.flush()
-            self.states[i] = "removed" if i in self._leaving else "stopped"
-        except Exception as e:  # noqa: BLE001 - a replica's failure must not stop the others
-            self._ended(i, "failed", f"{type(e).__name__}: {e}")
-        finally:
-            if self.layout is not None:
-                self.layout.leave(i)
-
-    def _ended(self, i: int, state: str, error: str) -> None:
-        self.states[i], self.errors[i] = state, error
-        if all(s in ("diverged", "failed") for s in self.states.values()) and not self._waiting:
-            self._set_state("diverged" if state == "diverged" else "failed", f"every replica ended: {error}")
-
-    def _may_step(self, i: int) -> bool:
-        """Whether replica ``i`` takes another step: the run goes on, the replica is not leaving, the
-        budget (a driven run's cap: at it, the replica parks until the cap moves) allows it."""
-        c = self.config
+    # ---- the driver's task ------------------------------------------------------------------------
+    def _drive(self) -> None:
+        """Start the replicas, then poll, evaluate, warm-start, keep the budget and carry out the job's
+        changes until the run is over; then every replica pushes what it holds and ends."""
+        c, fleet, budget = self.config, self.fleet, self.budget
+        assert fleet is not None and budget is not None
+        if not self.driven and c.steps is not None:
+            budget.aim(c.steps)
+        while self.mailbox.items:  # what the job asked before the replicas start (its first fit's cap)
+            self.mailbox.get().carry_out()
+        fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0)
+        budget.share()
         while True:
-            if self.state != "running" or self.stopping or i in self._leaving:
-                return False
-            if not self.driven and ((c.steps is not None and self.started >= c.steps)
-                                    or (c.seconds is not None and self.sim.now >= c.seconds)):
-                return False
-            if self.started < self.cap:
-                self.started += 1
-                return True
-            self.parking.wait()
+            command = self.mailbox.get_within(self._next_poll())
+            if command is not None:
+                command.carry_out()
+            if self._over:
+                break
+            self._watch()
+            if self._over:
+                break
+            if self.resting:  # at the job's cap: virtual time stands still until the job moves it
+                self.sim.halt()
+        fleet.stop_all()
+        self._total = fleet.total_steps()
 
-    def _stepped(self) -> None:
-        c = self.config
-        self.done += 1
-        if self._waiting and self.done >= c.downpour.warm_start_steps:  # warm start over: the others join
-            waiting, self._waiting = self._waiting, []
-            for i in waiting:
-                self._start_replica(i)
-        if self.done >= self._next_eval:
-            self._next_eval = self.done + c.eval_every
+    def _watch(self) -> None:
+        """One poll, as a job's monitor tick: figures, warm start, the end of the replicas, evaluation, the
+        run's own budget, and the budget's shares."""
+        c, fleet, budget = self.config, self.fleet, self.budget
+        assert fleet is not None and budget is not None
+        fleet.poll()
+        total = self._total = fleet.total_steps()
+        now = self.sim.now
+        self.polls.polled(now, total)
+        if fleet.warm_start(c.downpour.warm_start_steps):
+            budget.share()
+        ended = fleet.all_ended()
+        if ended:
+            state = "diverged" if any(f.state == "diverged" for f in ended) else "failed"
+            self._set_state(state, f"every replica ended: {ended[-1].error}")
+        elif total >= self._next_eval:
+            self._next_eval = total + c.eval_every
             self.sample(evaluate=True)
+        if not self.driven and ((c.steps is not None and total >= c.steps)
+                                or (c.seconds is not None and now >= c.seconds)):
+            self._over = True
+        if self.state != "running":  # finished at its target accuracy, diverged, failed
+            self._over = True
+        else:
+            budget.review(total)
 
-    # ---- steering (a driven run: its job's ``set`` and ``lose_replica``, at the current instant) ------
+    def _next_poll(self) -> float:
+        """Virtual seconds to the next poll (``PollTimer``): its targets are the next evaluation, the warm
+        start's end and the budget, and a run on its own stops polling at its seconds."""
+        c, budget = self.config, self.budget
+        assert budget is not None
+        targets = [float(self._next_eval)]
+        if self.fleet is not None and self.fleet.book.waiting_for_warm_start():
+            targets.append(c.downpour.warm_start_steps)
+        left = c.seconds - self.sim.now if not self.driven and c.seconds is not None else math.inf
+        return self.polls.next(self._total, targets, budget.cap, left)
+
+    def _command(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` carried out by the driver's task at this instant, the simulation running until it is
+        done (a change's control messages take virtual time); its value, or its error raised here."""
+        if self._driver is None or self._driver.done():
+            raise RuntimeError("the simulated run is not running: nothing to change")
+        command = _Command(fn)
+        self.mailbox.put(command)
+        self.sim.run_while(lambda: not command.done)
+        if not command.done:
+            raise RuntimeError("the simulation ended before the change was made")
+        if command.error is not None:
+            raise command.error
+        return command.value
+
+    # ---- steering (a driven run: its job's ``set``, ``fit`` and ``lose_replica``) ------------------
+    @property
+    def resting(self) -> bool:
+        return self.driven and self.budget is not None and self._total >= self.budget.cap
+
+    def set_cap(self, cap: float) -> None:
+        """The replicas may go on to ``cap`` steps in all (``math.inf``: no cap), shared among them."""
+        self.cap = cap
+        if self._driver is None:
+            return
+
+        def move() -> None:
+            assert self.fleet is not None and self.budget is not None
+            if self.fleet.live():
+                self.fleet.poll()
+            self._total = self.fleet.total_steps()
+            self.budget.aim(cap)
+
+        self._command(move)
+
+    def begun(self) -> int:
+        return self._total
+
     def live(self) -> list[int]:
-        """Replicas that train or wait to (warm start), not leaving."""
-        running = [i for i, s in self.states.items() if s == "running" and i not in self._leaving]
-        return sorted(running + self._waiting)
+        """Replicas that train or wait to (warm start)."""
+        if self.fleet is None:
+            return []
+        return sorted(self.fleet.live() + self.fleet.book.waiting_for_warm_start())
 
-    def set_replicas(self, n: int) -> None:
-        """Add replicas (new numbers, on the data shards in turn) or let the newest leave at their next step:
-        which ones is the Downpour job's rule (``dbkit.downpour.resize``)."""
-        running = [i for i, s in self.states.items() if s == "running" and i not in self._leaving]
-        plan = resize(running, self._waiting, self.replicas, n)
-        for i in plan.start:
-            self._start_replica(i)
-        self._waiting += list(plan.hold)  # warm start not over: they join with the others
-        self._waiting = [i for i in self._waiting if i not in plan.drop]
-        self._leaving.update(plan.stop)
-        self.parking.release()  # a leaving replica parked at the cap leaves now
-        self.config = self.config.replace(replicas=n)
+    def change(self, changes: dict[str, Any], new: RunConfig) -> None:
+        """``set(...)``'s ``changes`` applied by the Downpour job's own rule (``apply_change``): rates,
+        learning rate, update rule, stragglers, replicas (``new``: the config after them)."""
+        old = self.config
 
-    def configure(self, config: RunConfig) -> None:
-        """Rates, learning rate, update rule and stragglers of ``config``, from every replica's next step."""
-        d, old = config.downpour, self.config
-        for replica in self.replicas.values():
-            replica.configure(d.n_fetch, d.n_push, config.lr)
-        for shard in self.shards:
-            if config.lr != old.lr:
-                shard.set_lr(config.lr)
-            if config.optimizer != old.optimizer:
-                shard.set_optimizer(config.optimizer)
-        slow = dict(config.slow_replicas)
-        for i, timed in self.timed.items():
-            for t in timed:
-                t.slow = slow.get(i, 1.0)
-        self.config = config.replace(replicas=old.replicas)
+        def apply() -> None:
+            assert self.fleet is not None and self.placement is not None and self.layout is not None
+            if "replicas" in changes and not self.layout.shared:  # a machine for each new replica
+                first = len(self.placement.replica_workers)
+                wanted = self.fleet.book.next_index() + max(0, new.replicas - len(self.live()))
+                self.placement.add_replica_workers(self._machines_of_their_own(first, wanted))
+            apply_change(changes, old, new, self.fleet, self.placement)
+            assert self.budget is not None
+            self.budget.share()
+
+        self._command(apply)
+        self.config = new
 
     def lose(self, i: int) -> None:
         """Replica ``i``'s machine dies: it ends ``lost`` at its next step, its accumulated gradient unpushed."""
-        self.states[i], self.errors[i] = "lost", "its machine was lost (lose_replica)"
-        self._leaving.add(i)
-        self.parking.release()
+        self._command(lambda: self.fleet.crash(i) if self.fleet is not None else None)
 
     def stop(self) -> None:
         """Every replica pushes what it has and ends; the run then has no event left."""
-        self._waiting = []
-        super().stop()
+        self.stopping = True
+        if self._driver is not None and not self._driver.done():
+            self.mailbox.put(_Command(self._end))
 
-    def begun(self) -> int:
-        return self.started
+    def _end(self) -> None:
+        self._over = True
 
-    # ---- figures -------------------------------------------------------------------------------
+    # ---- figures ----------------------------------------------------------------------------------
     def progress(self) -> int:
-        return self.done
+        return self._total
 
     def parameters(self) -> np.ndarray:
-        if not self.shards:
+        if self.placement is None:
             return self.initial.copy()
-        return self.alignment.from_server(np.concatenate([s.params for s in self.shards]))
+        return self.placement.alignment.from_server(np.concatenate([s.shard.params for s in self.services]))
+
+    @property
+    def shards(self) -> list[Any]:
+        """The parameter shards themselves (each behind its simulated queue)."""
+        return [s.shard for s in self.services]
 
     def replica_figures(self) -> dict[int, ReplicaFigures]:
-        assert self.layout is not None or not self.replicas
-        out = {}
-        for i, r in self.replicas.items():
-            state = self.states[i]
-            if state == "running" and i in self._leaving:  # told to leave: it trains no more (its last push
-                state = "removed"                         # goes when virtual time next runs)
-            out[i] = r.figures().but(worker=self.layout.replica_machines(i)[0].name,  # type: ignore[union-attr]
-                                     state="running" if state == "running" and self.state == "running" else state,
-                                     error=self.errors.get(i), slow=self.timed[i][0].slow)
-        return out
+        return self.fleet.figures() if self.fleet is not None else {}
 
     def _blocks(self) -> dict:
-        a = self.alignment
-        return {"layout": {"partitions": a.partitions, "shards_of_partition": [list(s) for s in a.shards_of],
+        a = self.placement.alignment if self.placement is not None else None
+        return {"layout": {"partitions": 1, "shards_of_partition": [list(s) for s in a.shards_of] if a else [],
                            "relayouts": []}}
+
+
+def simulated_downpour(config: RunConfig, *args: Any, **kwargs: Any) -> SimulatedRun:
+    """The simulated Downpour run of ``config``: driven by the job's own fleet (whole replicas), or by
+    ``SimulatedPartitionedDownpour`` (partitioned ones)."""
+    kind = SimulatedDownpour if config.downpour.partitions == 1 else SimulatedPartitionedDownpour
+    return kind(config, *args, **kwargs)

@@ -183,7 +183,7 @@ class SimulationDriver:
             if self._stopping:
                 return False
             go = (not self._held and run.state == "running" and not run.sim.idle and run.sim.now < self._until
-                  and not self._calls)
+                  and not self._calls and not run.resting)
             if not go:
                 if not self._calls:
                     self._cond.wait(0.05)

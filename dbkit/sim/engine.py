@@ -40,6 +40,8 @@ class Simulation:
         self._loop = greenlet.getcurrent()  # the greenlet that calls ``run``; tasks return to it
         self.tasks: list[Task] = []
         self.events = 0  # callbacks scheduled (a measure of the simulation's own work)
+        self._cancelled: set[int] = set()  # timeouts cancelled before their time (``timeout``)
+        self._halted = False  # ``halt`` was called: ``run`` / ``run_for`` return after the current event
 
     @property
     def now(self) -> float:
@@ -52,6 +54,30 @@ class Simulation:
             raise ValueError(f"an event cannot be scheduled in the past (delay {delay})")
         self.events += 1
         heapq.heappush(self._queue, (self._now + delay, next(self._order), callback))
+
+    def timeout(self, delay: float, callback: Callable[[], Any]) -> Callable[[], None]:
+        """``at(delay, callback)`` that can be called off: returns the function that cancels it. A cancelled
+        timeout neither runs nor moves the clock (a wait that ended early leaves no trace in time)."""
+        if delay < 0:
+            raise ValueError(f"an event cannot be scheduled in the past (delay {delay})")
+        self.events += 1
+        order, fired = next(self._order), [False]
+
+        def fire() -> None:
+            fired[0] = True
+            callback()
+
+        def cancel() -> None:
+            if not fired[0]:
+                self._cancelled.add(order)
+
+        heapq.heappush(self._queue, (self._now + delay, order, fire))
+        return cancel
+
+    def halt(self) -> None:
+        """End the ``run`` or ``run_for`` under way after the current event (a task that found its driver's
+        cap reached: virtual time stands still there until the driver moves it)."""
+        self._halted = True
 
     def spawn(self, fn: Callable[..., Any], *args: Any, name: str = "task") -> Task:
         """Start ``fn(*args)`` as a task at the current virtual time (it runs once the loop reaches it)."""
@@ -95,9 +121,14 @@ class Simulation:
         """Process events until none is left (or virtual time ``until``). A task that raised raises here."""
         if greenlet.getcurrent() is not self._loop:
             raise SimulationError("run() is called from the greenlet that made the Simulation")
-        queue, pop = self._queue, heapq.heappop
-        while queue and (until is None or queue[0][0] < until):
-            self._now, _, callback = pop(queue)
+        queue, pop, cancelled = self._queue, heapq.heappop, self._cancelled
+        self._halted = False
+        while queue and (until is None or queue[0][0] < until) and not self._halted:
+            when, order, callback = pop(queue)
+            if cancelled and order in cancelled:  # a timeout no longer wanted: it does not move the clock
+                cancelled.discard(order)
+                continue
+            self._now = when
             callback()
         if until is not None:
             self._now = max(self._now, until)
@@ -105,40 +136,61 @@ class Simulation:
         if until is None and stuck:
             raise SimulationError(f"no event is left, yet {len(stuck)} simulated task(s) wait for one (a deadlock): "
                                   f"{', '.join(stuck[:5])}")
+        self._raise_failed()
+
+
+    def run_while(self, going: Callable[[], bool]) -> None:
+        """Process events while ``going()`` holds and one is left (a driver's change waiting to be carried out
+        by a task). A task that raised raises here, as in ``run``."""
+        if greenlet.getcurrent() is not self._loop:
+            raise SimulationError("run_while() is called from the greenlet that made the Simulation")
+        queue, pop, cancelled = self._queue, heapq.heappop, self._cancelled
+        while queue and going():  # (a driver's change runs even in a halted simulation)
+            when, order, callback = pop(queue)
+            if cancelled and order in cancelled:  # a timeout no longer wanted: it does not move the clock
+                cancelled.discard(order)
+                continue
+            self._now = when
+            callback()
+        self._raise_failed()
+
+    def _raise_failed(self) -> None:
         failed = [t for t in self.tasks if t.error is not None]
         if failed:
             raise SimulationError(f"simulated task {failed[0].name} failed: "
                                   f"{type(failed[0].error).__name__}: {failed[0].error}") from failed[0].error
 
-
     def run_for(self, real_seconds: float, until: float | None = None) -> None:
         """Process events for about ``real_seconds`` of this machine's time, stopping early when none
-        is left or the next is at virtual time ``until`` or later (then the clock reads ``until``).
+        is left or the next is at virtual time ``until`` or later (then the clock reads ``until``), or a task
+        ``halt`` s it.
 
         A driven simulation (a job's) runs in such slices, its driver acting between two of them at
         the current virtual instant. A task that raised raises here, as in ``run``.
         """
         if greenlet.getcurrent() is not self._loop:
             raise SimulationError("run_for() is called from the greenlet that made the Simulation")
-        queue, pop, clock = self._queue, heapq.heappop, time.perf_counter
+        queue, pop, clock, cancelled = self._queue, heapq.heappop, time.perf_counter, self._cancelled
         deadline, done = clock() + real_seconds, 0
-        while queue and (until is None or queue[0][0] < until):
-            self._now, _, callback = pop(queue)
+        self._halted = False
+        while queue and (until is None or queue[0][0] < until) and not self._halted:
+            when, order, callback = pop(queue)
+            if cancelled and order in cancelled:  # a timeout no longer wanted: it does not move the clock
+                cancelled.discard(order)
+                continue
+            self._now = when
             callback()
             done += 1
             if done % 64 == 0 and clock() >= deadline:  # the real clock is read every 64 events
                 break
-        if until is not None and (not queue or queue[0][0] >= until) and self._now < until:
+        if until is not None and not self._halted and (not queue or queue[0][0] >= until) and self._now < until:
             self._now = until
-        failed = [t for t in self.tasks if t.error is not None]
-        if failed:
-            raise SimulationError(f"simulated task {failed[0].name} failed: "
-                                  f"{type(failed[0].error).__name__}: {failed[0].error}") from failed[0].error
+        self._raise_failed()
 
     @property
     def idle(self) -> bool:
         """No event is waiting: every task has ended or waits for something only a driver can give."""
-        return not self._queue
+        return len(self._queue) <= len(self._cancelled)  # (each cancelled timeout is still in the queue)
 
     def close(self) -> None:
         """End every task still waiting (``GreenletExit`` in it); from the loop's own thread."""

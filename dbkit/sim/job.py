@@ -36,6 +36,7 @@ from .driver import SimulationDriver, VirtualClock
 from .job_run import make_run, run_config
 from .layout import Cluster
 from .memory import check_memory
+from .partitioned_downpour import SimulatedPartitionedDownpour
 from .run import SimulatedRun
 
 #: what ``set()`` changes while a simulated job trains, and what only before it starts
@@ -120,7 +121,7 @@ class SimulatedJob(Job):
             raise ValueError("lose_replica is Downpour's (Sandblaster's lost replicas are its backup tasks' story)")
 
         def lose(run: SimulatedRun) -> int:
-            assert isinstance(run, SimulatedDownpour)
+            assert isinstance(run, (SimulatedDownpour, SimulatedPartitionedDownpour))
             live = run.live()
             i = live[-1] if index is None and live else index
             if len(live) < 2 or i not in live:
@@ -189,8 +190,9 @@ class SimulatedJob(Job):
             self._driver.run_until(math.inf)
         return self._driver.call(cap)
 
-    def _cap_seconds(self, seconds: float) -> None:
-        self._driver.run_for(seconds)
+    def _cap_seconds(self, seconds: float, begin: float) -> None:
+        run = self._driver.clock.run  # its simulation's clock is the job's less the run's start
+        self._driver.run_until(begin + seconds - (run.start if run is not None else 0.0))
 
     def _seconds(self) -> float:
         return self._driver.clock()
@@ -243,10 +245,7 @@ class SimulatedJob(Job):
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
         def apply(run: SimulatedRun) -> None:
-            if "replicas" in changes:
-                assert isinstance(run, SimulatedDownpour)
-                run.set_replicas(new.replicas)
-            run.configure(run_config(new) if new.algorithm == "sgd" else new)
+            run.change(changes, run_config(new) if new.algorithm == "sgd" else new)
             self._after_slice(run)  # its figures say so at once
 
         self._driver.call(apply)

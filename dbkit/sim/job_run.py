@@ -9,7 +9,7 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
 from ..telemetry import EventStream
-from .downpour import SimulatedDownpour
+from .downpour import simulated_downpour
 from .layout import Cluster
 from .run import SimulatedRun
 from .sandblaster import SimulatedSandblaster
@@ -31,7 +31,7 @@ def run_config(config: RunConfig) -> RunConfig:
 def make_run(config: RunConfig, network: Network, data: Dataset, cluster: Cluster, events: EventStream,
              on_state: Any) -> SimulatedRun:
     """The run of ``config`` on ``cluster``, driven (its endings told to ``on_state``, its events in ``events``)."""
-    kind = SimulatedSandblaster if config.algorithm == "sandblaster" else SimulatedDownpour
+    kind = SimulatedSandblaster if config.algorithm == "sandblaster" else simulated_downpour
     run = kind(run_config(config), network, data, cluster, events=events, on_state=on_state)
     run.algorithm = config.algorithm  # type: ignore[misc]  # sync SGD reports as itself
     return run

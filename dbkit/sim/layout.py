@@ -85,6 +85,10 @@ class Layout:
             self.machines[m].roles.append(f"replica {replica}" + (f" partition {j}" if partitions > 1 else ""))
         return self.replica_machines(replica)
 
+    def new_machine(self, name: str) -> Machine:
+        """One more machine of the profile's kind, named ``name``."""
+        return self.machines[self._new(name)]
+
     def leave(self, replica: int) -> None:
         """Replica ``replica`` has ended: its machines no longer count it (its place stays in ``replica_on``)."""
         for m in self.replica_on.get(replica, []):

@@ -147,9 +147,18 @@ class SimulatedRun(ABC):
         self.cap = cap
         self.parking.release()
 
+    @property
+    def resting(self) -> bool:
+        """A driven run at its cap with nothing to do until its driver moves it: virtual time stands still."""
+        return False
+
     def begun(self) -> int:
         """Steps (Sandblaster: iterations) begun so far: what ``cap`` counts."""
         return self.progress()
+
+    def change(self, changes: dict[str, Any], new: RunConfig) -> None:
+        """``set(...)``'s ``changes`` (``new``: the config after them), at this instant: ``configure(new)``."""
+        self.configure(new)
 
     def configure(self, config: RunConfig) -> None:
         """Take the steerable settings of ``config`` (a driven run's ``set``); nothing by default."""

@@ -56,6 +56,23 @@ class Mailbox:
             self.sim._suspend()
         return self.items.popleft()
 
+    def get_within(self, seconds: float) -> Any | None:
+        """The next message, waiting at most ``seconds`` of virtual time for one (``None``: none came)."""
+        if not self.items:
+            me = greenlet.getcurrent()
+            resume = me.switch
+            self._waiter = me
+
+            def expire() -> None:
+                if self._waiter is me:
+                    self._waiter = None
+                    resume()
+
+            cancel = self.sim.timeout(max(0.0, seconds), expire)
+            self.sim._suspend()
+            cancel()  # (a no-op once it has run: its event is gone)
+        return self.items.popleft() if self.items else None
+
 
 class Parking:
     """Tasks waiting for their driver (a driven run's step cap reached): ``wait`` parks the calling

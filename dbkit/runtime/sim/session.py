@@ -18,10 +18,13 @@ simulator's own driver (``dbkit.sim.downpour``).
 from __future__ import annotations
 
 import copy
+import functools
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import greenlet
 import numpy as np
 
 from ...ps import ParameterShard
@@ -42,15 +45,24 @@ class ActorEnd(ShardEnd):
     """One caller's end of a simulated actor (a shard's is a ``ShardEnd``): ``key`` names the actor. A call
     to an actor whose machine died raises ``RuntimeError`` at once, as a Dask actor's does."""
 
-    def __init__(self, key: str, service: ShardService, client: Machine, alive: Callable[[str], bool]) -> None:
+    def __init__(self, key: str, service: ShardService, client: Machine, alive: Callable[[str], bool],
+                 touched: Callable[[str], None]) -> None:
         super().__init__(service, client)
-        self.key, self._alive = key, alive
+        self.key, self._alive, self._touched = key, alive, touched
 
     def _call(self, kind: str, apply: Callable[[Any], Any], service: float, floats_up: int, floats_down: int,
               control: bool = False) -> VirtualFuture:
-        if not self._alive(self.service.machine.name):
-            raise RuntimeError(f"Worker holding Actor was lost: simulated machine {self.service.machine.name}")
-        return super()._call(kind, apply, service, floats_up, floats_down, control)
+        where = self.service.machine.name
+        if not self._alive(where):
+            raise RuntimeError(f"Worker holding Actor was lost: simulated machine {where}")
+
+        def applied(actor: Any) -> Any:  # then the machine's waiting tasks look again
+            try:
+                return apply(actor)
+            finally:
+                self._touched(where)
+
+        return super()._call(kind, applied, service, floats_up, floats_down, control)
 
 
 class _Placed:
@@ -87,6 +99,8 @@ class SimSession:
         self.float_scale, self.jitter, self.seed = float_scale, jitter, seed
         self._actors: dict[str, ShardService] = {}  # key -> the actor behind its queue, on its machine
         self._dropped: set[str] = set()
+        self._waiting: dict[str, list[Any]] = {}  # machine -> its tasks waiting for a message (``wait_on``)
+        self._calls: dict[str, int] = {}  # machine -> calls served by its actors so far
         self._tasks: list[SimTask] = []
         self._closed = False
         # one thread (the simulation's) runs every greenlet of a session: nothing here needs a lock
@@ -143,7 +157,7 @@ class SimSession:
         if service is None or not self.alive(service.machine.name):
             raise RuntimeError(f"{key}: no such actor on a live simulated machine")
         caller_machine = self.driver if caller == self.driver.name else self.machine(caller)
-        return ActorEnd(key, service, caller_machine, self.alive)
+        return ActorEnd(key, service, caller_machine, self.alive, self.touched)
 
     def in_process(self, key: str, caller: str) -> Any | None:
         """Actor ``key`` itself if it lives on ``caller`` and is not served (a shard is: see ``SimTaskSide``)."""
@@ -151,6 +165,36 @@ class SimSession:
         if service is None or service.machine.name != caller or isinstance(service.shard, ParameterShard):
             return None
         return service.shard
+
+    def wait_on(self, address: str, seconds: float) -> None:
+        """The current task waits on machine ``address`` until a call reaches an actor there, or ``seconds``."""
+        me = greenlet.getcurrent()
+        waiting = self._waiting.setdefault(address, [])
+        waiting.append(me)
+        resume = me.switch
+
+        def expire() -> None:
+            if me in waiting:
+                waiting.remove(me)
+                resume()
+
+        cancel = self.sim.timeout(seconds, expire)
+        self.sim._suspend()
+        cancel()
+
+    def touched(self, address: str) -> None:
+        """A call reached an actor on ``address``: its waiting tasks go on at this instant, once the call is
+        served (scheduled, never switched to from inside the service)."""
+        self._calls[address] = self._calls.get(address, 0) + 1
+        waiting = self._waiting.get(address)
+        if waiting:
+            woken, waiting[:] = list(waiting), []
+            for g in woken:
+                self.sim.at(0.0, g.switch)
+
+    def calls_on(self, address: str) -> int:
+        """Calls served by the actors of machine ``address`` so far."""
+        return self._calls.get(address, 0)
 
     def remove(self, key: str) -> None:
         self._actors.pop(key, None)
@@ -161,8 +205,10 @@ class SimSession:
         shares this process's memory, and the drivers never change what they send)."""
         if self._closed:
             raise RuntimeError("this session is closed")
-        self.machine(worker)
-        task = SimTask(self.sim, key, fn, args, kwargs, worker=worker,
+        machine = self.machine(worker)
+        machine.replicas += 1  # the tasks sharing a machine's cores slow each other (the profile's contention)
+        machine.roles.append(_role(key))
+        task = SimTask(self.sim, key, fn, args, kwargs, worker=worker, on_end=functools.partial(_leave, machine),
                        side=lambda t: SimTaskSide(self, worker, lambda: t.cancelled or not self.alive(worker)))
         self._tasks.append(task)
         return task
@@ -229,3 +275,13 @@ class SimSession:
 
     def __repr__(self) -> str:
         return f"<simulated session {self.tag}: {len(self._actors)} actors on {len(self.workers())} machines>"
+
+
+def _role(key: str) -> str:
+    """A task's role on its machine for the report: ``replica 3`` for a replica's task, else its key."""
+    m = re.search(r"replica-(\d+)", key)
+    return f"replica {m.group(1)}" if m else key
+
+
+def _leave(machine: Machine) -> None:
+    machine.replicas = max(0, machine.replicas - 1)

@@ -22,8 +22,10 @@ class SimTask:
     a driver's)."""
 
     def __init__(self, sim: Simulation, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                 side: Callable[[SimTask], SimTaskSide] | None = None, worker: str = "") -> None:
+                 side: Callable[[SimTask], SimTaskSide] | None = None, worker: str = "",
+                 on_end: Callable[[], None] | None = None) -> None:
         self.sim, self.key, self.worker = sim, key, worker
+        self._on_end = on_end
         self._status = "pending"
         self._value: Any = None
         self._error: BaseException | None = None
@@ -44,6 +46,8 @@ class SimTask:
             if self._status == "pending":
                 self._status, self._value = "finished", value
         finally:
+            if self._on_end is not None:
+                self._on_end()
             waiters, self._waiters = self._waiters, []
             for w in waiters:
                 self.sim.wake(w)
@@ -97,14 +101,18 @@ class SimTask:
             return
         me = greenlet.getcurrent()
         self._waiters.append(me)
-        if timeout is not None:
-            def expire() -> None:
-                if me in self._waiters:
-                    self._waiters.remove(me)
-                    me.switch()
+        if timeout is None:
+            self.sim._suspend()
+            return
 
-            self.sim.at(max(0.0, timeout), expire)
+        def expire() -> None:
+            if me in self._waiters:
+                self._waiters.remove(me)
+                me.switch()
+
+        cancel = self.sim.timeout(max(0.0, timeout), expire)
         self.sim._suspend()
+        cancel()
 
     def __repr__(self) -> str:
         return f"<simulated task {self.key}: {self._status}>"

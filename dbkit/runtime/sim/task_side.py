@@ -28,7 +28,11 @@ _sides: weakref.WeakKeyDictionary[greenlet.greenlet, SimTaskSide] = weakref.Weak
 
 
 class VirtualTime:
-    """A simulation's clock: ``now`` its virtual seconds, ``sleep`` a wait in virtual time (from a task)."""
+    """A simulation's clock: ``now`` its virtual seconds, ``sleep`` a wait in virtual time (from a task).
+    A running replica publishes its figures after every step (the driver's polls see them as they are)."""
+
+    poll = 1.0
+    publish_every = 0.0
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
@@ -38,6 +42,27 @@ class VirtualTime:
 
     def sleep(self, seconds: float) -> None:
         self.sim.sleep(seconds)
+
+    def wait(self, seconds: float) -> None:
+        self.sim.sleep(seconds)
+
+
+class MachineTime(VirtualTime):
+    """The clock of a task on simulated machine ``address``: a paused replica's ``wait`` ends at once when
+    a call reaches an actor of its machine (its control object's settings changed, or the driver looked),
+    as a thread woken by a message would; ``poll`` is then only the longest it waits. A call that came since
+    its last wait ended (while it looked at its settings, or pushed) ends the next one at once: no wake-up
+    is lost."""
+
+    def __init__(self, session: SimSession, address: str) -> None:
+        super().__init__(session.sim)
+        self._session, self._address = session, address
+        self._seen = session.calls_on(address)
+
+    def wait(self, seconds: float) -> None:
+        if self._session.calls_on(self._address) == self._seen:
+            self._session.wait_on(self._address, seconds)
+        self._seen = self._session.calls_on(self._address)
 
 
 class SimTaskSide:
@@ -58,7 +83,7 @@ class SimTaskSide:
 
     @property
     def time(self) -> VirtualTime:
-        return self._session.time
+        return MachineTime(self._session, self._address)
 
     def computing(self, network: Any) -> Any:
         return self._session.timed(network, self._address)

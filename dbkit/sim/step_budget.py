@@ -1,0 +1,73 @@
+"""The steps a simulated Downpour run's replicas may still take, kept as one common budget would keep it.
+
+``fit(steps=N)`` and a run's ``steps`` count steps over all replicas. On Dask
+the driver caps each replica at its steps + N (``Fleet.set_caps``: exact with
+one replica) and pauses the job once the total is reached. A simulation can be
+exact without changing how the replicas run: the steps left are shared among
+the live replicas (``Fleet.share_caps``), equally, and once their speeds are
+known to differ, in proportion to them, so that they reach their shares
+together, as replicas taking tickets from one counter would. The shares are
+worked out again whenever replicas come or go, their speeds differ, or all of
+them wait with steps left.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..downpour.fleet import Fleet
+
+#: steps each replica takes before its speed weighs in its share, and how much faster the fastest must then
+#: be than the slowest (below it, equal replicas a step apart in phase would seem unequal)
+SPEED_STEPS, SPEED_SPREAD = 5, 1.25
+
+
+class StepBudget:
+    """The total steps ``fleet`` 's replicas may reach (``cap``; ``math.inf``: none), shared among them;
+    ``clock`` reads virtual seconds (a replica's speed is its steps since the budget first saw it)."""
+
+    def __init__(self, fleet: Fleet, clock: Callable[[], float]) -> None:
+        self.fleet, self.clock = fleet, clock
+        self.cap = math.inf
+        self._seen: dict[int, float] = {}  # replica -> when it was first seen here
+        self._shared_with: set[int] = set()  # the live replicas at the last share
+
+    def aim(self, cap: float) -> None:
+        """The replicas may reach ``cap`` steps in all: each launched from now on at most what is left, the
+        live ones their shares of it."""
+        self.cap = cap
+        if math.isinf(cap):
+            self.fleet.set_caps(None)
+        elif self.fleet.live():
+            self.share()
+        else:
+            self.fleet.set_caps(max(0, int(cap) - self.fleet.total_steps()))
+
+    def review(self, total: int) -> None:
+        """After a poll (``total`` steps so far): share again if replicas came or went, their speeds
+        differ, or all of them wait with steps left."""
+        fleet = self.fleet
+        if total >= self.cap:
+            return
+        waiting = all(f.state == "paused" for f in fleet.figures().values() if f.live)
+        if set(fleet.live()) != self._shared_with or self.speeds() is not None or waiting:
+            self.share()
+
+    def share(self) -> None:
+        """Share what is left among the live replicas: equally, or in proportion to their speeds."""
+        live = self.fleet.live()
+        if not (math.isfinite(self.cap) and live):
+            return
+        self._shared_with = set(live)
+        self.fleet.share_caps(max(0, int(self.cap) - self.fleet.total_steps()), self.speeds())
+
+    def speeds(self) -> dict[int, float] | None:
+        """Each live replica's steps per virtual second since first seen, once each has taken ``SPEED_STEPS``
+        and the fastest is ``SPEED_SPREAD`` times the slowest; else ``None`` (alike, as far as can be told)."""
+        now, figures, live = self.clock(), self.fleet.figures(), self.fleet.live()
+        since = {i: now - self._seen.setdefault(i, now) for i in live}
+        if not live or not all(figures[i].steps >= SPEED_STEPS and since[i] > 0 for i in live):
+            return None
+        speeds = {i: figures[i].steps / since[i] for i in live}
+        return speeds if max(speeds.values()) > SPEED_SPREAD * min(speeds.values()) else None
