@@ -50,37 +50,53 @@ class Fleet:
         self.launching = threading.RLock()
 
     # ---- starting replicas -------------------------------------------------------------------
-    def launch(self, index: int, data_shard: int | None = None) -> str:
-        """Start replica ``index`` (whole, or as its partitions) on its data shard (default: its own);
-        returns its worker."""
-        c, p = self.config, self.placement
+    def launch_all(self, indices: list[int], data_shards: list[int | None] | None = None) -> list[str]:
+        """Start replicas ``indices`` (each whole, or as its partitions), each on its data shard of
+        ``data_shards`` (default: its own): every
+        control actor is told of its replica first, all at once (one round trip, not one per replica), then
+        each replica's task is submitted. Returns their workers."""
         with self.launching:
-            partitioned = p.partitions > 1
-            # a partitioned replica's own task runs beside its partition 0
-            worker = p.parts.workers_of(index)[0] if partitioned else p.replica_worker(index)
-            control = self.controls.on(worker)
-            cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
-            settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
-                                       self.controls.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
-            resolve(control.register(index, settings), CALL_TIMEOUT)  # a dead worker's actor never answers
-            key = f"dbkit-replica-{index}-{self.tag}"
-            self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
-            rows = self.rows[self.data_of[index]]
-            if partitioned:  # the partitions hold the data and talk to the shards
-                parts = p.parts.place(index, p.handles, self.data, rows, c.batch_size, c.seed + index,
-                                      c.downpour.overlap)
-                future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
-                                                c.batch_size, c.seed + index, c.downpour.max_nonfinite,
-                                                partitions=parts, floats_per_example=p.parts.floats_per_example,
-                                                key=key)
-            else:
-                future = self.cluster.submit_on(
-                    worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
-                    self.data.y_train[rows], p.handles(), c.batch_size, c.seed + index, c.downpour.max_nonfinite,
-                    overlap=c.downpour.overlap, key=key)
-            s = settings  # its figures until it publishes its own
-            self.book.add(index, worker, future, ReplicaFigures(index, n_fetch=s.n_fetch, n_push=s.n_push, lr=s.lr,
-                                                                slow=s.slow, epoch=s.epoch))
+            told = [self._register(i) for i in indices]
+            for _, _, _, reply in told:
+                resolve(reply, CALL_TIMEOUT)  # a dead worker's actor never answers
+            return [self._submit(i, shard, worker, control, settings)
+                    for i, shard, (worker, control, settings, _) in zip(indices, data_shards or [None] * len(indices),
+                                                                        told)]
+
+    def _register(self, index: int) -> tuple[str, Any, ReplicaSettings, Any]:
+        """Replica ``index``'s worker, its control actor, its settings, and the control's answer to come."""
+        c, p = self.config, self.placement
+        # a partitioned replica's own task runs beside its partition 0
+        worker = p.parts.workers_of(index)[0] if p.partitions > 1 else p.replica_worker(index)
+        control = self.controls.on(worker)
+        cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
+        settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
+                                   self.controls.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
+        return worker, control, settings, control.register(index, settings)
+
+    def _submit(self, index: int, data_shard: int | None, worker: str, control: Any,
+                settings: ReplicaSettings) -> str:
+        """Submit replica ``index``'s task on ``worker`` (its control told of it) and enter it in the book."""
+        c, p = self.config, self.placement
+        partitioned = p.partitions > 1
+        key = f"dbkit-replica-{index}-{self.tag}"
+        self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
+        rows = self.rows[self.data_of[index]]
+        if partitioned:  # the partitions hold the data and talk to the shards
+            parts = p.parts.place(index, p.handles, self.data, rows, c.batch_size, c.seed + index,
+                                  c.downpour.overlap)
+            future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
+                                            c.batch_size, c.seed + index, c.downpour.max_nonfinite,
+                                            partitions=parts, floats_per_example=p.parts.floats_per_example,
+                                            key=key)
+        else:
+            future = self.cluster.submit_on(
+                worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
+                self.data.y_train[rows], p.handles(), c.batch_size, c.seed + index, c.downpour.max_nonfinite,
+                overlap=c.downpour.overlap, key=key)
+        s = settings  # its figures until it publishes its own
+        self.book.add(index, worker, future, ReplicaFigures(index, n_fetch=s.n_fetch, n_push=s.n_push, lr=s.lr,
+                                                            slow=s.slow, epoch=s.epoch))
         return worker
 
     def use(self, config: RunConfig) -> None:
@@ -94,28 +110,24 @@ class Fleet:
         with self.launching:
             self.paused = paused
             first = 1 if warm_start else replicas
-            for i in range(first):
-                self.launch(i)
+            self.launch_all(list(range(first)))
             self.book.hold_for_warm_start(list(range(first, replicas)))
 
     def add(self, k: int) -> list[int]:
         """Launch ``k`` more replicas now, with new numbers (after a re-layout: as many as it stopped)."""
         with self.launching:
             new = [self.book.next_index() + j for j in range(k)]
-            for i in new:
-                self.launch(i)
+            self.launch_all(new)
         return new
 
     def relaunch(self, ended: list[int]) -> list[tuple[int, int]]:
         """Replace each replica of ``ended`` by a new one on its data shard, on a live worker (the
         placement has forgotten the dead ones); returns ``(old, new)`` pairs."""
         with self.launching:
-            pairs = []
-            for old in ended:
-                new = self.book.next_index()
-                self.launch(new, data_shard=self.data_of.get(old))
-                self.replaced[old] = new
-                pairs.append((old, new))
+            first = self.book.next_index()
+            pairs = [(old, first + k) for k, old in enumerate(ended)]
+            self.launch_all([new for _, new in pairs], [self.data_of.get(old) for old in ended])
+            self.replaced.update(pairs)
         return pairs
 
     def note_dead_workers(self, alive: set[str]) -> None:
@@ -140,8 +152,7 @@ class Fleet:
         with self.launching:
             waiting = self.book.waiting_for_warm_start()
             plan = resize(self.book.live(), waiting, self.book.figures(), n)
-            for i in plan.start:
-                self.launch(i)
+            self.launch_all(list(plan.start))
             if plan.hold:
                 self.book.hold_for_warm_start(waiting + list(plan.hold))
             self.book.drop_waiting(len(plan.drop))
@@ -160,8 +171,7 @@ class Fleet:
             return []
         with self.launching:
             waiting = self.book.waiting_for_warm_start()
-            for index in waiting:
-                self.launch(index)
+            self.launch_all(waiting)
         return waiting
 
     # ---- steering ----------------------------------------------------------------------------

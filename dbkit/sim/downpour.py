@@ -139,7 +139,7 @@ class SimulatedDownpour(SimulatedRun):
         fleet.poll()
         total = self._total = fleet.total_steps()
         now = self.sim.now
-        self.polls.polled(now, total)
+        self.polls.polled(now, total, len(fleet.live()))
         if fleet.warm_start(c.downpour.warm_start_steps):
             budget.share()
         ended = fleet.all_ended()
@@ -166,7 +166,8 @@ class SimulatedDownpour(SimulatedRun):
         if self.fleet is not None and self.fleet.book.waiting_for_warm_start():
             targets.append(c.downpour.warm_start_steps)
         left = c.seconds - self.sim.now if not self.driven and c.seconds is not None else math.inf
-        return self.polls.next(self._total, targets, budget.cap, left)
+        live = len(self.fleet.live()) if self.fleet is not None else 0
+        return self.polls.next(self._total, targets, budget.cap, live, left)
 
     def _command(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` carried out by the driver's task at this instant, the simulation running until it is

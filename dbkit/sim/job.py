@@ -146,7 +146,7 @@ class SimulatedJob(Job):
             if run.last_evaluation is not None:
                 self._last_eval, self._last_eval_step = run.last_evaluation, run.last_eval_step
         due = self._driver.real_seconds - self._wall_sample >= self.sample_every
-        if not (force or due):
+        if not (force or due or (not self._figures and run.progress() > 0)):  # (the first replicas' figures)
             return
         figures = run.replica_figures()
         with self._published:
@@ -202,6 +202,8 @@ class SimulatedJob(Job):
 
     def _hold(self, paused: bool) -> None:
         self._driver.hold(paused)
+        if paused and self._driver.clock.run is not None:  # its figures as they are where time stands still
+            self._driver.read(self._after_slice)
 
     def _progress(self) -> int:
         with self._published:

@@ -18,26 +18,27 @@ class PollTimer:
 
     def __init__(self, driven: bool) -> None:
         self.longest = LONGEST_POLL if driven else math.inf
-        self.rate: float | None = None  # steps per virtual second over the last polls
-        self._last = (0.0, 0)
+        self.rate: float | None = None  # steps per virtual second of one replica, over the last polls
+        self._last = (0.0, 0, 0)
         self._probe = FIRST_POLL
 
-    def polled(self, now: float, total: int) -> None:
-        """A poll at ``now`` found ``total`` steps."""
-        t0, s0 = self._last
-        if now > t0 and total > s0:
-            rate = (total - s0) / (now - t0)
+    def polled(self, now: float, total: int, live: int) -> None:
+        """A poll at ``now`` found ``total`` steps and ``live`` replicas (those that took them since the last:
+        a replica's rate, times the replicas, says when a target comes even after many join)."""
+        t0, s0, n0 = self._last
+        if now > t0 and total > s0 and n0 > 0:
+            rate = (total - s0) / (now - t0) / n0
             self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
-        self._last = (now, total)
+        self._last = (now, total, live)
 
-    def next(self, total: int, targets: list[float], cap: float, left: float = math.inf) -> float:
-        """Virtual seconds to the next poll, ``total`` steps done: when the nearest of ``targets`` (step
-        counts) or half of what is left of ``cap`` should be reached, and within ``left`` seconds."""
+    def next(self, total: int, targets: list[float], cap: float, live: int, left: float = math.inf) -> float:
+        """Virtual seconds to the next poll, ``total`` steps done by ``live`` replicas: when the nearest of
+        ``targets`` (step counts) or half of what is left of ``cap`` should be reached, and within ``left``."""
         ahead = [float(t - total) for t in targets if t > total]
         if cap > total:
             ahead.append(max(1.0, (cap - total) / 2))
-        if self.rate is None or not ahead:
+        if self.rate is None or not ahead or live == 0:
             seconds, self._probe = self._probe, min(self.longest, 2 * self._probe)
         else:
-            seconds = min(ahead) / self.rate
+            seconds = min(ahead) / (self.rate * live)
         return min(self.longest, max(SHORTEST_POLL, min(seconds, left)))

@@ -147,6 +147,7 @@ class ReplicaCounters:
     staleness: Counter = field(default_factory=Counter)
     ages: Counter = field(default_factory=Counter)
     losses: deque = field(default_factory=lambda: deque(maxlen=50))
+    _histograms: tuple[Histogram, Histogram] | None = field(default=None, repr=False, compare=False)
 
     @property
     def diverged(self) -> bool:
@@ -166,6 +167,7 @@ class ReplicaCounters:
     def answered(self, answers: list[PushAnswer]) -> None:
         """Count one push's answers (one per shard)."""
         self.pushes += 1
+        self._histograms = None  # (worked out again when next asked for)
         for a in answers:
             if a.accepted:
                 if a.staleness is not None:
@@ -176,8 +178,12 @@ class ReplicaCounters:
                 self.rejected += 1
 
     def figures(self, replica: int, **more: Any) -> ReplicaFigures:
+        """The counters as a record (a replica publishes one after each step on a simulated machine: its
+        histograms are kept between pushes)."""
+        if self._histograms is None:
+            self._histograms = Histogram.of(self.staleness), Histogram.of(self.ages)
+        staleness, age = self._histograms
         return ReplicaFigures(
             replica=replica, steps=self.steps, pushes=self.pushes, fetches=self.fetches, examples=self.examples,
             rejected=self.rejected, nonfinite=self.nonfinite,
-            loss=float(np.mean(self.losses)) if self.losses else None,
-            staleness=Histogram.of(self.staleness), age=Histogram.of(self.ages), **more)
+            loss=float(np.mean(self.losses)) if self.losses else None, staleness=staleness, age=age, **more)

@@ -43,10 +43,11 @@ from .task_side import SimTaskSide, VirtualTime
 
 class ActorEnd(ShardEnd):
     """One caller's end of a simulated actor (a shard's is a ``ShardEnd``): ``key`` names the actor. A call
-    to an actor whose machine died raises ``RuntimeError`` at once, as a Dask actor's does."""
+    to an actor whose machine died raises ``RuntimeError`` at once, as a Dask actor's does; once served, a
+    call tells ``touched`` (the session's: the tasks waiting on that machine look again), if given."""
 
     def __init__(self, key: str, service: ShardService, client: Machine, alive: Callable[[str], bool],
-                 touched: Callable[[str], None]) -> None:
+                 touched: Callable[[str], None] | None) -> None:
         super().__init__(service, client)
         self.key, self._alive, self._touched = key, alive, touched
 
@@ -55,12 +56,15 @@ class ActorEnd(ShardEnd):
         where = self.service.machine.name
         if not self._alive(where):
             raise RuntimeError(f"Worker holding Actor was lost: simulated machine {where}")
+        touched = self._touched
+        if touched is None:  # (a shard: no task waits on its calls)
+            return super()._call(kind, apply, service, floats_up, floats_down, control)
 
         def applied(actor: Any) -> Any:  # then the machine's waiting tasks look again
             try:
                 return apply(actor)
             finally:
-                self._touched(where)
+                touched(where)
 
         return super()._call(kind, applied, service, floats_up, floats_down, control)
 
@@ -157,7 +161,8 @@ class SimSession:
         if service is None or not self.alive(service.machine.name):
             raise RuntimeError(f"{key}: no such actor on a live simulated machine")
         caller_machine = self.driver if caller == self.driver.name else self.machine(caller)
-        return ActorEnd(key, service, caller_machine, self.alive, self.touched)
+        served = isinstance(service.shard, ParameterShard)  # a control object's calls wake its machine's waiters
+        return ActorEnd(key, service, caller_machine, self.alive, None if served else self.touched)
 
     def in_process(self, key: str, caller: str) -> Any | None:
         """Actor ``key`` itself if it lives on ``caller`` and is not served (a shard is: see ``SimTaskSide``)."""
@@ -208,8 +213,10 @@ class SimSession:
         machine = self.machine(worker)
         machine.replicas += 1  # the tasks sharing a machine's cores slow each other (the profile's contention)
         machine.roles.append(_role(key))
+        number = _number(key, len(self._tasks))
         task = SimTask(self.sim, key, fn, args, kwargs, worker=worker, on_end=functools.partial(_leave, machine),
-                       side=lambda t: SimTaskSide(self, worker, lambda: t.cancelled or not self.alive(worker)))
+                       side=lambda t: SimTaskSide(self, worker, lambda: t.cancelled or not self.alive(worker),
+                                                  number))
         self._tasks.append(task)
         return task
 
@@ -221,10 +228,10 @@ class SimSession:
         self._tasks.append(task)
         return task
 
-    def timed(self, network: Any, address: str) -> TimedNetwork:
-        """``network`` as a task on machine ``address`` computes with it: each gradient holds a core for
-        the cost model's time."""
-        rng = np.random.default_rng([self.seed, len(self._tasks)])
+    def timed(self, network: Any, address: str, number: int = 0) -> TimedNetwork:
+        """``network`` as task ``number`` (a replica's index) on machine ``address`` computes with it: each
+        gradient holds a core for the cost model's time (drawn, with jitter, from the task's own stream)."""
+        rng = np.random.default_rng([self.seed, number])
         return TimedNetwork(network, self.sim, self.machine(address), self.cost, update_floats=self.update_floats,
                             threads=self.threads_per_task, jitter=self.jitter, rng=rng, batch=self.gradients)
 
@@ -275,6 +282,12 @@ class SimSession:
 
     def __repr__(self) -> str:
         return f"<simulated session {self.tag}: {len(self._actors)} actors on {len(self.workers())} machines>"
+
+
+def _number(key: str, otherwise: int) -> int:
+    """A task's number: the replica's index its key names (``dbkit-replica-3-...``), else ``otherwise``."""
+    m = re.search(r"replica-(\d+)", key)
+    return int(m.group(1)) if m else otherwise
 
 
 def _role(key: str) -> str:

@@ -71,11 +71,12 @@ class SimTaskSide:
     A served actor (a parameter shard: its calls take service time) is reached through its queue even from
     its own machine, as a call in process whose arithmetic the cost model charges; an actor the model
     charges nothing for (a replica's control object) is that object itself when it lives here.
-    ``cancelled`` (a zero-argument callable) says the task's handle was cancelled.
+    ``cancelled`` (a zero-argument callable) says the task's handle was cancelled; ``number`` (a replica's
+    index) seeds the jitter of its arithmetic.
     """
 
-    def __init__(self, session: SimSession, address: str, cancelled: Callable[[], bool]) -> None:
-        self._session, self._address, self._cancelled = session, address, cancelled
+    def __init__(self, session: SimSession, address: str, cancelled: Callable[[], bool], number: int = 0) -> None:
+        self._session, self._address, self._cancelled, self._number = session, address, cancelled, number
 
     @property
     def address(self) -> str:
@@ -86,7 +87,7 @@ class SimTaskSide:
         return MachineTime(self._session, self._address)
 
     def computing(self, network: Any) -> Any:
-        return self._session.timed(network, self._address)
+        return self._session.timed(network, self._address, self._number)
 
     def local(self, key: str) -> Any | None:
         return self._session.in_process(key, self._address)
