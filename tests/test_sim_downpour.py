@@ -24,7 +24,7 @@ def digits():
 
 
 FREE = dict(message={"cpu_seconds": 0.0, "cpu_seconds_per_byte": 0.0, "local_call_seconds": 0.0,
-                     "control_seconds": 0.0, "partition_message_seconds": 0.0},
+                     "control_seconds": 0.0, "task_seconds": 0.0, "partition_message_seconds": 0.0},
             shard={"request_seconds": 0.0, "push_seconds_per_float_sgd": 0.0, "push_seconds_per_float_adagrad": 0.0,
                    "fetch_seconds_per_float": 0.0, "vector_seconds_per_float": 0.0},
             machine={"latency": 0.0, "bandwidth": 1e300, "cpu_factor": 1.0, "switch_seconds": 0.0})

@@ -88,3 +88,20 @@ def test_work_units_computed_as_a_stack_give_the_run_computed_one_by_one_bit_for
     (sim1, stacked, _), (sim2, alone, _) = reports
     assert sim1["stacked_gradients"] > 100 and sim2["stacked_gradients"] == 0
     assert stacked == alone and sim1["virtual_seconds"] == sim2["virtual_seconds"]
+
+
+def test_each_work_unit_and_flush_is_a_task_costing_its_two_messages(digits):
+    """The run is ``UnitBatch`` submitting tasks through the simulated runtime: one replica does a batch's units
+    one after another, each a task whose sending and answer each take ``task_seconds``, then one flush task. So
+    a batch takes (2 x units + 2) task messages more when each costs more; the arithmetic is the same."""
+    def batch_seconds(task_seconds):
+        profile = compute_bound().but(message={"task_seconds": task_seconds})
+        run, _ = sandblaster(digits, Cluster(profile, machines=2), replicas=1, work_unit_size=200, iterations=2)
+        report = run.run()
+        started = [e for e in report["events"] if e["type"] == "ReplicaEvent" and e["what"] == "started"]
+        assert [e["replica"] for e in started] == [0]
+        return report["sandblaster"]["batch_seconds_median"], len(run.dispatcher.units)
+
+    (fast, units), (slow, _) = batch_seconds(1e-4), batch_seconds(1e-2)
+    assert units == 9  # the training examples in 8 units of at most 200, and the L2 penalty's unit
+    assert slow - fast == pytest.approx((2 * units + 2) * (1e-2 - 1e-4), rel=1e-6)

@@ -17,10 +17,12 @@ from .recovery import JobLink, Recovery
 
 
 def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet: Fleet, placement: Placement,
-                 move: Callable[[], None] | None = None) -> None:
+                 move: Callable[[], None] | None = None, acted: float = 10.0) -> None:
     """Apply validated ``changes`` (``old`` is the job's config before them, ``new`` after); on an error
     the fleet keeps ``old`` for the replicas it launches, and the error is raised. A new layout of shards
-    or partitions is ``move()`` (``relayout`` with the job's recovery; a job that has none refuses it)."""
+    or partitions is ``move()`` (``relayout`` with the job's recovery; a job that has none refuses it).
+    New rates and stragglers are told to every replica's control object and waited for until each replica
+    has acted on them, at most ``acted`` seconds (0: told, not waited for; each acts at its next step)."""
     fleet.use(new)  # replicas launched from now on start with the new settings
     try:
         if "lr" in changes:
@@ -33,9 +35,9 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
             move()
         rates = {k: v for k, v in changes.items() if k in ("n_fetch", "n_push", "lr")}
         if rates:
-            fleet.steer(**rates)
+            fleet.steer(wait=acted, **rates)
         if "slow_replicas" in changes:
-            fleet.set_slow(dict(new.slow_replicas))
+            fleet.set_slow(dict(new.slow_replicas), wait=acted)
         if "replicas" in changes:
             fleet.resize(new.replicas)
     except BaseException:

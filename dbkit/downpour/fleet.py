@@ -223,12 +223,14 @@ class Fleet:
             self.controls.tell(lambda ctl, epoch: ctl.set_each(caps, epoch))
             return self.cap
 
-    def set_slow(self, factors: dict[int, float]) -> None:
-        """Slow each live replica by its factor in ``factors`` (1 for the others); returns once they act on it."""
+    def set_slow(self, factors: dict[int, float], wait: float = 10.0) -> None:
+        """Slow each live replica by its factor in ``factors`` (1 for the others); with ``wait``, returns once
+        they act on it (at most ``wait`` seconds)."""
         with self.launching:
             slow = {i: {"slow": float(factors.get(i, 1.0))} for i in self.book.live()}
             epoch = self.controls.tell(lambda ctl, epoch: ctl.set_each(slow, epoch))
-        self.wait_for(lambda f: f.epoch >= epoch, list(slow), 10.0)
+        if wait:
+            self.wait_for(lambda f: f.epoch >= epoch, list(slow), wait)
 
     def crash(self, index: int, timeout: float = 10.0) -> None:
         """Kill replica ``index``'s task as its machine's death would: it ends as ``lost`` at once, its

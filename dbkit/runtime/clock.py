@@ -9,7 +9,9 @@ process, and in virtual time on a simulated cluster (``dbkit.runtime.sim``).
 
 from __future__ import annotations
 
+import threading
 import time
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 
@@ -33,6 +35,11 @@ class Clock(Protocol):
         the waiter's machine (a simulated one's; on a real one, ``sleep``)."""
         ...
 
+    def lock(self) -> AbstractContextManager:
+        """A new mutex whose waits are in this clock's time (a thread lock; between simulated tasks, one
+        that hands over through the simulation: a thread lock would stop it)."""
+        ...
+
 
 class RealClock:
     """This machine's monotonic clock."""
@@ -48,6 +55,10 @@ class RealClock:
 
     def wait(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def lock(self) -> AbstractContextManager:
+        # lock order: the caller's (a Sandblaster replica's batch lock: a leaf, see ``BatchState``)
+        return threading.Lock()
 
 
 #: the clock of every runtime whose time is real (Dask, in process)

@@ -9,7 +9,10 @@ import numpy as np
 from ..ps import ParameterShard, ShardedParameters, ShardLayout, balanced_layout
 from ..ps.client import owned_end
 from ..ps.records import WireAddress
+from ..ps.threaded_shard import ThreadedShard
+from ..ps.wire_client import WireShard
 from .protocol import Runtime
+from .task_side import task_side
 
 
 def start_shards(cluster: Runtime, initial: np.ndarray, n_shards: int, optimizer: str = "sgd",
@@ -76,10 +79,6 @@ def connect(handles: ShardHandles, colocated: bool = True, name: str | None = No
     their own (``ThreadedShard``), beside the caller's computing. Close the
     result (``ShardedParameters.close``) to end its connections and threads.
     """
-    from ..ps.threaded_shard import ThreadedShard
-    from ..ps.wire_client import WireShard
-    from .task_side import task_side
-
     side = task_side()
     wires = handles.wires or (None,) * len(handles.keys)
     shards: list = []

@@ -37,7 +37,8 @@ class UnitBatch:
     ``lock`` is held for a whole batch: a change of units, flags or replicas
     waits for the batch in progress. ``on_batch(dispatcher, seconds)`` (a
     method, held weakly) is called after each batch; ``clock`` times the
-    units on its timeline.
+    units on its timeline. Its batches are timed and its waits bounded on the runtime's clock (virtual seconds
+    on a simulated cluster).
     """
 
     def __init__(self, cluster: Runtime, network: Network, X: np.ndarray, y: np.ndarray, server: ShardedParameters,
@@ -89,7 +90,7 @@ class UnitBatch:
 
     def __call__(self, vector: str) -> float:
         with self.lock:
-            start = time.perf_counter()
+            start = self.cluster.time.now()
             d = self.dispatcher
             d.begin()
             self.server.zero("acc")
@@ -97,7 +98,7 @@ class UnitBatch:
                 self._run_units(vector)
                 if self._flush():
                     break
-            seconds = time.perf_counter() - start
+            seconds = self.cluster.time.now() - start
             self.batch_seconds.append(seconds)
             callback = self._on_batch() if self._on_batch is not None else None
             if callback is not None:
@@ -111,28 +112,26 @@ class UnitBatch:
         return next(s for s in self.dispatcher.slots if s.index == index)
 
     def _run_units(self, vector: str) -> None:
-        d = self.dispatcher
-        last_check = time.monotonic()
+        d, clock = self.dispatcher, self.cluster.time
+        slots = {s.index: s for s in d.slots}  # (replicas join and leave between batches, never during one)
+        last_check = clock.now()
         while not d.complete:
             if self.gate.stopping:
                 raise Stopping()
-            for slot in d.live():
-                job = d.assign(slot)
-                if job is not None:
-                    X, y = self.data_on(slot.worker)
-                    self._futures[slot.index] = self.cluster.submit_on(
-                        slot.worker, run_unit, self.state_keys[slot.index], self.handles, self.network, X, y, job,
-                        len(self.y), vector, self.push_every,
-                        key=f"dbkit-unit-{d.batch}-{job.unit.index}-{slot.index}-{self.cluster.tag}-"
-                            f"{time.perf_counter_ns()}")
-            busy = [self._futures[s.index] for s in d.live() if s.busy and s.index in self._futures]
-            if busy:
-                self.cluster.wait(busy, timeout=0.05, first=True)
-            for slot in d.live():
-                f = self._futures.get(slot.index)
-                if f is None or f.status == "pending":
+            for slot, job in d.assign_free():
+                X, y = self.data_on(slot.worker)
+                self._futures[slot.index] = self.cluster.submit_on(
+                    slot.worker, run_unit, self.state_keys[slot.index], self.handles, self.network, X, y, job,
+                    len(self.y), vector, self.push_every,
+                    key=f"dbkit-unit-{d.batch}-{job.unit.index}-replica-{slot.index}-{self.cluster.tag}-"
+                        f"{time.perf_counter_ns()}")
+            if self._futures:
+                self.cluster.wait(list(self._futures.values()), timeout=0.05, first=True)
+            for index, f in list(self._futures.items()):  # (only a live replica's unit has a future here)
+                if f.status == "pending":
                     continue
-                del self._futures[slot.index]
+                del self._futures[index]
+                slot = slots[index]
                 if f.status != "finished":
                     if f.status == "error" and slot.worker in self.cluster.workers():
                         raise RuntimeError(f"work unit on replica {slot.index} failed: {f.exception()!r}")
@@ -144,8 +143,8 @@ class UnitBatch:
                     d.lose(slot, f"its work unit's result was lost with worker {slot.worker}", self._landed)
                     continue
                 d.finished(slot, result)
-            if time.monotonic() - last_check > 0.25:
-                last_check = time.monotonic()
+            if clock.now() - last_check > 0.25:
+                last_check = clock.now()
                 self._check_workers()
 
     def _read(self, future, worker: str):  # noqa: ANN001, ANN202 - a finished task's future, its result
@@ -174,13 +173,14 @@ class UnitBatch:
         self._check_workers()
         futures = {i: self.cluster.submit_on(
             self._slot(i).worker, flush, self.state_keys[i], self.handles, d.batch, decisions,
-            key=f"dbkit-flush-{d.batch}-{i}-{self.cluster.tag}-{time.perf_counter_ns()}")
+            key=f"dbkit-flush-{d.batch}-replica-{i}-{self.cluster.tag}-{time.perf_counter_ns()}")
             for i, decisions in d.flush_orders().items()}
-        deadline = time.monotonic() + 60
+        clock = self.cluster.time
+        deadline = clock.now() + 60
         ok = True
         for index, f in futures.items():
             slot = self._slot(index)
-            while f.status == "pending" and time.monotonic() < deadline:
+            while f.status == "pending" and clock.now() < deadline:
                 self.cluster.wait([f], timeout=0.25)
                 if slot.worker not in self.cluster.workers():
                     break

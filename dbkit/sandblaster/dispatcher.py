@@ -121,6 +121,21 @@ class UnitDispatcher:
         self._open[(slot.index, unit.index)] = record
         return Assignment(slot.index, unit, self.batch, backup, slot.sent, self.skip.get(unit.index, frozenset()))
 
+    def assign_free(self) -> list[tuple[Slot, Assignment]]:
+        """A unit for each free live replica that can have one, in the replicas' order. With one shared
+        queue (``balance``), the first free replica that gets nothing ends the round: there is nothing to
+        hand out and no copy to back up, for any of them (so a round costs no scan per free replica)."""
+        out = []
+        for slot in self.slots:
+            if slot.busy or not slot.alive:
+                continue
+            job = self.assign(slot)
+            if job is not None:
+                out.append((slot, job))
+            elif self.balance:
+                break
+        return out
+
     def _next_unit(self, slot: Slot) -> tuple[WorkUnit | None, bool]:
         if self.static is not None:
             mine = self.static.get(slot.index, deque())

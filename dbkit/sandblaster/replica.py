@@ -13,8 +13,6 @@ pinned to its worker use in process (``dbkit.sandblaster.tasks``).
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
@@ -22,6 +20,7 @@ import numpy as np
 
 from ..nn import Network
 from ..ps import PushAnswer
+from ..runtime.clock import REAL_TIME, Clock
 from .records import Assignment, Decisions, UnitResult
 from .work_units import unit_gradient
 
@@ -56,19 +55,16 @@ class BatchState:
 class SandblasterReplica:
     """State of replica ``index``; ``slow_factor`` > 1 makes each unit take that many times longer.
 
-    Each batch has its own ``BatchState`` and lock (``lock_factory()``; default a thread lock, the
-    simulator gives one that waits in virtual time): a unit of an abandoned batch, stuck on a shard
+    Each batch has its own ``BatchState`` and lock (``clock.lock()`` of the task that begins it: a thread
+    lock, or on a simulated machine one that waits in virtual time): a unit of an abandoned batch, stuck on a shard
     whose machine hung until its call times out, holds only its own batch's lock, never the next
     batch's units (issue #21: it once held a restored run's replica for a minute). A unit or flush of a
     batch older than the newest seen is stale and touches nothing.
     """
 
-    def __init__(self, index: int, slow_factor: float = 1.0, sleep: Callable[[float], None] = time.sleep,
-                 lock_factory: Callable[[], AbstractContextManager] = threading.Lock) -> None:
+    def __init__(self, index: int, slow_factor: float = 1.0) -> None:
         self.index = index
         self.slow_factor = float(slow_factor)
-        self.sleep = sleep
-        self.lock_factory = lock_factory
         # lock order: leaf
         self._guard = threading.Lock()  # the current batch and the counters: held for no call, no wait
         self.current: BatchState | None = None
@@ -81,12 +77,12 @@ class SandblasterReplica:
     def figures(self) -> SandblasterReplicaFigures:
         return SandblasterReplicaFigures(self.index, self.units, self.pushes, self.fetches, self.slow_factor)
 
-    def batch_state(self, number: int) -> BatchState | None:
+    def batch_state(self, number: int, clock: Clock = REAL_TIME) -> BatchState | None:
         """Batch ``number``'s state, new if it is newer than any seen; ``None`` if it is older (stale)."""
         with self._guard:
             b = self.current
             if b is None or number > b.number:
-                b = self.current = BatchState(number, self.lock_factory())
+                b = self.current = BatchState(number, clock.lock())
             return b if b.number == number else None
 
     def _count(self, units: int = 0, pushes: int = 0, fetches: int = 0) -> None:
@@ -94,10 +90,12 @@ class SandblasterReplica:
             self.units, self.pushes, self.fetches = self.units + units, self.pushes + pushes, self.fetches + fetches
 
     def run_unit(self, server, network: Network, X: np.ndarray, y: np.ndarray, job: Assignment, n_total: int,
-                 vector: str, push_every: int) -> UnitResult:
+                 vector: str, push_every: int, clock: Clock = REAL_TIME) -> UnitResult:
         """Apply ``job.decisions``, compute ``job.unit`` at shard vector ``vector``; returns its share of the loss
-        (NaN, computing nothing, for a unit of a batch older than the newest this replica has seen)."""
-        b = self.batch_state(job.batch)
+        (NaN, computing nothing, for a unit of a batch older than the newest this replica has seen). A slowed
+        replica waits (factor - 1) times the unit's seconds on ``clock`` (its task's: virtual on a simulated
+        machine), at least ``MIN_UNIT_SECONDS``."""
+        b = self.batch_state(job.batch, clock)
         if b is None:
             return UnitResult(job.unit.index, job.batch, float("nan"), ())
         with b.lock:
@@ -107,16 +105,16 @@ class SandblasterReplica:
                 self._count(fetches=1)
             pushed = self._apply(b, job.decisions, server, push_every)
             params = b.params
-        t0 = time.perf_counter()
+        t0 = clock.now()
         loss, grad = unit_gradient(network, params, X, y, job.unit, n_total)
         if self.slow_factor > 1:
-            self.sleep((self.slow_factor - 1) * max(time.perf_counter() - t0, MIN_UNIT_SECONDS))
+            clock.sleep((self.slow_factor - 1) * max(clock.now() - t0, MIN_UNIT_SECONDS))
         with b.lock:  # the batch's own state: a straggler from an old batch cannot leak into a newer one
             b.pending[job.unit.index] = (grad, job.skip)
         self._count(units=1)
         return UnitResult(job.unit.index, job.batch, float(loss), tuple(pushed))
 
-    def flush(self, server, batch: int, decisions: Decisions) -> list[int]:
+    def flush(self, server, batch: int, decisions: Decisions, clock: Clock = REAL_TIME) -> list[int]:
         """End of batch: apply the last decisions, push whatever was committed, and return every
         unit of this batch this replica has pushed, by this call or by a unit task (whose result
         the coordinator may not have read yet).
@@ -126,7 +124,7 @@ class SandblasterReplica:
         if the batch goes on (a replica was lost meanwhile) it commits that unit with the next flush.
         (Clearing them here once lost such a unit and with it a live replica, in a CI run.) The next
         batch's state replaces this one, and them with it."""
-        b = self.batch_state(batch)
+        b = self.batch_state(batch, clock)
         if b is None:
             return []
         with b.lock:

@@ -29,7 +29,8 @@ def run_unit(state_key: str, shards: ShardHandles, network: Network, X: np.ndarr
     side = task_side()
     side.leave_slot()
     with side.one_blas_thread():
-        return _replica(state_key).run_unit(connect(shards), network, X, y, job, n_total, vector, push_every)
+        return _replica(state_key).run_unit(connect(shards), side.computing(network), X, y, job, n_total, vector,
+                                            push_every, side.time)
 
 
 def flush(state_key: str, shards: ShardHandles, batch: int, decisions: Decisions) -> list[int]:
@@ -37,5 +38,6 @@ def flush(state_key: str, shards: ShardHandles, batch: int, decisions: Decisions
 
     It leaves its slot as a unit does: a flush stuck pushing to a hung shard once held a worker's only thread
     for a minute, so the restored shard's actor could not start there and the run failed."""
-    task_side().leave_slot()
-    return _replica(state_key).flush(connect(shards), batch, decisions)
+    side = task_side()
+    side.leave_slot()
+    return _replica(state_key).flush(connect(shards), batch, decisions, side.time)

@@ -206,6 +206,10 @@ class SimulatedDownpour(SimulatedRun):
     def begun(self) -> int:
         return self._total
 
+    def _holding(self) -> bool:
+        """The replicas wait (at the job's cap, or paused): a change reaches them at this instant."""
+        return self.resting or (self.fleet is not None and self.fleet.paused)
+
     def live(self) -> list[int]:
         """Replicas that train or wait to (warm start)."""
         if self.fleet is None:
@@ -223,7 +227,10 @@ class SimulatedDownpour(SimulatedRun):
                 first = len(self.placement.replica_workers)
                 wanted = self.fleet.book.next_index() + max(0, new.replicas - len(self.live()))
                 self.placement.add_replica_workers(self._machines_of_their_own(first, wanted))
-            apply_change(changes, old, new, self.fleet, self.placement)
+            # running replicas act on new rates at their next step: the simulated job answers once their
+            # controls hold them (waiting for 200 replicas' next steps takes this machine most of a second);
+            # resting, they act at this instant, and the job answers once they have
+            apply_change(changes, old, new, self.fleet, self.placement, acted=10.0 if self._holding() else 0.0)
             assert self.budget is not None
             self.budget.share()
 

@@ -24,9 +24,11 @@ class PollTimer:
 
     def polled(self, now: float, total: int, live: int) -> None:
         """A poll at ``now`` found ``total`` steps and ``live`` replicas (those that took them since the last:
-        a replica's rate, times the replicas, says when a target comes even after many join)."""
+        a replica's rate, times the replicas, says when a target comes even after many join). An interval
+        that began before any step is not timed: the replicas may have started within it (a task takes its
+        message's time to start)."""
         t0, s0, n0 = self._last
-        if now > t0 and total > s0 and n0 > 0:
+        if now > t0 and total > s0 > 0 and n0 > 0:
             rate = (total - s0) / (now - t0) / n0
             self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
         self._last = (now, total, live)

@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import greenlet
 import numpy as np
 
 from ...ps import ParameterShard
@@ -34,49 +33,13 @@ from ...sim.engine import Simulation
 from ...sim.gradient_batch import GradientBatch
 from ...sim.layout import Layout
 from ...sim.machines import Machine
-from ...sim.shard_service import ShardEnd, ShardService, VirtualFuture
+from ...sim.shard_service import ShardService
 from ..inprocess.cluster import NoWires
 from ..registry import ActorRegistry
+from .actor_end import ActorEnd, Placed
 from .task import SimTask
 from .task_side import SimTaskSide, VirtualTime
-
-
-class ActorEnd(ShardEnd):
-    """One caller's end of a simulated actor (a shard's is a ``ShardEnd``): ``key`` names the actor. A call
-    to an actor whose machine died raises ``RuntimeError`` at once, as a Dask actor's does; once served, a
-    call tells ``touched`` (the session's: the tasks waiting on that machine look again), if given."""
-
-    def __init__(self, key: str, service: ShardService, client: Machine, alive: Callable[[str], bool],
-                 touched: Callable[[str], None] | None) -> None:
-        super().__init__(service, client)
-        self.key, self._alive, self._touched = key, alive, touched
-
-    def _call(self, kind: str, apply: Callable[[Any], Any], service: float, floats_up: int, floats_down: int,
-              control: bool = False) -> VirtualFuture:
-        where = self.service.machine.name
-        if not self._alive(where):
-            raise RuntimeError(f"Worker holding Actor was lost: simulated machine {where}")
-        touched = self._touched
-        if touched is None:  # (a shard: no task waits on its calls)
-            return super()._call(kind, apply, service, floats_up, floats_down, control)
-
-        def applied(actor: Any) -> Any:  # then the machine's waiting tasks look again
-            try:
-                return apply(actor)
-            finally:
-                touched(where)
-
-        return super()._call(kind, applied, service, floats_up, floats_down, control)
-
-
-class _Placed:
-    """What the registry holds for a simulated actor: releasing it takes it off its machine."""
-
-    def __init__(self, session: SimSession, key: str) -> None:
-        self.session, self.key = session, key
-
-    def release(self) -> None:
-        self.session.remove(self.key)
+from .wakeups import Wakeups
 
 
 class SimSession:
@@ -101,11 +64,13 @@ class SimSession:
         self.time = VirtualTime(sim)
         self.gradients, self.update_floats, self.threads_per_task = gradients, update_floats, threads
         self.float_scale, self.jitter, self.seed = float_scale, jitter, seed
+        self._machines = {m.name: m for m in layout.machines}
         self._actors: dict[str, ShardService] = {}  # key -> the actor behind its queue, on its machine
         self._dropped: set[str] = set()
-        self._waiting: dict[str, list[Any]] = {}  # machine -> its tasks waiting for a message (``wait_on``)
-        self._calls: dict[str, int] = {}  # machine -> calls served by its actors so far
+        self.wakeups = Wakeups(sim)  # tasks waiting for a message to reach their machine, or for a task's end
         self._tasks: list[SimTask] = []
+        self._keep_at = 256
+        self._timed: dict[tuple[str, int, int], TimedNetwork] = {}  # (machine, task number, network) -> its stream
         self._closed = False
         # one thread (the simulation's) runs every greenlet of a session: nothing here needs a lock
 
@@ -119,10 +84,13 @@ class SimSession:
 
     # ---- machines ------------------------------------------------------------------------------
     def machine(self, address: str) -> Machine:
-        for m in self.layout.machines:
-            if m.name == address:
-                return m
-        raise RuntimeError(f"no simulated machine {address}")
+        m = self._machines.get(address)
+        if m is None:  # a machine the layout gained since (a new replica's)
+            self._machines = {m.name: m for m in self.layout.machines}
+            m = self._machines.get(address)
+        if m is None:
+            raise RuntimeError(f"no simulated machine {address}")
+        return m
 
     def alive(self, address: str) -> bool:
         return address not in self._dropped
@@ -152,7 +120,7 @@ class SimSession:
         self._actors[key] = ShardService(self.sim, actor, self.machine(address), self.layout.network, self.cost,
                                          self.float_scale)
         proxy = self.end(key, self.driver.name)
-        self.registry.add(name, _Placed(self, key), proxy, address)
+        self.registry.add(name, Placed(self.remove, key), proxy, address)
         return proxy
 
     def end(self, key: str, caller: str) -> ActorEnd:
@@ -162,7 +130,7 @@ class SimSession:
             raise RuntimeError(f"{key}: no such actor on a live simulated machine")
         caller_machine = self.driver if caller == self.driver.name else self.machine(caller)
         served = isinstance(service.shard, ParameterShard)  # a control object's calls wake its machine's waiters
-        return ActorEnd(key, service, caller_machine, self.alive, None if served else self.touched)
+        return ActorEnd(key, service, caller_machine, self.alive, None if served else self.wakeups.touched)
 
     def in_process(self, key: str, caller: str) -> Any | None:
         """Actor ``key`` itself if it lives on ``caller`` and is not served (a shard is: see ``SimTaskSide``)."""
@@ -171,35 +139,10 @@ class SimSession:
             return None
         return service.shard
 
-    def wait_on(self, address: str, seconds: float) -> None:
-        """The current task waits on machine ``address`` until a call reaches an actor there, or ``seconds``."""
-        me = greenlet.getcurrent()
-        waiting = self._waiting.setdefault(address, [])
-        waiting.append(me)
-        resume = me.switch
-
-        def expire() -> None:
-            if me in waiting:
-                waiting.remove(me)
-                resume()
-
-        cancel = self.sim.timeout(seconds, expire)
-        self.sim._suspend()
-        cancel()
-
-    def touched(self, address: str) -> None:
-        """A call reached an actor on ``address``: its waiting tasks go on at this instant, once the call is
-        served (scheduled, never switched to from inside the service)."""
-        self._calls[address] = self._calls.get(address, 0) + 1
-        waiting = self._waiting.get(address)
-        if waiting:
-            woken, waiting[:] = list(waiting), []
-            for g in woken:
-                self.sim.at(0.0, g.switch)
-
-    def calls_on(self, address: str) -> int:
-        """Calls served by the actors of machine ``address`` so far."""
-        return self._calls.get(address, 0)
+    def peek(self, name: str) -> Any:
+        """The object placed as ``name`` itself, for an observer outside the simulation (its figures): reading
+        it takes no virtual time and sends no message."""
+        return self._actors[self.registry.proxy(name).key].shard
 
     def remove(self, key: str) -> None:
         self._actors.pop(key, None)
@@ -207,17 +150,21 @@ class SimSession:
     # ---- tasks ---------------------------------------------------------------------------------
     def submit_on(self, worker: str, fn: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> SimTask:
         """``fn`` as a task on machine ``worker``; its arguments are passed as they are (a simulated machine
-        shares this process's memory, and the drivers never change what they send)."""
+        shares this process's memory, and the drivers never change what they send). It begins one task
+        message after now and is seen to end one after its last line (the profile's ``task_seconds``)."""
         if self._closed:
             raise RuntimeError("this session is closed")
         machine = self.machine(worker)
         machine.replicas += 1  # the tasks sharing a machine's cores slow each other (the profile's contention)
-        machine.roles.append(_role(key))
+        role = _role(key)
+        if role not in machine.roles:
+            machine.roles.append(role)
         number = _number(key, len(self._tasks))
+        message = self.cost.task_seconds()  # sending a task, and its answer (a Sandblaster unit's round trip)
         task = SimTask(self.sim, key, fn, args, kwargs, worker=worker, on_end=functools.partial(_leave, machine),
                        side=lambda t: SimTaskSide(self, worker, lambda: t.cancelled or not self.alive(worker),
-                                                  number))
-        self._tasks.append(task)
+                                                  number), start_after=message, answer_after=message)
+        self._keep(task)
         return task
 
     def drive(self, fn: Callable[..., Any], *args: Any, key: str = "driver") -> SimTask:
@@ -225,27 +172,38 @@ class SimSession:
         virtual time, runs in one of these."""
         task = SimTask(self.sim, key, fn, args, {},
                        side=lambda t: SimTaskSide(self, self.driver.name, lambda: t.cancelled))
-        self._tasks.append(task)
+        self._keep(task)
         return task
+
+    def _keep(self, task: SimTask) -> None:
+        """Keep ``task`` (to lose or cancel it); those that ended are let go now and then (a Sandblaster run
+        submits a task per work unit)."""
+        if len(self._tasks) >= self._keep_at:
+            self._tasks = [t for t in self._tasks if not t.done()]
+            self._keep_at = max(256, 2 * len(self._tasks))
+        self._tasks.append(task)
+        task.add_done_callback(self.wakeups.task_ended)
 
     def timed(self, network: Any, address: str, number: int = 0) -> TimedNetwork:
         """``network`` as task ``number`` (a replica's index) on machine ``address`` computes with it: each
-        gradient holds a core for the cost model's time (drawn, with jitter, from the task's own stream)."""
-        rng = np.random.default_rng([self.seed, number])
-        return TimedNetwork(network, self.sim, self.machine(address), self.cost, update_floats=self.update_floats,
-                            threads=self.threads_per_task, jitter=self.jitter, rng=rng, batch=self.gradients)
+        gradient holds a core for the cost model's time (drawn, with jitter, from the task's own stream). The
+        same task number on the same machine goes on with the same stream (a replica's Sandblaster units)."""
+        known = (address, number, id(network))
+        timed = self._timed.get(known)
+        if timed is None or timed.network is not network:
+            rng = np.random.default_rng([self.seed, number])
+            timed = self._timed[known] = TimedNetwork(
+                network, self.sim, self.machine(address), self.cost, update_floats=self.update_floats,
+                threads=self.threads_per_task, jitter=self.jitter, rng=rng, batch=self.gradients)
+        return timed
 
     def put(self, value: Any, worker: str) -> Any:
         return value
 
-    def wait(self, futures: list, timeout: float, first: bool = False) -> None:
-        """Return once all of ``futures`` (with ``first``: one) are done, or after ``timeout`` virtual seconds."""
-        deadline = self.sim.now + timeout
-        while self.sim.now < deadline:
-            done = [f.done() for f in futures]
-            if (any(done) if first else all(done)):
-                return
-            self.sim.sleep(min(0.001, deadline - self.sim.now))
+    def wait(self, futures: list[SimTask], timeout: float, first: bool = False) -> None:
+        """Return once all of ``futures`` (with ``first``: one) are done, or after ``timeout`` virtual seconds:
+        the waiting task looks again each time a task of this session ends (no polling)."""
+        self.wakeups.wait_for_tasks(futures, timeout, first)
 
     def run_on_workers(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
         answers: dict[str, Any] = {}

@@ -19,38 +19,51 @@ from .task_side import SimTaskSide, bind
 
 class SimTask:
     """``fn(*args, **kwargs)`` started now as a task of ``sim`` on machine ``side`` (``None``: on no machine,
-    a driver's)."""
+    a driver's). ``start_after`` and ``answer_after``: the virtual seconds its sending and its answer take
+    (a Dask task's two messages): it begins that much after it is submitted, and its handle says it ended
+    that much after its last line."""
 
     def __init__(self, sim: Simulation, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
                  side: Callable[[SimTask], SimTaskSide] | None = None, worker: str = "",
-                 on_end: Callable[[], None] | None = None) -> None:
+                 on_end: Callable[[], None] | None = None, start_after: float = 0.0,
+                 answer_after: float = 0.0) -> None:
         self.sim, self.key, self.worker = sim, key, worker
         self._on_end = on_end
         self._status = "pending"
         self._value: Any = None
         self._error: BaseException | None = None
         self._waiters: list[greenlet.greenlet] = []
+        self._callbacks: list[Callable[[], None]] = []
+        self._start_after, self._answer_after = start_after, answer_after
         self._side = side(self) if side is not None else None
         sim.spawn(self._body, fn, args, kwargs, name=key)
 
     def _body(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         bind(self._side)
+        status, value, error = "finished", None, None
         try:
-            value = fn(*args, **kwargs)
+            if self._start_after > 0:
+                self.sim.sleep(self._start_after)
+            if self._status == "pending":  # (a task cancelled before it began never runs)
+                value = fn(*args, **kwargs)
         except greenlet.GreenletExit:  # the simulation closed while it waited
             raise
         except Exception as e:  # noqa: BLE001 - the handle's, as a Future's error
-            if self._status == "pending":
-                self._status, self._error = "error", e
-        else:
-            if self._status == "pending":
-                self._status, self._value = "finished", value
+            status, error = "error", e
         finally:
             if self._on_end is not None:
                 self._on_end()
-            waiters, self._waiters = self._waiters, []
-            for w in waiters:
-                self.sim.wake(w)
+        if self._answer_after > 0:
+            self.sim.at(self._answer_after, lambda: self._end(status, error, value))
+        else:
+            self._end(status, error, value)
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` when the task ends (at once if it has)."""
+        if self._status != "pending":
+            fn()
+        else:
+            self._callbacks.append(fn)
 
     @property
     def status(self) -> str:
@@ -87,13 +100,16 @@ class SimTask:
         """Its machine died: the task is ``lost`` now, as a Dask Future of a dead worker's task."""
         return self._end("lost", RuntimeError(f"task {self.key}: its simulated machine was lost"))
 
-    def _end(self, status: str, error: BaseException | None = None) -> bool:
+    def _end(self, status: str, error: BaseException | None = None, value: Any = None) -> bool:
         if self._status != "pending":
             return False
-        self._status, self._error = status, error
+        self._status, self._error, self._value = status, error, value
         waiters, self._waiters = self._waiters, []
         for w in waiters:
             self.sim.wake(w)
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn()
         return True
 
     def _wait(self, timeout: float | None) -> None:

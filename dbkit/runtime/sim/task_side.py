@@ -46,6 +46,9 @@ class VirtualTime:
     def wait(self, seconds: float) -> None:
         self.sim.sleep(seconds)
 
+    def lock(self) -> AbstractContextManager:
+        return _virtual_lock()(self.sim)
+
 
 class MachineTime(VirtualTime):
     """The clock of a task on simulated machine ``address``: a paused replica's ``wait`` ends at once when
@@ -56,13 +59,13 @@ class MachineTime(VirtualTime):
 
     def __init__(self, session: SimSession, address: str) -> None:
         super().__init__(session.sim)
-        self._session, self._address = session, address
-        self._seen = session.calls_on(address)
+        self._address, self._wakeups = address, session.wakeups
+        self._seen = self._wakeups.calls_on(address)
 
     def wait(self, seconds: float) -> None:
-        if self._session.calls_on(self._address) == self._seen:
-            self._session.wait_on(self._address, seconds)
-        self._seen = self._session.calls_on(self._address)
+        if self._wakeups.calls_on(self._address) == self._seen:
+            self._wakeups.wait_on(self._address, seconds)
+        self._seen = self._wakeups.calls_on(self._address)
 
 
 class SimTaskSide:
@@ -115,6 +118,19 @@ class SimTaskSide:
             return read()
 
         return checked
+
+
+def _virtual_lock() -> type:
+    """``dbkit.sim.sync.VirtualLock``, imported once it is first needed (the simulator imports this package)."""
+    global _VIRTUAL_LOCK
+    if _VIRTUAL_LOCK is None:
+        from ...sim.sync import VirtualLock
+
+        _VIRTUAL_LOCK = VirtualLock
+    return _VIRTUAL_LOCK
+
+
+_VIRTUAL_LOCK: type | None = None
 
 
 def bind(side: SimTaskSide | None) -> None:
