@@ -3,6 +3,7 @@ checked against plain SGD and against the same job on a real LocalCluster; the w
 semantics; bad arguments; cleanup."""
 
 import threading
+import time
 from contextlib import nullcontext
 
 import numpy as np
@@ -208,7 +209,11 @@ def test_a_replica_lost_with_its_worker_in_process_is_replaced_on_its_data(digit
             job.fit(steps=200, progress=False)
             first = job.replicas()[0]
             m.lose_worker(w[2])  # replica 0's worker; no shard there
-            job.fit(steps=400, progress=False)
+            deadline = time.monotonic() + 60  # the paused job's monitor notices it and starts a replacement
+            while not any(e.what == "restarted" for e in job.events.of(ReplicaEvent)):
+                assert time.monotonic() < deadline, "the lost replica was never replaced"
+                time.sleep(0.02)
+            job.fit(steps=400, progress=False)  # (fitting first, the other replica might take all 400 steps)
             figures = {r.replica: r for r in job.replicas()}
             report = job.report()
     events = job.events.of(ReplicaEvent)

@@ -132,14 +132,8 @@ class Fleet:
 
     def note_dead_workers(self, alive: set[str]) -> None:
         """Count as lost with a machine every replica that ended lost, or failed, while its worker or a
-        partition's is not in ``alive`` (its task, or its loop, may have failed on the dead connection before
-        the worker was reported gone: it then ends ``lost`` too)."""
-        for i, f in self.book.figures().items():
-            workers = {self.book.worker_of(i)} | {p.worker for p in f.partitions if p.worker}
-            gone = sorted(workers - alive)
-            if f.state in ("lost", "failed") and gone:
-                self.book.lost_with(i, gone[0])
-                self.machine_lost.add(i)
+        partition's is not in ``alive`` (``ReplicaBook.lost_with_dead_workers``)."""
+        self.machine_lost.update(self.book.lost_with_dead_workers(alive))
 
     def lost_unreplaced(self) -> list[int]:
         """Replicas lost with a worker and not yet replaced (a task that failed on a live worker is not
@@ -287,19 +281,6 @@ class Fleet:
             if self.book.worker_of(index) == worker:
                 self.book.mark_lost(index, reason)
         self.controls.forget(worker)
-
-    def check_partitions(self, alive: set[str]) -> None:
-        """A partitioned replica is lost as soon as a worker holding one of its partitions is gone
-        from the scheduler (its own task could otherwise wait on the dead partition until the
-        connection attempts time out)."""
-        figures = self.book.figures()
-        spread = {i: {p.worker for p in figures[i].partitions} for i in self.book.live()}
-        if not any(spread.values()):
-            return
-        for index, workers in spread.items():
-            gone = sorted(w for w in workers if w and w not in alive)
-            if gone:
-                self.book.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
 
     def release_ended_partitions(self) -> None:
         """Drop the partition actors of replicas that ended on their own (lost, failed, diverged): their

@@ -110,6 +110,30 @@ class ReplicaBook:
             if e.figures.state == "failed":
                 e.figures = e.figures.but(state="lost", error=f"{e.figures.error} (worker {worker} lost)")
 
+    def lost_with_dead_workers(self, alive: set[str]) -> list[int]:
+        """The replicas that ended lost, or failed, while their worker or a partition's is not in ``alive``,
+        each now counted as lost with it (its task, or its loop, may have failed on the dead connection
+        before the worker was reported gone: it then ends ``lost`` too)."""
+        lost = []
+        with self._lock:
+            for i, f in self.figures().items():
+                gone = sorted(({self.worker_of(i)} | {p.worker for p in f.partitions if p.worker}) - alive)
+                if f.state in ("lost", "failed") and gone:
+                    self.lost_with(i, gone[0])
+                    lost.append(i)
+        return lost
+
+    def check_partitions(self, alive: set[str]) -> None:
+        """A partitioned replica is lost as soon as a worker holding one of its partitions is gone
+        from ``alive`` (its own task could otherwise wait on the dead partition until the
+        connection attempts time out)."""
+        with self._lock:
+            figures = self.figures()
+            for index in self.live():
+                gone = sorted(w for w in {p.worker for p in figures[index].partitions} if w and w not in alive)
+                if gone:
+                    self.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
+
     def settle_futures(self) -> None:
         """Take the final figures of replicas whose tasks ended (or errored) on their own."""
         with self._lock:

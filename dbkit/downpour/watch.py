@@ -61,7 +61,7 @@ class Watch:
                 fleet.poll()
                 alive = set(self.cluster.workers()) if monitor.worker_check_due(now) else None
                 if placement.partitions > 1 and alive is not None:
-                    fleet.check_partitions(alive)
+                    fleet.book.check_partitions(alive)
                 fleet.release_ended_partitions()
                 self.note_transitions()
                 if not link.ended():

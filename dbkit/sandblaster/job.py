@@ -28,9 +28,10 @@ from ..ps.checkpoint import writable
 from ..ps.vector_checkpoint import VectorState
 from ..runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ..runtime.shards import start_shards
-from ..telemetry import BatchDone, ByteCounts, ReplicaEvent, faults_block, sandblaster_block
+from ..telemetry import ByteCounts, faults_block, sandblaster_block
 from ..training.figures import ReplicaFigures
 from .batch import UnitBatch
+from .changes import apply_change, batch_done, check_change
 from .coordinator import CoordinatorState, Iteration, LBFGSCoordinator
 from .dispatcher import UnitDispatcher
 from .recovery import SandblasterCheckpoints
@@ -257,14 +258,7 @@ class SandblasterLBFGS(Job):
         return True
 
     def _batch_done(self, d: UnitDispatcher, seconds: float) -> None:
-        lost = tuple(x for x in d.lost if x.batch == d.batch)
-        for x in lost:
-            self.events.emit(ReplicaEvent, replica=x.replica, what="lost", worker=self._slot_worker(x.replica),
-                             reason=x.reason)
-        self.events.emit(BatchDone, batch=d.batch, seconds=seconds, loss=d.loss, units=d.timeline(), lost=lost)
-
-    def _slot_worker(self, index: int) -> str:
-        return next((s.worker for s in self.dispatcher.slots if s.index == index), "")
+        batch_done(self.events, d, seconds)
 
     def _resources(self) -> SandblasterResources:
         return self._res
@@ -298,23 +292,11 @@ class SandblasterLBFGS(Job):
         return self._res.server.fetch()
 
     def _check(self, config: RunConfig) -> None:
-        if config.replicas < self.config.replicas and self._batch is not None:
-            live = len(self._batch.dispatcher.live())
-            if live - (self.config.replicas - config.replicas) < 1:
-                raise ValueError(f"replicas must leave at least one live replica ({live} live now)")
+        check_change(self.config, config, self._batch)
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
-        batch = self._batch
-        assert batch is not None
-        with batch.lock:  # between batches
-            d, s = batch.dispatcher, new.sandblaster
-            d.between_batches(backup=s.backup, balance=s.balance)
-            if "replicas" in changes and self._replicas is not None:
-                self._replicas.resize(batch, new.replicas, dict(new.slow_replicas))
-            if "work_unit_size" in changes or "replicas" in changes:
-                batch.set_unit_size(s.work_unit_size or default_unit_size(self.data.n_train, new.replicas))
-            if "slow_replicas" in changes and self._replicas is not None:
-                self._replicas.set_slow(d.live(), dict(new.slow_replicas))
+        assert self._batch is not None
+        apply_change(changes, new, self._batch, self._replicas, self.data.n_train)
 
     def _gather(self, stopping: bool) -> FinalState:
         cluster, server = self._res.cluster, self._res.server

@@ -24,12 +24,13 @@ from ..jobs import Gate
 from ..ps import ShardedParameters
 from ..runtime.shards import start_shards
 from ..sandblaster.batch import UnitBatch
+from ..sandblaster.changes import batch_done
 from ..sandblaster.coordinator import LBFGSCoordinator
 from ..sandblaster.dispatcher import UnitDispatcher
 from ..sandblaster.replica import SandblasterReplica
 from ..sandblaster.replica_actors import ReplicaActors, actor_name
 from ..sandblaster.work_units import default_unit_size
-from ..telemetry import BatchDone, ByteCounts, ReplicaEvent, sandblaster_block
+from ..telemetry import ByteCounts, sandblaster_block
 from ..training.figures import ReplicaFigures
 from .layout import lay_out
 from .run import SimulatedRun
@@ -111,11 +112,7 @@ class SimulatedSandblaster(SimulatedRun):
             self.parking.wait()
 
     def _batch_done(self, d: UnitDispatcher, seconds: float) -> None:
-        lost = tuple(x for x in d.lost if x.batch == d.batch)
-        for x in lost:
-            self.events.emit(ReplicaEvent, replica=x.replica, what="lost", reason=x.reason,
-                             worker=next((s.worker for s in d.slots if s.index == x.replica), ""))
-        self.events.emit(BatchDone, batch=d.batch, seconds=seconds, loss=d.loss, units=d.timeline(), lost=lost)
+        batch_done(self.events, d, seconds)
 
     def begun(self) -> int:
         return self.progress()
