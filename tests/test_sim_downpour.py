@@ -215,7 +215,8 @@ def test_a_simulated_shard_end_writes_fetched_parameters_into_the_clients_array(
     from dbkit.sim.engine import Simulation
     from dbkit.sim.machines import Cores, Machine, Network
     from dbkit.sim.shape import ModelShape
-    from dbkit.sim.shard_service import ShardEnd, ShardService
+    from dbkit.sim.shard_end import ShardEnd
+    from dbkit.sim.shard_service import ShardService
 
     net = nn.build("mlp", 8, 3)
     initial, grad = net.init_params(0), np.linspace(-1, 1, net.size, dtype=np.float32)

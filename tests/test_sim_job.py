@@ -247,3 +247,29 @@ def test_a_panel_on_a_simulated_job_reaches_the_clusters_size(digits):
     job.stop()
     assert sim_threads() == [] and not [t for t in threading.enumerate() if t.name.startswith("dbkit-panel")]
     panel.close()
+
+
+def test_new_rates_on_a_running_simulation_are_answered_once_told_and_taken_at_each_replicas_next_step(digits):
+    """A running simulated job's ``set(n_push=...)`` answers once every replica's control holds the new rate
+    (a few control messages of simulated time), and each replica takes it at its next step: a straggler that
+    sleeps 999 steps' time after each step takes it only then. Waiting for it, as a real job's ``set`` waits,
+    would hold the answer that long (with 200 replicas, most of a second of this machine's time)."""
+    from dbkit.sim.api import simulated_run
+
+    cfg = RunConfig.make(algorithm="downpour", model="linear", replicas=4, shards=2, lr=0.05, steps=None,
+                         seconds=10.0, slow_replicas=((0, 1000.0),), eval_every=10**6)
+    run = simulated_run(cfg, Cluster(machines=8, profile="distbelief-2012"), data=digits)
+    run.begin()
+    run.sim.run_for(0.05)
+    began = run.sim.now
+    run.change({"n_push": 9}, cfg.replace(n_push=9))
+    told = run.sim.now - began
+    before = run.replica_figures()
+    run.sim.run_for(1.0)
+    run._command(run.fleet.poll)
+    after = run.replica_figures()
+    run.stop()
+    run.sim.run_for(30.0)
+    straggler_step = 1.0 / max(1, after[0].steps - before[0].steps)  # simulated seconds between its steps
+    assert 0 < told < 0.01 < straggler_step
+    assert all(f.n_push == 9 for f in after.values()) and after[0].steps > before[0].steps

@@ -30,7 +30,8 @@ from .compute import TimedNetwork
 from .layout import lay_out
 from .partition import SimulatedPartition, gather_in_tasks
 from .run import SimulatedRun
-from .shard_service import ShardEnd, ShardService
+from .shard_end import ShardEnd
+from .shard_service import ShardService
 
 
 class SimulatedPartitionedDownpour(SimulatedRun):

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...sim.machines import Machine
-from ...sim.shard_service import ShardEnd, ShardService, VirtualFuture
+from ...sim.shard_end import ShardEnd
+from ...sim.shard_service import ShardService, VirtualFuture
 
 
 class ActorEnd(ShardEnd):

@@ -1,0 +1,140 @@
+"""One client's end of a simulated shard: the calls ``dbkit.ps.ShardedParameters`` makes, in virtual time.
+
+``ShardEnd`` has the methods ``ShardedParameters`` calls (``fetch``, ``push``,
+``push_fetch``, Sandblaster's vector commands); each sends a ``Request`` to
+the shard's queue (``dbkit.sim.shard_service.ShardService``) across the
+simulated network and returns a ``VirtualFuture`` answered when the reply
+arrives. So ``ShardedParameters``, ``Pending`` and a replica's ``Exchange``
+run unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..ps.owned_end import OwnedEnd
+from .machines import Machine
+from .shard_service import Request, ShardService, VirtualFuture
+
+
+class CallCosts(NamedTuple):
+    """A call's fixed costs for one message size: its bytes up and down, the client's CPU to send, what the
+    shard's service adds (taking the request in and answering it), the client's CPU to take the answer in,
+    and the delay before it reaches the shard beyond the NIC (a local call's, or a control message's)."""
+
+    up: int
+    down: int
+    send: float
+    service: float
+    take: float
+    delay: float
+
+
+
+class ShardEnd(OwnedEnd):
+    """``client``'s end of ``service``: the calls ``ShardedParameters`` makes, each a ``VirtualFuture``. An
+    ``OwnedEnd``: fetched parameters are written into the client's array; ``close`` has nothing to end."""
+
+    def __init__(self, service: ShardService, client: Machine) -> None:
+        self.service, self.client = service, client
+        self.sim, self.cost = service.sim, service.cost
+        self.local = client is service.machine
+        self._costs: dict[tuple[int, int, bool], CallCosts] = {}
+        self._seconds: dict[tuple[str, str], float] = {}
+
+    # ---- Downpour: the data plane ---------------------------------------------------------------
+    def fetch(self, into: np.ndarray | None = None) -> VirtualFuture:
+        """``(version, parameters)``; with ``into`` (the shard's size), the parameters are written there when
+        the service runs, as a ``WireShard`` receives them (no copy of its own to copy again)."""
+        return self._call("fetch", lambda s: s.fetch(into), self._service_seconds("fetch"), 0, self.service.floats)
+
+    def push(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
+             first_version: int | None = None) -> VirtualFuture:
+        n = self.service.floats
+        return self._call("push", lambda s: s.push(grad, fetched_version, pusher, examples, first_version),
+                          self._service_seconds("push"), n, 0)
+
+    def push_fetch(self, grad, fetched_version: int, pusher: str | None = None, examples: int = 0,
+                   first_version: int | None = None, into: np.ndarray | None = None) -> VirtualFuture:
+        """``(answer, version, parameters)``; with ``into``, the parameters are written there."""
+        n = self.service.floats
+        return self._call("push_fetch", lambda s: s.push_fetch(grad, fetched_version, pusher, examples, first_version,
+                                                               into), self._service_seconds("push_fetch"), n, n)
+
+    def _service_seconds(self, kind: str) -> float:
+        """A fetch's, push's or push_fetch's service time on this shard under its rule now (worked out once
+        per rule: the rule can change while a run goes on)."""
+        svc = self.service
+        key = (kind, svc.optimizer)
+        seconds = self._seconds.get(key)
+        if seconds is None:
+            n, cost = svc.floats, self.cost
+            push, fetch = cost.push_seconds(n, key[1]), cost.fetch_seconds(n)
+            seconds = self._seconds[key] = {"fetch": fetch, "push": push, "push_fetch": push + fetch}[kind]
+        return seconds
+
+    # ---- Sandblaster: replicas move vectors, the coordinator sends commands ------------------------
+    def fetch_vector(self, name: str) -> VirtualFuture:
+        n = self.service.floats
+        return self._call("fetch_vector", lambda s: s.fetch_vector(name), self.cost.fetch_seconds(n), 0, n)
+
+    def accumulate(self, name: str, values, units: tuple = ()) -> VirtualFuture:
+        n = self.service.floats
+        return self._call("accumulate", lambda s: s.accumulate(name, values, units), self.cost.vector_seconds(n), n, 0)
+
+    def __getattr__(self, method: str) -> Callable[..., VirtualFuture]:
+        """Any other shard method (``dot``, ``axpy``, ``copy``, ``figures``, ``set_lr`` ...) as a command:
+        a small message each way and, for a vector command, a pass over the shard's floats."""
+        if method.startswith("_"):
+            raise AttributeError(method)
+        vector = method in ("dot", "axpy", "scale", "copy", "zero", "load_vectors", "save_vectors")
+        seconds = self.cost.vector_seconds(self.service.floats) if vector else self.cost.profile.shard.request_seconds
+
+        def command(*args: Any, **kwargs: Any) -> VirtualFuture:
+            return self._call(method, lambda s: getattr(s, method)(*args, **kwargs), seconds, 0, 0, control=True)
+
+        return command
+
+    def _call(self, kind: str, apply: Callable[[Any], Any], service: float, floats_up: int, floats_down: int,
+              control: bool = False) -> VirtualFuture:
+        sim, svc = self.sim, self.service
+        future = VirtualFuture(sim)
+        c = self._message_costs(floats_up, floats_down, control)
+        request = Request(kind, apply, service + c.service, c.down, self.client, future, control)
+        request.client_cpu = c.take
+        now = sim.now
+        if self.local:  # a shard on the caller's own machine: a call in process, no NIC
+            arrival = self.client.reserve(now, c.send) + c.delay
+        elif control:
+            arrival = now + c.delay
+        else:
+            sent = self.client.reserve(now, c.send)
+            arrival = svc.network.transfer(sent, self.client, svc.machine, c.up)
+            request.switch_seconds = self.cost.profile.machine.switch_seconds
+        if arrival <= now:
+            svc.arrive(request)
+        else:
+            sim.at(arrival - now, lambda: svc.arrive(request))
+        return future
+
+    def _message_costs(self, floats_up: int, floats_down: int, control: bool) -> CallCosts:
+        """A call's ``CallCosts``, worked out once per message size (the same few sizes every step)."""
+        key = (floats_up, floats_down, control)
+        costs = self._costs.get(key)
+        if costs is None:
+            cost, m = self.cost, self.cost.profile.message
+            up, down = cost.message_bytes(floats_up), cost.message_bytes(floats_down)
+            if self.local:
+                send, extra = (0.0 if control else cost.message_cpu(up, "local")), 0.0
+                client, delay = (0.0 if control else cost.message_cpu(down, "local")), m.local_call_seconds
+            elif control:
+                send, extra, client, delay = 0.0, 0.0, 0.0, m.control_seconds
+            else:
+                send, extra = cost.message_cpu(up, "client"), cost.message_cpu(up, "server") + cost.message_cpu(
+                    down, "server")
+                client, delay = cost.message_cpu(down, "client"), 0.0
+            costs = self._costs[key] = CallCosts(up, down, send, extra, client, delay)
+        return costs
