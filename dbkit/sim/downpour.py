@@ -14,7 +14,9 @@ polls the fleet, evaluates every ``eval_every`` steps, warm-starts the other
 replicas, ends the run when its budget is spent (steps, seconds, a target
 accuracy; a job's cap, shared among the replicas so that the total is exact)
 and carries out the job's changes (``apply_change``) at the instant they are
-asked. Partitioned replicas have their own driver (``partitioned_downpour``).
+asked. A partitioned replica's partitions are placed by the job's ``PartitionPlacement``: on each
+partition's machine the real ``DownpourPartition`` (``dbkit.sim.partition``), its layers' arithmetic timed
+there, its boundary slices on the network, each call to it served in a task of its own.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from ..config import RunConfig
 from ..downpour.changes import apply_change
 from ..downpour.fleet import Fleet
 from ..downpour.placement import Placement
+from ..partition import Ownership
+from ..partition.actors import PartitionActor
 from ..training.figures import ReplicaFigures
 from .layout import lay_out
-from .partitioned_downpour import SimulatedPartitionedDownpour
+from .machines import Machine
+from .partition import SimulatedPartitionActor
 from .poll_timer import PollTimer
 from .run import SimulatedRun
 from .step_budget import StepBudget
@@ -65,9 +70,6 @@ class SimulatedDownpour(SimulatedRun):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.config.downpour.partitions > 1:
-            raise ValueError("partitioned replicas are simulated by SimulatedPartitionedDownpour "
-                             "(simulated_downpour picks it)")
         self.session: SimSession | None = None
         self.placement: Placement | None = None
         self.fleet: Fleet | None = None
@@ -90,6 +92,7 @@ class SimulatedDownpour(SimulatedRun):
             self.sim, layout, self.cost, layout.machine(layout.coordinator_on), tag="sim", gradients=self.gradients,
             update_floats=self.shape.parameters, threads=spec.machine.threads_per_replica,
             float_scale=self.float_scale, jitter=self.jitter, seed=c.seed)
+        session.stand_in(PartitionActor, self._partition)
         shard_workers = [layout.machine(m).name for m in layout.shard_on]
         replica_workers = session.workers() if layout.shared else self._machines_of_their_own(0, c.replicas)
         self.placement = Placement(session, self.network, c, shard_workers, replica_workers)
@@ -101,9 +104,18 @@ class SimulatedDownpour(SimulatedRun):
         self._driver = session.drive(self._drive)
 
     def _machines_of_their_own(self, first: int, end: int) -> list[str]:
-        """A machine for each of replicas ``first`` .. ``end - 1`` (a profile whose parts each have one)."""
+        """A machine for each of replicas ``first`` .. ``end - 1``, for each partition of a partitioned one (a
+        profile whose parts each have one; ``PartitionPlacement`` then puts replica i's partitions on its own)."""
         assert self.layout is not None
-        return [self.layout.new_machine(f"replica{i}").name for i in range(first, end)]
+        k = self.config.downpour.partitions
+        return [self.layout.new_machine(f"replica{i}" + (f"/partition{j}" if k > 1 else "")).name
+                for i in range(first, end) for j in range(k)]
+
+    def _partition(self, machine: Machine, index: int, ownership: Ownership) -> SimulatedPartitionActor:
+        """What the session places for a ``PartitionActor``: the real partition, timed on ``machine``."""
+        assert self.session is not None and self.layout is not None
+        return SimulatedPartitionActor(index, ownership, self.sim, machine, self.layout.network, self.cost,
+                                       self.session.actor, threads=self.cluster.spec.machine.threads_per_replica)
 
     # ---- the driver's task ------------------------------------------------------------------------
     def _drive(self) -> None:
@@ -224,7 +236,7 @@ class SimulatedDownpour(SimulatedRun):
         def apply() -> None:
             assert self.fleet is not None and self.placement is not None and self.layout is not None
             if "replicas" in changes and not self.layout.shared:  # a machine for each new replica
-                first = len(self.placement.replica_workers)
+                first = len(self.placement.replica_workers) // new.downpour.partitions
                 wanted = self.fleet.book.next_index() + max(0, new.replicas - len(self.live()))
                 self.placement.add_replica_workers(self._machines_of_their_own(first, wanted))
             # running replicas act on new rates at their next step: the simulated job answers once their
@@ -269,12 +281,10 @@ class SimulatedDownpour(SimulatedRun):
 
     def _blocks(self) -> dict:
         a = self.placement.alignment if self.placement is not None else None
-        return {"layout": {"partitions": 1, "shards_of_partition": [list(s) for s in a.shards_of] if a else [],
-                           "relayouts": []}}
+        return {"layout": {"partitions": self.config.downpour.partitions,
+                           "shards_of_partition": [list(s) for s in a.shards_of] if a else [], "relayouts": []}}
 
 
 def simulated_downpour(config: RunConfig, *args: Any, **kwargs: Any) -> SimulatedRun:
-    """The simulated Downpour run of ``config``: driven by the job's own fleet (whole replicas), or by
-    ``SimulatedPartitionedDownpour`` (partitioned ones)."""
-    kind = SimulatedDownpour if config.downpour.partitions == 1 else SimulatedPartitionedDownpour
-    return kind(config, *args, **kwargs)
+    """The simulated Downpour run of ``config`` (whole or partitioned replicas)."""
+    return SimulatedDownpour(config, *args, **kwargs)

@@ -36,7 +36,6 @@ from .driver import SimulationDriver, VirtualClock
 from .job_run import make_run, run_config
 from .layout import Cluster
 from .memory import check_memory
-from .partitioned_downpour import SimulatedPartitionedDownpour
 from .run import SimulatedRun
 
 #: what ``set()`` changes while a simulated job trains, and what only before it starts
@@ -121,7 +120,7 @@ class SimulatedJob(Job):
             raise ValueError("lose_replica is Downpour's (Sandblaster's lost replicas are its backup tasks' story)")
 
         def lose(run: SimulatedRun) -> int:
-            assert isinstance(run, (SimulatedDownpour, SimulatedPartitionedDownpour))
+            assert isinstance(run, SimulatedDownpour)
             live = run.live()
             i = live[-1] if index is None and live else index
             if len(live) < 2 or i not in live:

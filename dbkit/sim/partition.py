@@ -6,7 +6,9 @@ are ``DownpourPartition``'s; three seams of ``PartitionWorker`` are answered
 here instead of on an event loop: ``_compute`` runs a layer part and holds a
 core for the modelled seconds, ``_post`` puts a boundary slice on the network
 (both NICs, the latency) and ``_take`` waits in virtual time for a partner's.
-Each partition's step runs as a task of its own (``gather_in_tasks``), so
+``SimulatedPartitionActor`` is what a simulated session places where a job's
+``PartitionPlacement`` asks for a ``PartitionActor``; each call to it runs in a
+task of its own on its machine (``dbkit.runtime.sim.actor_in_tasks``), so
 partitions wait for each other as they would on separate machines.
 """
 
@@ -20,7 +22,7 @@ import numpy as np
 
 from ..partition import Ownership
 from ..partition.downpour_partition import DownpourPartition
-from ..ps import ShardedParameters
+from ..runtime.shards import ShardHandles, connect
 from .compute import TimedNetwork
 from .cost import CostModel
 from .engine import Simulation, SimulationError
@@ -38,24 +40,6 @@ def finish(coroutine: Coroutine) -> Any:
     raise SimulationError("a simulated partition awaited something that is not virtual time")
 
 
-def gather_in_tasks(sim: Simulation, call_seconds: float = 0.0) -> Callable[[list], list]:
-    """A ``gather`` for ``PartitionedDownpourReplica``: each partition's call runs as a task, reached and
-    answered after ``call_seconds`` each way (the replica's call to a partition actor); their values."""
-    def call(coroutine: Any) -> Any:
-        if call_seconds > 0:
-            sim.sleep(call_seconds)
-        value = finish(coroutine)
-        if call_seconds > 0:
-            sim.sleep(call_seconds)
-        return value
-
-    def gather(calls: list) -> list:
-        tasks = [sim.spawn(call, c, name="partition") for c in calls]
-        return [task.join() for task in tasks]
-
-    return gather
-
-
 class SimulatedPartition(DownpourPartition):
     """Partition ``index`` of ``ownership.k``, on ``machine``; ``timed`` holds its cores (and its ``slow``)."""
 
@@ -66,13 +50,6 @@ class SimulatedPartition(DownpourPartition):
         self.timed = TimedNetwork(ownership.network, sim, machine, cost, threads=threads)
         self._waiting: dict[tuple, greenlet.greenlet] = {}
         self._shapes: dict[int, LayerShape] = {}
-
-    def join(self, partners: list[SimulatedPartition]) -> None:
-        finish(self.connect(partners))
-
-    def attach_now(self, server: ShardedParameters, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
-                   batch_size: int, seed: int, worker: str, overlap: bool) -> int:
-        return finish(self.attach(server, shard_ids, X, y, batch_size, seed, worker=worker, overlap=overlap))
 
     async def _compute(self, fn, *args):
         """A layer part's arithmetic, then a core held for its modelled seconds (and the partition's own
@@ -95,6 +72,7 @@ class SimulatedPartition(DownpourPartition):
         if key not in self.mailbox:
             self._waiting[key] = greenlet.getcurrent()
             self.sim._suspend()
+            self._check_aborted()
         return self.mailbox.pop(key)
 
     def _post(self, to: int, key: tuple, values: np.ndarray) -> None:
@@ -119,3 +97,33 @@ class SimulatedPartition(DownpourPartition):
         waiter = self._waiting.pop(key, None)
         if waiter is not None:
             self.sim.wake(waiter)
+
+    async def abort(self, reason: str) -> int:
+        """As a real partition's: its waits end at once (each raises), and every later one too."""
+        ended = await super().abort(reason)
+        waiting, self._waiting = list(self._waiting.values()), {}
+        for waiter in waiting:
+            self.sim.wake(waiter)
+        return ended + len(waiting)
+
+
+class SimulatedPartitionActor(SimulatedPartition):
+    """A ``PartitionActor`` on a simulated machine (what a simulated session places for one): found by its
+    partners through ``find(key)`` (the partition itself, so that a boundary slice is timed on the network,
+    ``_post``) and reaching its shards from its machine (``connect`` in a task there)."""
+
+    def __init__(self, index: int, ownership: Ownership, sim: Simulation, machine: Machine, network: Network,
+                 cost: CostModel, find: Callable[[str], SimulatedPartition], threads: int = 1) -> None:
+        super().__init__(index, ownership, sim, machine, network, cost, threads=threads)
+        self._find = find
+
+    async def ping(self) -> int:
+        return 0
+
+    async def connect_to(self, partners: list[tuple[str, str]]) -> int:
+        return await self.connect([self._find(key) for key, _ in partners])
+
+    async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
+                            batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
+        server = connect(shards, name=name)
+        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=self.machine.name, overlap=overlap)

@@ -6,19 +6,26 @@ from collections.abc import Callable
 from typing import Any
 
 from ...sim.machines import Machine
-from ...sim.shard_end import ShardEnd
+from ...sim.shard_end import CallCosts, ShardEnd
 from ...sim.shard_service import ShardService, VirtualFuture
 
 
 class ActorEnd(ShardEnd):
     """One caller's end of a simulated actor (a shard's is a ``ShardEnd``): ``key`` names the actor. A call
     to an actor whose machine died raises ``RuntimeError`` at once, as a Dask actor's does; once served, a
-    call tells ``touched`` (the session's: the tasks waiting on that machine look again), if given."""
+    call tells ``touched`` (the session's: the tasks waiting on that machine look again), if given.
+    ``call_seconds``: one way of a call to another machine, where it is not a control message's."""
 
     def __init__(self, key: str, service: ShardService, client: Machine, alive: Callable[[str], bool],
-                 touched: Callable[[str], None] | None) -> None:
+                 touched: Callable[[str], None] | None, call_seconds: float | None = None) -> None:
         super().__init__(service, client)
-        self.key, self._alive, self._touched = key, alive, touched
+        self.key, self._alive, self._touched, self._call_seconds = key, alive, touched, call_seconds
+
+    def _message_costs(self, floats_up: int, floats_down: int, control: bool) -> CallCosts:
+        costs = super()._message_costs(floats_up, floats_down, control)
+        if control and not self.local and self._call_seconds is not None:
+            return costs._replace(delay=self._call_seconds)
+        return costs
 
     def _call(self, kind: str, apply: Callable[[Any], Any], service: float, floats_up: int, floats_down: int,
               control: bool = False) -> VirtualFuture:

@@ -10,9 +10,10 @@ bounded waits are in virtual seconds (``time``). So a Downpour job's
 fleet places, steers, resizes and stops hundreds of simulated replicas with
 the lines that place, steer, resize and stop real ones.
 
-What is not modelled: a partition actor's own calls to its shards (they
-would wait inside a service), so partitioned replicas stay with the
-simulator's own driver (``dbkit.sim.downpour``).
+A partition actor's methods wait (for its partners' boundary slices, for its
+shards): each call to one is served in a task of its own on its machine
+(``actor_in_tasks``), and the simulator gives the session the partition to place
+(``stand_in``), so the job's ``PartitionPlacement`` places partitioned replicas too.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ...sim.shard_service import ShardService
 from ..inprocess.cluster import NoWires
 from ..registry import ActorRegistry
 from .actor_end import ActorEnd, Placed
+from .actor_in_tasks import ActorInTasks
 from .task import SimTask
 from .task_side import SimTaskSide, VirtualTime
 from .wakeups import Wakeups
@@ -65,7 +67,8 @@ class SimSession:
         self.gradients, self.update_floats, self.threads_per_task = gradients, update_floats, threads
         self.float_scale, self.jitter, self.seed = float_scale, jitter, seed
         self._machines = {m.name: m for m in layout.machines}
-        self._actors: dict[str, ShardService] = {}  # key -> the actor behind its queue, on its machine
+        self._actors: dict[str, ShardService | ActorInTasks] = {}  # key -> the actor behind its queue, on its machine
+        self._stand_ins: dict[type, Callable[..., Any]] = {}
         self._dropped: set[str] = set()
         self.wakeups = Wakeups(sim)  # tasks waiting for a message to reach their machine, or for a task's end
         self._tasks: list[SimTask] = []
@@ -116,9 +119,17 @@ class SimSession:
         if not self.alive(address):
             raise RuntimeError(f"simulated machine {address} was lost")
         key = f"dbkit-{name}-{self.tag}"
-        actor = cls(*copy.deepcopy(args), **copy.deepcopy(kwargs))  # arguments arrive as copies, as pickled
-        self._actors[key] = ShardService(self.sim, actor, self.machine(address), self.layout.network, self.cost,
-                                         self.float_scale)
+        args, kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)  # arguments arrive as copies, as pickled
+        machine = self.machine(address)
+        stand_in = self._stand_ins.get(cls)
+        if stand_in is None:
+            self._actors[key] = ShardService(self.sim, cls(*args, **kwargs), machine, self.layout.network, self.cost,
+                                             self.float_scale)
+        else:  # an actor whose methods wait: each call in a task of its own
+            self._actors[key] = ActorInTasks(self.sim, stand_in(machine, *args, **kwargs), machine,
+                                             self.layout.network, self.cost,
+                                             lambda: SimTaskSide(self, address, lambda: not self.alive(address)),
+                                             self.cost.partition_call_seconds())
         proxy = self.end(key, self.driver.name)
         self.registry.add(name, Placed(self.remove, key), proxy, address)
         return proxy
@@ -129,6 +140,9 @@ class SimSession:
         if service is None or not self.alive(service.machine.name):
             raise RuntimeError(f"{key}: no such actor on a live simulated machine")
         caller_machine = self.driver if caller == self.driver.name else self.machine(caller)
+        if isinstance(service, ActorInTasks):  # (a partition: called as an actor on another worker is)
+            return ActorEnd(key, service, caller_machine, self.alive, None,  # type: ignore[arg-type]
+                            call_seconds=self.cost.partition_call_seconds())
         served = isinstance(service.shard, ParameterShard)  # a control object's calls wake its machine's waiters
         return ActorEnd(key, service, caller_machine, self.alive, None if served else self.wakeups.touched)
 
@@ -138,6 +152,15 @@ class SimSession:
         if service is None or service.machine.name != caller or isinstance(service.shard, ParameterShard):
             return None
         return service.shard
+
+    def stand_in(self, cls: type, make: Callable[..., Any]) -> None:
+        """Place ``make(machine, *args, **kwargs)`` where ``cls(*args, **kwargs)`` is asked for: an actor whose
+        methods wait in virtual time (a partition's stand-in, ``dbkit.sim.partition``), served in tasks."""
+        self._stand_ins[cls] = make
+
+    def actor(self, key: str) -> Any:
+        """The object placed under ``key`` itself (a simulated partition finds its partners so)."""
+        return self._actors[key].shard
 
     def peek(self, name: str) -> Any:
         """The object placed as ``name`` itself, for an observer outside the simulation (its figures): reading

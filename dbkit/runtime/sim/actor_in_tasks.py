@@ -1,0 +1,50 @@
+"""An actor whose methods wait, on a simulated machine: each call served at once in a task of its own.
+
+A Dask actor whose methods are coroutines (a partition: its step waits for its partners' boundary slices
+and for its shards) interleaves its calls on its worker's event loop: a partner's ``receive`` is served
+while the step it feeds waits. So here each call that reaches the actor starts a task on its machine
+(``task_side`` answers there, as in a task submitted to it), runs the method (to its end, if it is a
+coroutine: ``dbkit.sim.partition.finish``) and sends the answer back. A parameter shard's queue
+(``dbkit.sim.shard_service.ShardService``) serves its calls one at a time instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ...sim.cost import CostModel
+from ...sim.engine import Simulation
+from ...sim.machines import Machine, Network
+from ...sim.partition import finish
+from ...sim.shard_service import Request
+from .task_side import SimTaskSide, bind
+
+
+class ActorInTasks:
+    """``actor`` on ``machine``; ``side()`` is the side of a task there; an answer to another machine takes
+    ``answer_seconds`` (one way of an actor call)."""
+
+    def __init__(self, sim: Simulation, actor: Any, machine: Machine, network: Network, cost: CostModel,
+                 side: Callable[[], SimTaskSide], answer_seconds: float) -> None:
+        self.sim, self.shard, self.machine, self.network, self.cost = sim, actor, machine, network, cost
+        self._side, self.answer_seconds = side, answer_seconds
+
+    def arrive(self, request: Request) -> None:
+        """``request`` reached the actor's machine: its method runs now, in a task of its own."""
+        self.sim.spawn(self._serve, request, name=f"{request.kind} on {self.machine.name}")
+
+    def _serve(self, request: Request) -> None:
+        bind(self._side())
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = request.apply(self.shard)
+            if inspect.iscoroutine(value):
+                value = finish(value)
+        except Exception as e:  # noqa: BLE001 - the caller gets it, as from a real actor
+            error = e
+        local = request.client is self.machine
+        delay = self.network.local_latency if local else self.answer_seconds
+        self.sim.at(delay, lambda: request.future.settle(value, error))
