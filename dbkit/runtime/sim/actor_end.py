@@ -14,7 +14,8 @@ class ActorEnd(ShardEnd):
     """One caller's end of a simulated actor (a shard's is a ``ShardEnd``): ``key`` names the actor. A call
     to an actor whose machine died raises ``RuntimeError`` at once, as a Dask actor's does; once served, a
     call tells ``touched`` (the session's: the tasks waiting on that machine look again), if given.
-    ``call_seconds``: one way of a call to another machine, where it is not a control message's."""
+    ``call_seconds``: one way of a call, where it is not a control message's (a partition's: reached as an
+    actor even from its own worker, as ``run_replica`` reaches it)."""
 
     def __init__(self, key: str, service: ShardService, client: Machine, alive: Callable[[str], bool],
                  touched: Callable[[str], None] | None, call_seconds: float | None = None) -> None:
@@ -23,7 +24,7 @@ class ActorEnd(ShardEnd):
 
     def _message_costs(self, floats_up: int, floats_down: int, control: bool) -> CallCosts:
         costs = super()._message_costs(floats_up, floats_down, control)
-        if control and not self.local and self._call_seconds is not None:
+        if control and self._call_seconds is not None:
             return costs._replace(delay=self._call_seconds)
         return costs
 

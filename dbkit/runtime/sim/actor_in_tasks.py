@@ -23,8 +23,8 @@ from .task_side import SimTaskSide, bind
 
 
 class ActorInTasks:
-    """``actor`` on ``machine``; ``side()`` is the side of a task there; an answer to another machine takes
-    ``answer_seconds`` (one way of an actor call)."""
+    """``actor`` on ``machine``; ``side()`` is the side of a task there; an answer takes ``answer_seconds``
+    (one way of an actor call: through Dask even to a caller on the same worker)."""
 
     def __init__(self, sim: Simulation, actor: Any, machine: Machine, network: Network, cost: CostModel,
                  side: Callable[[], SimTaskSide], answer_seconds: float) -> None:
@@ -45,6 +45,4 @@ class ActorInTasks:
                 value = finish(value)
         except Exception as e:  # noqa: BLE001 - the caller gets it, as from a real actor
             error = e
-        local = request.client is self.machine
-        delay = self.network.local_latency if local else self.answer_seconds
-        self.sim.at(delay, lambda: request.future.settle(value, error))
+        self.sim.at(self.answer_seconds, lambda: request.future.settle(value, error))
