@@ -273,3 +273,25 @@ def test_new_rates_on_a_running_simulation_are_answered_once_told_and_taken_at_e
     straggler_step = 1.0 / max(1, after[0].steps - before[0].steps)  # simulated seconds between its steps
     assert 0 < told < 0.01 < straggler_step
     assert all(f.n_push == 9 for f in after.values()) and after[0].steps > before[0].steps
+
+
+def test_fewer_replicas_on_a_running_simulation_are_answered_at_once_and_the_leaving_end_removed(digits):
+    """``set(replicas=2)`` on a running simulated job of four answers once the newest two are told to stop:
+    they count as gone at once and end ``removed`` at their next step, a straggler's in a simulated second."""
+    from dbkit.sim.api import simulated_run
+
+    cfg = RunConfig.make(algorithm="downpour", model="linear", replicas=4, shards=2, lr=0.05, steps=None,
+                         seconds=10.0, slow_replicas=((3, 1000.0),), eval_every=10**6)
+    run = simulated_run(cfg, Cluster(machines=8, profile="distbelief-2012"), data=digits)
+    run.begin()
+    run.sim.run_for(0.05)
+    began = run.sim.now
+    run.change({"replicas": 2}, cfg.replace(replicas=2))
+    told, live = run.sim.now - began, run.live()
+    run.sim.run_for(2.0)
+    run._command(run.fleet.poll)
+    states = {i: f.state for i, f in run.replica_figures().items()}
+    run.stop()
+    run.sim.run_for(30.0)
+    assert told < 0.01 and live == [0, 1]
+    assert states == {0: "running", 1: "running", 2: "removed", 3: "removed"}

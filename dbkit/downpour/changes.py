@@ -22,7 +22,8 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
     the fleet keeps ``old`` for the replicas it launches, and the error is raised. A new layout of shards
     or partitions is ``move()`` (``relayout`` with the job's recovery; a job that has none refuses it).
     New rates and stragglers are told to every replica's control object and waited for until each replica
-    has acted on them, at most ``acted`` seconds (0: told, not waited for; each acts at its next step)."""
+    has acted on them, at most ``acted`` seconds, and replicas told to leave until they have ended (0: told,
+    not waited for; each acts, or ends, at its next step)."""
     fleet.use(new)  # replicas launched from now on start with the new settings
     try:
         if "lr" in changes:
@@ -39,7 +40,7 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
         if "slow_replicas" in changes:
             fleet.set_slow(dict(new.slow_replicas), wait=acted)
         if "replicas" in changes:
-            fleet.resize(new.replicas)
+            fleet.resize(new.replicas, wait=acted > 0)
     except BaseException:
         fleet.use(old)
         raise

@@ -140,9 +140,10 @@ class Fleet:
         started again: it would fail again)."""
         return sorted(i for i in self.machine_lost if i not in self.replaced and i not in self.crashed)
 
-    def resize(self, n: int, state: str = "removed") -> Resize:
+    def resize(self, n: int, state: str = "removed", wait: bool = True) -> Resize:
         """Start, hold back for the warm start, or stop replicas so that ``n`` are live; which ones is
-        ``resize.py``'s rule, the simulator's too. Those stopped end as ``state``."""
+        ``resize.py``'s rule, the simulator's too. Those stopped end as ``state`` (with ``wait``, before this
+        returns; else at their next step)."""
         with self.launching:
             waiting = self.book.waiting_for_warm_start()
             plan = resize(self.book.live(), waiting, self.book.figures(), n)
@@ -151,7 +152,7 @@ class Fleet:
                 self.book.hold_for_warm_start(waiting + list(plan.hold))
             self.book.drop_waiting(len(plan.drop))
             if plan.stop:
-                self.stop(list(plan.stop), state)
+                self.stop(list(plan.stop), state, wait=wait)
             self.added.update(plan.start + plan.hold)
         return plan
 
@@ -243,17 +244,20 @@ class Fleet:
             epoch = self.controls.epoch
             self.wait_for(lambda f: f.epoch >= epoch and f.state != "running", None, 30.0)
 
-    def stop(self, indices: list[int], state: str, timeout: float = 60.0) -> None:
-        """Stop replicas ``indices`` (they push what they accumulated); they end as ``state``."""
+    def stop(self, indices: list[int], state: str, timeout: float = 60.0, wait: bool = True) -> None:
+        """Stop replicas ``indices`` (they push what they accumulated); they end as ``state``. With ``wait``,
+        return once they have (else they are no longer live now, and end at their next step)."""
         with self.launching:
+            self.book.leave(indices, state)
             self.steer(indices, stop=True, wait=0)
-            self.book.wait(indices, timeout=timeout, state=state)
-            self.placement.parts.release(indices)
+            if wait:
+                self.book.wait(indices, timeout=timeout, state=state, clock=self.cluster.time)
+                self.placement.parts.release(indices)
 
     def stop_all(self, timeout: float = 60.0) -> None:
         with self.launching:
             self.steer(stop=True, wait=0)
-            self.book.wait_all(timeout)
+            self.book.wait_all(timeout, clock=self.cluster.time)
 
     # ---- watching ----------------------------------------------------------------------------
     def poll(self, settle: bool = True) -> None:
@@ -283,10 +287,10 @@ class Fleet:
         self.controls.forget(worker)
 
     def release_ended_partitions(self) -> None:
-        """Drop the partition actors of replicas that ended on their own (lost, failed, diverged): their
+        """Drop the partition actors of replicas whose tasks ended (on their own, or told to leave): their
         partners would otherwise keep their data and parameter blocks until the job stops."""
         for i in self.placement.parts.replicas():
-            if i in self.book.entries and not self.book.entries[i].live:
+            if i in self.book.entries and not self.book.entries[i].running:
                 self.placement.parts.release([i], abort=f"replica {i} {self.book.state_of(i)}")
 
     def figures(self) -> dict[int, ReplicaFigures]:

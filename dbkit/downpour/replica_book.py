@@ -9,10 +9,10 @@ races between the driver and its monitor thread are tested in process.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime.clock import REAL_TIME, Clock
 from ..training.figures import LIVE, ReplicaFigures
 
 #: states a replica's own figures may end in (the driver decides the others)
@@ -25,14 +25,21 @@ class ReplicaEntry:
     worker: str
     future: Any
     figures: ReplicaFigures
+    leaving: str | None = None  # told to stop: the state it ends as once its task ends
 
     @property
     def state(self) -> str:
         return self.figures.state
 
     @property
-    def live(self) -> bool:
+    def running(self) -> bool:
+        """Its task has not been seen to end."""
         return self.figures.state in LIVE
+
+    @property
+    def live(self) -> bool:
+        """Running, and not told to stop."""
+        return self.running and self.leaving is None
 
 
 class ReplicaBook:
@@ -89,13 +96,13 @@ class ReplicaBook:
         """Take a live replica's newest figures; a replica that says it failed, diverged or was lost has ended."""
         with self._lock:
             e = self.entries.get(index)
-            if e is not None and e.live and (figures.state in LIVE or figures.state in ENDED_ON_ITS_OWN):
+            if e is not None and e.running and (figures.state in LIVE or figures.state in ENDED_ON_ITS_OWN):
                 e.figures = figures.but(worker=e.worker)
 
     def mark_lost(self, index: int, reason: str) -> None:
         with self._lock:
             e = self.entries[index]
-            if e.live:
+            if e.running:
                 e.figures = e.figures.but(state="lost", failures=1, error=reason)
                 try:
                     e.future.cancel()
@@ -134,32 +141,42 @@ class ReplicaBook:
                 if gone:
                     self.mark_lost(index, f"worker {gone[0]} holding a partition of replica {index} lost")
 
+    def leave(self, indices: list[int], state: str) -> None:
+        """Replicas ``indices`` were told to stop: no longer live, they end as ``state`` once their tasks end
+        (``wait``, or the next ``settle_futures``)."""
+        with self._lock:
+            for i in indices:
+                e = self.entries.get(i)
+                if e is not None and e.running:
+                    e.leaving = state
+
     def settle_futures(self) -> None:
         """Take the final figures of replicas whose tasks ended (or errored) on their own."""
         with self._lock:
-            entries = [e for e in self.entries.values() if e.live]
+            entries = [e for e in self.entries.values() if e.running]
         for e in entries:
             status = getattr(e.future, "status", "pending")
             if status == "finished":
-                self._finish(e, e.future.result(), "stopped")
+                self._finish(e, e.future.result(), e.leaving or "stopped")
             elif status in ("error", "cancelled", "lost"):
                 self.mark_lost(e.index, f"replica task {status}: {_exception_text(e.future)}")
 
     def _finish(self, e: ReplicaEntry, figures: ReplicaFigures, state: str) -> None:
         with self._lock:
-            if not e.live:  # someone else (driver or monitor) finished it first
+            if not e.running:  # someone else (driver or monitor) finished it first
                 return
             own = figures.state if figures.state in ENDED_ON_ITS_OWN else state
             e.figures = figures.but(worker=e.worker, state=own)
 
-    def wait(self, indices: list[int], timeout: float, state: str = "stopped") -> None:
-        """Wait for the tasks of ``indices`` to end (they were told to stop); they take ``state``."""
-        deadline = time.monotonic() + timeout
+    def wait(self, indices: list[int], timeout: float, state: str = "stopped", clock: Clock = REAL_TIME) -> None:
+        """Wait for the tasks of ``indices`` to end (they were told to stop), at most ``timeout`` seconds of
+        ``clock`` in all; they take ``state``."""
+        deadline = clock.now() + timeout
         for i in indices:
             e = self.entries[i]
-            if e.live:
+            if e.running:
                 try:
-                    figures = e.future.result(timeout=max(0.1, deadline - time.monotonic()))
+                    figures = e.future.result(timeout=max(0.1, deadline - clock.now()))
                 except Exception as err:  # noqa: BLE001
                     self.mark_lost(i, f"did not stop cleanly: {type(err).__name__}: {err}")
                     continue
@@ -168,8 +185,10 @@ class ReplicaBook:
                 if e.state == "stopped":  # result); it ended because we asked, so it takes our state
                     e.figures = e.figures.but(state=state)
 
-    def wait_all(self, timeout: float) -> None:
-        self.wait(self.live(), timeout)
+    def wait_all(self, timeout: float, clock: Clock = REAL_TIME) -> None:
+        with self._lock:
+            running = sorted(i for i, e in self.entries.items() if e.running)
+        self.wait(running, timeout, clock=clock)
         with self._lock:
             self._pending_warm.clear()
 
@@ -177,7 +196,7 @@ class ReplicaBook:
         """Cancel every task still running and forget every task's Future."""
         with self._lock:
             for e in self.entries.values():
-                if e.live:
+                if e.running:
                     e.figures = e.figures.but(state="stopped")
                     try:
                         e.future.cancel()

@@ -149,6 +149,7 @@ class SimulatedDownpour(SimulatedRun):
         c, fleet, budget = self.config, self.fleet, self.budget
         assert fleet is not None and budget is not None
         fleet.poll()
+        fleet.release_ended_partitions()
         total = self._total = fleet.total_steps()
         now = self.sim.now
         self.polls.polled(now, total, len(fleet.live()))

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..clock import REAL_TIME
 from ..registry import ActorRegistry
+from ..run_here import run_here
 from .task_side import InProcessTaskSide, bind, running_on
 from .workers import ActorProxy, Placed, Task, Worker
 
@@ -209,13 +210,7 @@ class InProcessSession:
         return {w: NO_LIMIT for w in self.workers()}
 
     def run_on_workers(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
-        answers: dict[str, Any] = {}
-        for w in self.workers():
-            try:
-                answers[w] = fn(*args)
-            except Exception as e:  # noqa: BLE001 - the answer is the error, as Client.run(on_error="return")
-                answers[w] = e
-        return answers
+        return run_here(self.workers(), fn, *args)
 
     def lost(self, grace: float = 2.0) -> str | None:
         if self.cluster.closed and not self._closed:

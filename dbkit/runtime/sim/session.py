@@ -37,6 +37,7 @@ from ...sim.machines import Machine
 from ...sim.shard_service import ShardService
 from ..inprocess.cluster import NoWires
 from ..registry import ActorRegistry
+from ..run_here import run_here
 from .actor_end import ActorEnd, Placed
 from .actor_in_tasks import ActorInTasks
 from .task import SimTask
@@ -229,13 +230,7 @@ class SimSession:
         self.wakeups.wait_for_tasks(futures, timeout, first)
 
     def run_on_workers(self, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
-        answers: dict[str, Any] = {}
-        for w in self.workers():
-            try:
-                answers[w] = fn(*args)
-            except Exception as e:  # noqa: BLE001 - the answer is the error, as Client.run(on_error="return")
-                answers[w] = e
-        return answers
+        return run_here(self.workers(), fn, *args)
 
     def lost(self, grace: float = 2.0) -> str | None:
         return None
