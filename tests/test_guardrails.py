@@ -87,3 +87,27 @@ def test_every_lock_says_its_order_where_it_is_declared():
             if not any("lock order:" in c for c in above):
                 unsaid.append(f"{path.relative_to(ROOT)}:{i + 1}")
     assert not unsaid, "say each lock's order on the comment above it ('# lock order: ...'): " + ", ".join(unsaid)
+
+
+def private_writes(source: str) -> list[str]:
+    """Assignments in ``source`` to a private attribute (``_name``) of anything but ``self`` or ``cls``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for part in ast.walk(target):
+                if (isinstance(part, ast.Attribute) and part.attr.startswith("_") and not part.attr.startswith("__")
+                        and not (isinstance(part.value, ast.Name) and part.value.id in ("self", "cls"))):
+                    found.append(f"line {node.lineno}: {ast.unparse(target)}")
+    return found
+
+
+def test_no_object_writes_another_objects_private_state():
+    """Issue #22: an object asks another to change its state; it never writes the other's private attributes
+    (``fleet._cap = ...``, ``self.book._entries[i] = ...``). The check itself finds such a write."""
+    assert private_writes("other._cap = 3\nself.book._entries[1] += 2\nself._mine = 1\n") == [
+        "line 1: other._cap", "line 2: self.book._entries[1]"]
+    writes = {str(p.relative_to(ROOT)): w for p in sorted((ROOT / "dbkit").rglob("*.py"))
+              if (w := private_writes(p.read_text()))}
+    assert not writes, f"ask the object instead: {writes}"
