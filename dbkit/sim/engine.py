@@ -38,7 +38,9 @@ class Simulation:
         self._queue: list[tuple[float, int, Callable[[], Any]]] = []
         self._order = itertools.count()  # ties at one instant: first scheduled, first run
         self._loop = greenlet.getcurrent()  # the greenlet that calls ``run``; tasks return to it
-        self.tasks: list[Task] = []
+        self.tasks: dict[int, Task] = {}  # the tasks that have not finished (by their order of spawning)
+        self._failed: list[Task] = []  # finished tasks that raised (a joiner may take the error over)
+        self._spawned = itertools.count()
         self.events = 0  # callbacks scheduled (a measure of the simulation's own work)
         self._cancelled: set[int] = set()  # timeouts cancelled before their time (``timeout``)
         self._halted = False  # ``halt`` was called: ``run`` / ``run_for`` return after the current event
@@ -81,10 +83,17 @@ class Simulation:
 
     def spawn(self, fn: Callable[..., Any], *args: Any, name: str = "task") -> Task:
         """Start ``fn(*args)`` as a task at the current virtual time (it runs once the loop reaches it)."""
-        task = Task(self, fn, args, name)
-        self.tasks.append(task)
+        task = Task(self, fn, args, name, next(self._spawned))
+        self.tasks[task.number] = task
         self.at(0.0, task.resume)
         return task
+
+    def _finished(self, task: Task) -> None:
+        """``task`` returned or raised: no longer waited on (a run of thousands of tasks, a Sandblaster's work
+        units, looks only at those still running, and at those that failed)."""
+        self.tasks.pop(task.number, None)
+        if task.error is not None:
+            self._failed.append(task)
 
     def in_task(self) -> bool:
         return greenlet.getcurrent() is not self._loop
@@ -132,7 +141,7 @@ class Simulation:
             callback()
         if until is not None:
             self._now = max(self._now, until)
-        stuck = [t.name for t in self.tasks if not t.finished]
+        stuck = [t.name for t in self.tasks.values() if not t.finished]
         if until is None and stuck:
             raise SimulationError(f"no event is left, yet {len(stuck)} simulated task(s) wait for one (a deadlock): "
                                   f"{', '.join(stuck[:5])}")
@@ -155,7 +164,7 @@ class Simulation:
         self._raise_failed()
 
     def _raise_failed(self) -> None:
-        failed = [t for t in self.tasks if t.error is not None]
+        self._failed = failed = [t for t in self._failed if t.error is not None]  # (a joiner took the others)
         if failed:
             raise SimulationError(f"simulated task {failed[0].name} failed: "
                                   f"{type(failed[0].error).__name__}: {failed[0].error}") from failed[0].error
@@ -197,7 +206,7 @@ class Simulation:
         if greenlet.getcurrent() is not self._loop:
             raise SimulationError("close() is called from the greenlet that made the Simulation")
         self._queue.clear()
-        for task in self.tasks:
+        for task in list(self.tasks.values()):
             if not task.finished and task.greenlet:
                 task.greenlet.throw()
 
@@ -205,8 +214,8 @@ class Simulation:
 class Task:
     """One greenlet of simulated work; ``finished`` becomes true when its function returns or raises."""
 
-    def __init__(self, sim: Simulation, fn: Callable[..., Any], args: tuple, name: str) -> None:
-        self.sim, self.name = sim, name
+    def __init__(self, sim: Simulation, fn: Callable[..., Any], args: tuple, name: str, number: int = 0) -> None:
+        self.sim, self.name, self.number = sim, name, number
         self.finished = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -222,6 +231,7 @@ class Task:
             self.error = e
         finally:
             self.finished = True
+            self.sim._finished(self)
             for waiter in self._waiters:
                 self.sim.wake(waiter)
 
