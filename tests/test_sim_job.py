@@ -168,8 +168,10 @@ def test_pause_holds_simulated_time_and_resume_lets_it_go_on(digits):
         second = d.snapshot()
         assert (second.t, second.step) == (first.t, first.step) and second.state == "paused"
         assert d.parameters().tobytes() == params.tobytes()
+        assert {r.state for r in second.replicas} == {"paused"}  # as a real job's replicas say once held
         d.resume()
         until(lambda: d.snapshot().t > first.t and d.snapshot().step > first.step)
+        until(lambda: "running" in {r.state for r in d.snapshot().replicas})
 
 
 def test_sandblaster_as_a_job_matches_the_simulators_own_run(digits):

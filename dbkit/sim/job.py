@@ -210,7 +210,10 @@ class SimulatedJob(Job):
 
     def _replica_figures(self) -> dict[int, ReplicaFigures]:
         with self._published:
-            return dict(self._figures)
+            figures = dict(self._figures)
+        if self._state == "paused":  # held where simulated time stands still, as a real replica holds when paused
+            return {i: f.but(state="paused") if f.state == "running" else f for i, f in figures.items()}
+        return figures
 
     def _parameters(self) -> np.ndarray:
         if self._driver.clock.run is None:
