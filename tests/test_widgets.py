@@ -361,3 +361,16 @@ def test_an_executed_notebook_keeps_the_panels_last_frame_as_a_picture(tmp_path)
     import base64
 
     assert base64.b64decode(data["image/png"]).startswith(PNG)
+
+
+def test_which_buttons_may_be_pressed_in_each_state():
+    from dbkit.widgets.panel_widgets import pressable
+
+    def on(state, stopped=False, live=3):
+        return sorted(k for k, v in pressable(state, stopped, live).items() if v)
+
+    assert on("created", live=0) == ["start"]
+    assert on("running") == ["lose a replica", "pause", "stop"]
+    assert on("running", live=1) == ["pause", "stop"]  # losing the only replica would end training
+    assert on("paused") == ["lose a replica", "resume", "stop"]
+    assert on("finished") == ["start", "stop"] and on("finished", stopped=True) == ["start"]

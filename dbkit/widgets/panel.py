@@ -21,10 +21,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import ipywidgets as w
-
-from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, at_scale, make_control
 from .live_figure import LiveFigure
+from .panel_widgets import panel_widgets, pressable
 from .refresh import differs, refresh_loop
 from .series import RunSeries
 from .status import dashboard_html, status_html, summary
@@ -69,34 +67,18 @@ class Panel:
         self.past: list[RunSeries] = []
         self.steering = Steering(self._apply_settings, self._run_action, self._refused)
 
-        config = job.config
-        shown = KNOBS[self.algorithm] if simulated is None else at_scale(KNOBS[self.algorithm], simulated.machines)
-        self.controls = {k.setting: make_control(k, config.get(k.setting)) for k in shown}
+        simulated_machines = simulated.machines if simulated is not None else None
+        widgets = panel_widgets(self.algorithm, job.config, simulated_machines, simulated is not None)
+        self.controls, self.straggler, self.buttons = widgets.controls, widgets.straggler, widgets.buttons
+        self.status, self.dashboard, self.image = widgets.status, widgets.dashboard, widgets.image
+        self.box = widgets.box
         for setting, control in self.controls.items():
             control.observe(self._on_value(setting), names="value")
-        self.straggler = Straggler(dict(config.slow_replicas)) if self.algorithm != "sgd" else None
         if self.straggler is not None:
             for part in (self.straggler.replica, self.straggler.factor):
                 part.observe(self._on_straggler, names="value")
-        self.buttons = {}
-        for name in BUTTONS[self.algorithm]:
-            b = w.Button(description=name.capitalize(), button_style=BUTTON_STYLE[name],
-                         layout=w.Layout(width="130px"))
-            b.add_class(f"dbkit-button-{name.replace(' ', '-')}")
-            b.on_click(self._on_button(name))
-            self.buttons[name] = b
-        self.status = w.HTML()
-        self.status.add_class("dbkit-status")
-        self.dashboard = w.HTML()
-        self.image = w.Image(format="png", layout=w.Layout(width="100%", max_width="960px"))
-        self.image.add_class("dbkit-plot")
-        knobs = list(self.controls.values()) + ([self.straggler.box] if self.straggler is not None else [])
-        half = (len(knobs) + 1) // 2
-        self.box = w.VBox([
-            w.HBox(list(self.buttons.values())),
-            w.HBox([w.VBox(knobs[:half]), w.VBox(knobs[half:])]),
-            self.status, self.dashboard, self.image])
-        self.box.add_class("dbkit-panel")
+        for name, button in self.buttons.items():
+            button.on_click(self._on_button(name))
         job.attach_panel(self)
         self.tick()
         self.start_refresh()
@@ -266,9 +248,7 @@ class Panel:
                     self.straggler.show(slow)
 
     def _enable(self, state: str, live: int) -> None:
-        over = state in ("finished", "diverged", "failed", "stopped") or self.job.stopped
-        wanted = {"start": state == "created" or over, "pause": state == "running", "resume": state == "paused",
-                  "stop": not self.job.stopped and state != "created", "lose a replica": not over and live >= 2}
+        wanted = pressable(state, self.job.stopped, live)
         for name, b in self.buttons.items():
             if b.disabled == wanted[name]:
                 b.disabled = not wanted[name]
