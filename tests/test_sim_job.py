@@ -251,18 +251,25 @@ def test_a_panel_on_a_simulated_job_reaches_the_clusters_size(digits):
     panel.close()
 
 
+def running_with_a_straggler(digits, slow):
+    """A running simulated Downpour run of four replicas, replica ``slow`` sleeping 999 steps' time after each
+    step; its config and the run, some simulating done."""
+    from dbkit.sim.api import simulated_run
+
+    cfg = RunConfig.make(algorithm="downpour", model="linear", replicas=4, shards=2, lr=0.05, steps=None,
+                         seconds=10.0, slow_replicas=((slow, 1000.0),), eval_every=10**6)
+    run = simulated_run(cfg, Cluster(machines=8, profile="distbelief-2012"), data=digits)
+    run.begin()
+    run.sim.run_for(0.05)
+    return cfg, run
+
+
 def test_new_rates_on_a_running_simulation_are_answered_once_told_and_taken_at_each_replicas_next_step(digits):
     """A running simulated job's ``set(n_push=...)`` answers once every replica's control holds the new rate
     (a few control messages of simulated time), and each replica takes it at its next step: a straggler that
     sleeps 999 steps' time after each step takes it only then. Waiting for it, as a real job's ``set`` waits,
     would hold the answer that long (with 200 replicas, most of a second of this machine's time)."""
-    from dbkit.sim.api import simulated_run
-
-    cfg = RunConfig.make(algorithm="downpour", model="linear", replicas=4, shards=2, lr=0.05, steps=None,
-                         seconds=10.0, slow_replicas=((0, 1000.0),), eval_every=10**6)
-    run = simulated_run(cfg, Cluster(machines=8, profile="distbelief-2012"), data=digits)
-    run.begin()
-    run.sim.run_for(0.05)
+    cfg, run = running_with_a_straggler(digits, 0)
     began = run.sim.now
     run.change({"n_push": 9}, cfg.replace(n_push=9))
     told = run.sim.now - began
@@ -280,13 +287,7 @@ def test_new_rates_on_a_running_simulation_are_answered_once_told_and_taken_at_e
 def test_fewer_replicas_on_a_running_simulation_are_answered_at_once_and_the_leaving_end_removed(digits):
     """``set(replicas=2)`` on a running simulated job of four answers once the newest two are told to stop:
     they count as gone at once and end ``removed`` at their next step, a straggler's in a simulated second."""
-    from dbkit.sim.api import simulated_run
-
-    cfg = RunConfig.make(algorithm="downpour", model="linear", replicas=4, shards=2, lr=0.05, steps=None,
-                         seconds=10.0, slow_replicas=((3, 1000.0),), eval_every=10**6)
-    run = simulated_run(cfg, Cluster(machines=8, profile="distbelief-2012"), data=digits)
-    run.begin()
-    run.sim.run_for(0.05)
+    cfg, run = running_with_a_straggler(digits, 3)
     began = run.sim.now
     run.change({"replicas": 2}, cfg.replace(replicas=2))
     told, live = run.sim.now - began, run.live()
