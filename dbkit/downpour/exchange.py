@@ -31,8 +31,10 @@ class Exchange:
     """The accrued gradient and the calls under way between one replica (or partition) and its shards."""
 
     def __init__(self, server, size: int, overlap: bool, on_params: Callable[[np.ndarray], None],
-                 on_answers: Callable[[list[PushAnswer]], None]) -> None:
-        self.server, self.overlap = server, overlap
+                 on_answers: Callable[[list[PushAnswer]], None], on_thread: bool = False) -> None:
+        # ``on_thread``: its owner awaits the ``a...`` methods on a thread, not an event loop (a wired
+        # partition's step): they wait as the thread's methods do
+        self.server, self.overlap, self.on_thread = server, overlap, on_thread
         # weakly: the owner holds its exchange, and a cycle would keep a dropped partition actor (and its
         # arithmetic thread) alive until the next garbage collection
         self._on_params, self._on_answers = _weak(on_params), _weak(on_answers)
@@ -154,6 +156,8 @@ class Exchange:
 
     # ---- on an event loop (a partition actor) --------------------------------------------------------
     async def afetch_now(self) -> None:
+        if self.on_thread:
+            return self.fetch_now()
         if self.fetching is not None:
             self.take(self.fetching, await self.fetching.aresult())
         self.start_fetch()
@@ -161,10 +165,14 @@ class Exchange:
         self.take(self.fetching, await self.fetching.aresult())
 
     async def acollect(self) -> None:
+        if self.on_thread:
+            return self.collect()
         for p in self.arrived():
             self.take(p, await p.aresult())
 
     async def apush(self, and_fetch: bool) -> bool:
+        if self.on_thread:
+            return self.push(and_fetch)
         versions = list(self.server.versions)
         if self.pushing is not None:
             self.take(self.pushing, await self.pushing.aresult())
@@ -176,6 +184,8 @@ class Exchange:
         return fetched
 
     async def aflush(self) -> None:
+        if self.on_thread:
+            return self.flush()
         for p in self.pending():
             self.take(p, await p.aresult())
 

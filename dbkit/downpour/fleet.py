@@ -83,12 +83,12 @@ class Fleet:
         self.data_of[index] = index % len(self.rows) if data_shard is None else data_shard
         rows = self.rows[self.data_of[index]]
         if partitioned:  # the partitions hold the data and talk to the shards
-            parts = p.parts.place(index, p.handles, self.data, rows, c.batch_size, c.seed + index,
-                                  c.downpour.overlap)
+            placed = p.parts.place(index, p.handles, self.data, rows, c.batch_size, c.seed + index,
+                                   c.downpour.overlap)
             future = self.cluster.submit_on(worker, run_replica, index, str(control.key), None, None, None, None,
                                             c.batch_size, c.seed + index, c.downpour.max_nonfinite,
-                                            partitions=parts, floats_per_example=p.parts.floats_per_example,
-                                            key=key)
+                                            partitions=placed.handles, floats_per_example=p.parts.floats_per_example,
+                                            wired=placed.wired, key=key)
         else:
             future = self.cluster.submit_on(
                 worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],

@@ -49,7 +49,7 @@ class Placement:
         self.ownership, self.alignment = check_layout(network, config)
         self.transport = config.downpour.transport
         self.parts = PartitionPlacement(cluster, network, self.ownership, self.alignment,
-                                        lambda: self.replica_workers)
+                                        lambda: self.replica_workers, self.transport)
         self.server: ShardedParameters | None = None
         # lock order: after Fleet.launching and Job._sample_lock, before the book's, the registry's and the
         # runtime's (the server and its layout while they are replaced)

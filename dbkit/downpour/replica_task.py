@@ -58,12 +58,13 @@ class ReplicaControl:
 def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None, y: np.ndarray | None,
                 shards: ShardHandles | None, batch_size: int, seed: int, max_nonfinite: int,
                 partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0,
-                overlap: bool = True) -> ReplicaFigures:
+                overlap: bool = True, wired: bool = False) -> ReplicaFigures:
     """The body of one replica task: run its loop until told to stop; returns its final figures.
 
     A whole replica trains on ``X, y`` with ``shards``; a partitioned one drives
     the partition actors named by ``partitions`` (``(key, worker)`` each), which
-    hold their data and shards themselves.
+    hold their data and shards themselves: ``wired`` ones through its partition 0,
+    on this worker, with one message to each partner per step.
     """
     side = task_side()
     side.leave_slot()
@@ -75,8 +76,11 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     server = None
     if partitions:
         parts = [side.remote(PartitionActor, w, k) for k, w in partitions]
+        lead = side.local(partitions[0][0]) if wired else None
+        if wired and lead is None:
+            raise RuntimeError(f"replica {index}: its partition 0 {partitions[0][0]} is not on this worker")
         replica = PartitionedDownpourReplica(index, parts, s.n_fetch, s.n_push, s.lr, floats_per_example,
-                                             gather=side.gather, max_nonfinite=max_nonfinite)
+                                             gather=side.gather, max_nonfinite=max_nonfinite, lead=lead)
     else:
         assert X is not None and y is not None and shards is not None
         server = connect(shards, name=f"replica{index}", threaded=overlap)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..nn import Network
 from ..ps import resolve
-from .actors import PartitionActor
+from .actors import PartitionActor, wireable
 from .ownership import ownership
 from .traffic import boundary_floats, inputs_used
 
@@ -31,7 +31,7 @@ class ActorPartitionedNetwork:
     """
 
     def __init__(self, cluster: Cluster, network: Network, k: int, workers: list[str] | None = None,
-                 name: str = "partition") -> None:
+                 name: str = "partition", transport: str = "socket") -> None:
         self.cluster, self.network, self.k, self.name = cluster, network, k, name
         self.ownership = ownership(network, k)
         workers = workers or cluster.workers()
@@ -39,7 +39,9 @@ class ActorPartitionedNetwork:
         self.parts = [cluster.place_actor(f"{name}-{j}", PartitionActor, j, self.ownership, worker=w)
                       for j, w in enumerate(self.workers)]
         handles = [(str(p.key), w) for p, w in zip(self.parts, self.workers)]
-        for r in [p.connect_to(handles) for p in self.parts]:
+        wires = [resolve(p.open_wire()) for p in self.parts] if transport == "socket" else None
+        self.wired = wires is not None and wireable(wires)
+        for r in [p.connect_to(handles, wires if self.wired else None) for p in self.parts]:
             resolve(r)
         self.indices = [self.ownership.param_indices(j) for j in range(k)]
         # each partition gets only the input columns its first layer reads
@@ -64,6 +66,11 @@ class ActorPartitionedNetwork:
         ``X=None`` uses the batch left by ``load_batch``.
         """
         self.step += 1
+        if self.wired:  # one call, to partition 0, which starts the others
+            if X is not None:
+                self.load_batch(X, y)  # type: ignore[arg-type]
+            answers = resolve(self.parts[0].lead_run(self.step, return_grad))
+            return [{**meta, "grad": grad} for meta, grad in answers]
         if X is None:
             return [resolve(r) for r in [p.run_step(self.step, None, None, return_grad) for p in self.parts]]
         X = np.asarray(X, dtype=np.float32)
@@ -88,5 +95,10 @@ class ActorPartitionedNetwork:
         return 4 * batch * (f["forward"] + f["backward"])
 
     def release(self) -> None:
-        """Drop the partition actors."""
+        """Close the partitions' wires and drop the partition actors."""
+        for r in [p.close() for p in self.parts]:
+            try:
+                resolve(r)
+            except Exception:  # noqa: BLE001 - its worker is gone, and its wire with it
+                pass
         self.cluster.registry.release(*[f"{self.name}-{j}" for j in range(self.k)])

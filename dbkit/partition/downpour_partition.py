@@ -24,7 +24,7 @@ from ..downpour.exchange import Exchange
 from ..downpour.schedule import StepActions
 from ..ps import Histogram, ShardedParameters
 from ..training.figures import PartitionFigures, ReplicaCounters
-from .worker import PartitionWorker
+from .worker import PartitionWorker, run_through
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,15 @@ class PartitionStep:
     penalty: float  # its part of the L2 term
     examples: int
     figures: PartitionFigures
+
+    def to_json(self) -> dict:
+        return {"finite": self.finite, "loss": self.loss, "penalty": self.penalty, "examples": self.examples,
+                "figures": self.figures.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> PartitionStep:
+        return cls(bool(d["finite"]), d["loss"], float(d["penalty"]), int(d["examples"]),
+                   PartitionFigures.from_json(d["figures"]))
 
 
 class DownpourPartition(PartitionWorker):
@@ -60,7 +69,8 @@ class DownpourPartition(PartitionWorker):
         self.shard_ids = tuple(int(s) for s in shard_ids)
         self.batches = MiniBatches(X, np.asarray(y), batch_size, seed=seed)
         self.counters = ReplicaCounters()
-        self.exchange = Exchange(server, int(self.mine.size), overlap, self._took_params, self.counters.answered)
+        self.exchange = Exchange(server, int(self.mine.size), overlap, self._took_params, self.counters.answered,
+                                 on_thread=self.link is not None)
         self._fresh = True  # the next fetch is waited for: a first step, or after a dropped gradient
         return int(self.mine.size)
 
@@ -92,7 +102,17 @@ class DownpourPartition(PartitionWorker):
             ex.accrue(grad, len(y), (self.params, lr) if actions.local else None)
             if actions.push and await ex.apush(actions.push_fetch):
                 c.fetches += 1
-        return PartitionStep(finite, out["loss"], out["penalty"], len(y), self.figures())
+        loss = None if out["loss"] is None else float(out["loss"])
+        return PartitionStep(finite, loss, float(out["penalty"]), len(y), self.figures())
+
+    def perform(self, step: int, op: str, orders: dict) -> tuple[dict, np.ndarray | None]:
+        """A lead's order on this thread (a wired partition): a Downpour ``step`` or a ``flush``."""
+        if op == "step":
+            actions = StepActions(*(bool(a) for a in orders["actions"]))
+            return run_through(self.downpour_step(step, actions, float(orders["lr"]))).to_json(), None
+        if op == "flush":
+            return {"figures": run_through(self.flush()).to_json()}, None
+        return super().perform(step, op, orders)
 
     async def flush(self) -> PartitionFigures:
         """Push what this partition accumulated since its last push and wait for everything under way

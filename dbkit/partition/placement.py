@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,11 +21,21 @@ from ..nn import Network
 from ..ps import ShardLayout, resolve
 from ..runtime.protocol import Runtime
 from ..runtime.shards import ShardHandles
-from .actors import PartitionActor
+from .actors import PartitionActor, wireable
 from .alignment import AlignedLayout
 from .ownership import Ownership
 from .places import partition_places
 from .traffic import boundary_floats, inputs_used
+
+
+@dataclass(frozen=True)
+class PlacedPartitions:
+    """One replica's partitions as placed: ``(key, worker)`` each, in partition order; ``wired``: they exchange
+    over their own wire or in memory, and partition 0 leads each step (else: each slice is an actor call)."""
+
+    handles: list[tuple[str, str]]
+    wired: bool
+
 
 ShardsOf = Callable[[list[int], ShardLayout], ShardHandles]  # handles of these shards, with this layout over them
 
@@ -33,9 +44,10 @@ class PartitionPlacement:
     """The partition actors of every partitioned replica of one job, by replica."""
 
     def __init__(self, cluster: Runtime, network: Network, ownership: Ownership, alignment: AlignedLayout,
-                 workers: Callable[[], list[str]]) -> None:
-        # ``workers()``: the replicas' workers now (the job's placement forgets the dead ones)
-        self.cluster, self.network, self.workers = cluster, network, workers
+                 workers: Callable[[], list[str]], transport: str = "socket") -> None:
+        # ``workers()``: the replicas' workers now (the job's placement forgets the dead ones); ``transport``
+        # "socket": partitions exchange over their own wire (or in memory) where they can, "actor": by calls
+        self.cluster, self.network, self.workers, self.transport = cluster, network, workers, transport
         # lock order: a leaf (the layout and the names of each replica's partitions)
         self._lock = threading.Lock()
         self._names: dict[int, list[str]] = {}
@@ -56,10 +68,10 @@ class PartitionPlacement:
         return [workers[m] for m in partition_places(index, self.alignment.partitions, len(workers))]
 
     def place(self, index: int, shards_of: ShardsOf, data: Dataset, rows: np.ndarray, batch_size: int, seed: int,
-              overlap: bool = True) -> list[tuple[str, str]]:
+              overlap: bool = True) -> PlacedPartitions:
         """Start replica ``index``'s partitions, give each its shards (``shards_of``) and its columns of the
         replica's data ``rows`` (``overlap``: they fetch and push in the background); returns their
-        ``(key, worker)`` in partition order."""
+        ``(key, worker)`` in partition order, and whether they are wired to each other."""
         with self._lock:
             a, own = self.alignment, self.ownership
         where = self.workers_of(index)
@@ -69,7 +81,9 @@ class PartitionPlacement:
         parts = [self.cluster.place_actor(name, PartitionActor, j, own, worker=w)
                  for j, (name, w) in enumerate(zip(names, where))]
         handles = [(str(p.key), w) for p, w in zip(parts, where)]
-        for r in [p.connect_to(handles) for p in parts]:
+        wires = [resolve(p.open_wire()) for p in parts] if self.transport == "socket" else None
+        wired = wires is not None and wireable(wires)
+        for r in [p.connect_to(handles, wires if wired else None) for p in parts]:
             resolve(r)
         X, y = data.X_train[rows], data.y_train[rows]
         calls = []
@@ -80,7 +94,7 @@ class PartitionPlacement:
                                          seed, f"replica{index}/partition{j}", overlap=overlap))
         for r in calls:
             resolve(r)
-        return handles
+        return PlacedPartitions(handles, wired)
 
     def replicas(self) -> list[int]:
         """The replicas whose partitions are placed."""
@@ -102,6 +116,7 @@ class PartitionPlacement:
             if abort:
                 self._abort(ns, abort)
             names += ns
+        self._call_each(names, "close")  # their wires and threads end now, not when Dask collects them
         self.cluster.registry.release(*names)
 
     def release_all(self) -> None:
@@ -111,10 +126,15 @@ class PartitionPlacement:
 
     def _abort(self, names: list[str], reason: str) -> None:
         """Tell the partitions ``names`` to stop waiting for their partners; waits up to 2 s for each."""
+        self._call_each(names, "abort", reason)
+
+    def _call_each(self, names: list[str], method: str, *args: object) -> None:
+        """Call ``method`` on each of the partitions ``names``, waiting up to 2 s for each (a partition on a
+        dead worker is skipped)."""
         calls = []
         for name in names:
             try:
-                calls.append(self.cluster.registry.proxy(name).abort(reason))
+                calls.append(getattr(self.cluster.registry.proxy(name), method)(*args))
             except Exception:  # noqa: BLE001 - its worker is gone: nothing there to stop
                 pass
         for call in calls:

@@ -15,6 +15,8 @@ from typing import Any
 from ..downpour.schedule import Schedule
 from ..ps import Histogram, resolve
 from ..training.figures import PartitionFigures, ReplicaCounters, ReplicaFigures
+from .downpour_partition import DownpourPartition, PartitionStep
+from .lead import lead
 
 
 def gather_in_turn(calls: list) -> list:
@@ -31,11 +33,15 @@ class PartitionedDownpourReplica:
     ``gather(calls)`` turns the partitions' pending calls into results; on
     Dask, a fail-fast gather raises as soon as any call fails, so a replica
     whose partition died ends at once instead of waiting on its partners.
+    With ``lead`` (a wired partition 0 in this process, ``PartitionWorker.wire_up``)
+    each step is one order from it to each partner (``dbkit.partition.lead``)
+    instead of a call to each partition.
     """
 
     def __init__(self, index: int, parts: list, n_fetch: int, n_push: int, lr: float, floats_per_example: int,
-                 gather: Callable[[list], list[Any]] = gather_in_turn, max_nonfinite: int = 20) -> None:
-        self.index, self.parts = index, list(parts)
+                 gather: Callable[[list], list[Any]] = gather_in_turn, max_nonfinite: int = 20,
+                 lead: DownpourPartition | None = None) -> None:
+        self.index, self.parts, self.lead = index, list(parts), lead
         self.schedule = Schedule(n_fetch, n_push, lr)
         self.floats_per_example = int(floats_per_example)
         self.counters = ReplicaCounters(max_nonfinite)
@@ -60,7 +66,11 @@ class PartitionedDownpourReplica:
         """One step of every partition, in lockstep; returns the mini-batch loss (NaN if dropped)."""
         actions = self.schedule.next_step()
         self._step += 1
-        results = self.gather([p.downpour_step(self._step, actions, self.lr) for p in self.parts])
+        if self.lead is not None:
+            orders = {"actions": [actions.fetch, actions.local, actions.push, actions.push_fetch], "lr": self.lr}
+            results = [PartitionStep.from_json(meta) for meta, _ in lead(self.lead, self._step, "step", orders)]
+        else:
+            results = self.gather([p.downpour_step(self._step, actions, self.lr) for p in self.parts])
         self.part_figures = [r.figures for r in results]
         self.run_examples += results[0].examples
         if not all(r.finite for r in results):
@@ -75,7 +85,11 @@ class PartitionedDownpourReplica:
     def flush(self) -> None:
         """Every partition pushes what it accumulated and waits for what it has under way (a push started
         in the background may not have been answered yet, even right after a push step)."""
-        self.part_figures = self.gather([p.flush() for p in self.parts])
+        if self.lead is not None:
+            answers = lead(self.lead, self._step, "flush", {})
+            self.part_figures = [PartitionFigures.from_json(meta["figures"]) for meta, _ in answers]
+        else:
+            self.part_figures = self.gather([p.flush() for p in self.parts])
         self.schedule.flushed()
 
     def figures(self) -> ReplicaFigures:

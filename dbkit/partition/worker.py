@@ -9,16 +9,25 @@ one process. All methods are ``async``: they wait for messages without
 holding a thread, so partitions waiting on each other cannot deadlock; the
 arithmetic runs on the partition's own thread so the event loop keeps
 serving messages meanwhile.
+
+A *wired* partition (``wire_up``, then ``connect_ends``) instead runs each
+step whole on a thread, waits on a thread-safe mailbox and sends over its
+own wire or in memory (``boundary_link``); the lead partition starts a step
+on all with one message each (``dbkit.partition.lead``). The same coroutine
+runs either way: on a thread it never suspends (``run_through``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
 
 from ..nn import softmax_cross_entropy
+from ..ps.records import WireAddress
+from .boundary_link import BoundaryLink, End
 from .narrow import narrow_layers, own_segments, segment_views
 from .ownership import Ownership
 from .traffic import inputs_used, needs
@@ -54,6 +63,8 @@ class PartitionWorker:
         self.aborted: str | None = None
         self._outbox: list = []  # this step's messages on their way
         self._pool = None
+        self.link: BoundaryLink | None = None  # wired: steps run on a thread (``wire_up``)
+        self._orders = 0  # orders this partition gave as a lead (``dbkit.partition.lead``)
 
     @staticmethod
     def _run(own_in_reads: np.ndarray) -> slice | None:
@@ -77,6 +88,44 @@ class PartitionWorker:
         self.partners = list(partners)
         return len(self.partners)
 
+    def wire_up(self, host: str | None = None) -> WireAddress | None:
+        """Make this a wired partition: a thread-safe mailbox and, with ``host``, a listener there for
+        partners on other workers; returns where it listens (``None``: partners in this process only)."""
+        if self.link is None:
+            self.link = BoundaryLink(self.index, self.exchange_timeout, self._go, host)
+        return self.link.address
+
+    def connect_ends(self, ends: dict[int, End]) -> int:
+        """A wired partition's ends to each partner (``boundary_link``), by partition index."""
+        if self.link is None:
+            raise RuntimeError(f"partition {self.index} is not wired: call wire_up first")
+        if sorted(ends) != [j for j in range(self.k) if j != self.index]:
+            raise ValueError(f"partition {self.index} of {self.k} needs an end to each partner, got {sorted(ends)}")
+        self.link.connect(ends)
+        return len(ends)
+
+    def _go(self, sender: int, n: int, orders: dict) -> None:
+        """A lead's ``go`` arrived (on a reader thread): stop at once, or run the order on my thread."""
+        from .lead import follow
+
+        if orders.get("op") == "stop":
+            self.link.mailbox.close(str(orders.get("reason", "stopped by the lead partition")))  # type: ignore[union-attr]
+            return
+        self._thread().submit(follow, self, sender, n, orders)
+
+    def perform(self, step: int, op: str, orders: dict) -> tuple[dict, np.ndarray | None]:
+        """Run order ``op`` of a lead as step ``step`` on this thread: its result (JSON) and values."""
+        if op != "run":
+            raise ValueError(f"partition {self.index}: unknown order {op!r}")
+        out = run_through(self.run_step(step, None, None, bool(orders.get("return_grad", True))))
+        grad = out.pop("grad")
+        return {**out, "loss": None if out["loss"] is None else float(out["loss"])}, grad
+
+    def next_order(self) -> int:
+        """A new number for an order this partition gives as its replica's lead."""
+        self._orders += 1
+        return self._orders
+
     async def set_params(self, values: np.ndarray) -> int:
         """Load this partition's parameters (``values`` in ``param_indices`` order)."""
         values = np.asarray(values, dtype=np.float32)
@@ -89,17 +138,26 @@ class PartitionWorker:
         """Run ``fn(*args)`` on this partition's own arithmetic thread (always the same one, so its
         big temporaries are reused from one memory arena) while the event loop keeps serving messages."""
         self._check_aborted()
+        if self.link is not None:  # a wired step runs on a thread already
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._thread(), fn, *args)
+
+    def _thread(self):
+        """This partition's own thread (one, so its big temporaries come from one memory arena)."""
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-partition-{self.index}")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return self._pool
 
     def shutdown(self) -> None:
-        """Let this partition's arithmetic thread end (in process; Dask drops an actor by deleting it)."""
+        """Let this partition's arithmetic thread end and close its wire (Dask drops an actor by deleting it)."""
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
+        link = getattr(self, "link", None)
+        if link is not None:
+            link.close()
 
     def __del__(self) -> None:  # Dask dropped the actor: let its arithmetic thread end
         self.shutdown()
@@ -113,17 +171,19 @@ class PartitionWorker:
         one, raises at once instead of running out its ``exchange_timeout``, and messages still
         trying to reach a partner are dropped. Returns the waits ended."""
         self.aborted = str(reason)
+        ended = 0 if self.link is None else self.link.mailbox.close(self.aborted)
         self._drop_outbox()  # a step blocked on delivering to the dead partner ends too
         waiting = [e for e in self.events.values() if not e.is_set()]
         for event in waiting:
             event.set()
         if self._pool is not None:  # it will not compute again: its thread ends after the current call
             self._pool.shutdown(wait=False)
-        return len(waiting)
+        return len(waiting) + ended
 
     async def waiting_for(self) -> list[tuple]:
         """The messages this partition is waiting for now, as ``(step, kind, layer, from)`` keys."""
-        return [key for key, event in self.events.items() if not event.is_set()]
+        waiting = [] if self.link is None else self.link.mailbox.waiting()
+        return waiting + [key for key, event in self.events.items() if not event.is_set()]
 
     def _check_aborted(self) -> None:
         if self.aborted is not None:
@@ -131,6 +191,14 @@ class PartitionWorker:
 
     async def _take(self, key: tuple) -> np.ndarray:
         self._check_aborted()
+        if self.link is not None:  # on this step's thread: wait there
+            try:
+                values = self.link.mailbox.take(key)[0]
+            except RuntimeError:
+                self._check_aborted()  # aborted: say so
+                raise
+            assert values is not None
+            return values
         event = self.events.setdefault(key, asyncio.Event())
         try:
             await asyncio.wait_for(event.wait(), self.exchange_timeout)
@@ -158,8 +226,11 @@ class PartitionWorker:
         self._post(to, key, values)
 
     def _post(self, to: int, key: tuple, values: np.ndarray) -> None:
-        """Put a message on its way to partner ``to`` (on this event loop; the simulator's partitions
-        deliver at a virtual time instead)."""
+        """Put a message on its way to partner ``to`` (over the wire or in memory when wired; else on this
+        event loop; the simulator's partitions deliver at a virtual time instead)."""
+        if self.link is not None:
+            self.link.post(to, key, values)
+            return
         self._outbox.append(asyncio.ensure_future(self._deliver(to, key, values)))
 
     async def _deliver(self, to: int, key: tuple, values: np.ndarray) -> None:
@@ -180,6 +251,9 @@ class PartitionWorker:
         A step that fails (a partner gone, ``abort``) drops its messages still on their way.
         """
         self._check_aborted()
+        if self.link is not None and _on_event_loop():  # a wired step waits on a thread, never on the loop
+            return await asyncio.get_running_loop().run_in_executor(
+                self._thread(), run_through, self.run_step(step, X, y, return_grad))
         self._outbox = []
         try:
             return await self._forward_backward(step, X, y, return_grad)
@@ -285,3 +359,22 @@ class PartitionWorker:
             await asyncio.gather(*self._outbox)
         return {"partition": j, "loss": loss, "penalty": penalty,
                 "grad": grad if return_grad else None, "bytes_sent": self.bytes_sent}
+
+
+def run_through(coroutine: Coroutine) -> Any:
+    """Run a coroutine that never suspends on an event loop (a wired step on its thread; a simulated one,
+    which waits through greenlets) to its end; its value."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coroutine.close()
+    raise RuntimeError("a partition's step awaited an event loop where it runs on a thread of its own")
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

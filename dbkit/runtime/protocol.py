@@ -152,6 +152,11 @@ class TaskSide(Protocol):
         """A proxy to the actor ``key`` of class ``cls`` on ``worker``."""
         ...
 
+    def same_process(self, worker: str, key: str) -> Any | None:
+        """The actor ``key`` on ``worker`` itself when it lives in this process (on Dask: on this worker;
+        in process: on any live worker), else ``None``: a partition hands it boundary slices in memory."""
+        ...
+
     def leave_slot(self) -> None:
         """Give up the worker's task slot: this task runs for the whole job (Dask's ``secede``)."""
         ...

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..partition import Ownership
 from ..partition.downpour_partition import DownpourPartition
+from ..partition.worker import run_through
 from ..runtime.shards import ShardHandles, connect
 from .compute import TimedNetwork
 from .cost import CostModel
@@ -33,11 +34,9 @@ from .shape import LayerShape, layer_shape
 def finish(coroutine: Coroutine) -> Any:
     """Run a coroutine that waits only in virtual time (through greenlets) to its end; its value."""
     try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coroutine.close()
-    raise SimulationError("a simulated partition awaited something that is not virtual time")
+        return run_through(coroutine)
+    except RuntimeError as e:
+        raise SimulationError("a simulated partition awaited something that is not virtual time") from e
 
 
 class SimulatedPartition(DownpourPartition):
@@ -120,8 +119,16 @@ class SimulatedPartitionActor(SimulatedPartition):
     async def ping(self) -> int:
         return 0
 
-    async def connect_to(self, partners: list[tuple[str, str]]) -> int:
+    async def open_wire(self) -> None:
+        """No wire: a simulated partition's slices go on the simulated network (``_post``), and its replica
+        calls each partition per step, as it does a real one over ``--transport actor``."""
+        return None
+
+    async def connect_to(self, partners: list[tuple[str, str]], wires: list | None = None) -> int:
         return await self.connect([self._find(key) for key, _ in partners])
+
+    async def close(self) -> int:
+        return 0
 
     async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
                             batch_size: int, seed: int, name: str, overlap: bool = True) -> int:

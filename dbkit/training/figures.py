@@ -70,6 +70,17 @@ class PartitionFigures:
     def to_dict(self) -> dict:
         return {**_scalars(self), "shards": list(self.shards)}
 
+    def to_json(self) -> dict:
+        """Every field, as JSON (a wired partition's answer to its lead, ``dbkit.partition.lead``)."""
+        return {**self.to_dict(), "staleness": [list(self.staleness.values), list(self.staleness.counts)],
+                "age": [list(self.age.values), list(self.age.counts)]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> PartitionFigures:
+        """The figures ``to_json`` wrote."""
+        return cls(**{**d, "shards": tuple(d["shards"]), "staleness": Histogram(*map(tuple, d["staleness"])),
+                      "age": Histogram(*map(tuple, d["age"]))})
+
 
 @dataclass(frozen=True)
 class ReplicaFigures:

@@ -37,6 +37,9 @@ class DaskTaskSide:
     def local(self, key: str) -> Any | None:
         return self._worker.state.actors.get(key)
 
+    def same_process(self, worker: str, key: str) -> Any | None:
+        return self.local(key) if worker == self.address else None
+
     def remote(self, cls: type, worker: str, key: str) -> Any:
         from distributed.actor import Actor
 

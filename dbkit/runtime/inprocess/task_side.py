@@ -36,6 +36,10 @@ class InProcessTaskSide:
     def local(self, key: str) -> Any | None:
         return self._worker.get(key)
 
+    def same_process(self, worker: str, key: str) -> Any | None:
+        w = self._workers.get(worker)
+        return None if w is None or not w.alive else w.get(key)
+
     def remote(self, cls: type, worker: str, key: str) -> Any:
         if worker not in self._workers:
             raise RuntimeError(f"no in-process worker {worker}")

@@ -95,6 +95,10 @@ class SimTaskSide:
     def local(self, key: str) -> Any | None:
         return self._session.in_process(key, self._address)
 
+    def same_process(self, worker: str, key: str) -> Any | None:
+        """Nothing: each simulated machine is a process of its own (its partitions are stand-ins)."""
+        return None
+
     def remote(self, cls: type, worker: str, key: str) -> Any:
         return self._session.end(key, self._address)
 
