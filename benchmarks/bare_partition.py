@@ -140,7 +140,7 @@ def bare_step_ms(model: str, steps: int = 20, batch: int = 32) -> float:
     saved = {k: os.environ.get(k) for k in WORKER_MALLOC}
     os.environ.update(WORKER_MALLOC)
     try:
-        proc = ctx.Process(target=_lead, args=(model, batch, steps, answers), daemon=True)
+        proc = ctx.Process(target=_lead, args=(model, batch, steps, answers))  # not daemonic: it starts one
         proc.start()
     finally:
         for k, v in saved.items():

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .cluster import Cluster
 
 _names = count()
+BLOCK = 4  # steps of one configuration in a row when several are timed interleaved (the first not counted)
 
 
 def median_ms(fn: Callable[[], Any], repeats: int) -> float:
@@ -98,6 +99,7 @@ class PartitionStep:
     bytes_per_step: float
     min_bytes_per_step: int
     baseline_ms: float | None = None
+    transport: str = "socket"
 
     @property
     def speedup(self) -> float:
@@ -105,15 +107,20 @@ class PartitionStep:
 
 
 def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int = 10, batch: int = 32,
-                          baseline: Callable[[], float] | None = None) -> PartitionStep:
+                          whole: bool = False, transport: str = "socket") -> PartitionStep:
     """Time one step of ``network`` split into ``k`` partitions on ``cluster``'s first ``k`` workers,
-    against the same network in one partition, interleaved step after step.
+    against the same network in one partition, interleaved in blocks of ``BLOCK`` steps (the first of
+    each block not counted: a partition whose core sat idle while the other configuration ran starts
+    slower, which a replica training step after step never does).
 
     Parameters and the batch stay on the partitions, as in Downpour where each
-    partition pushes its own gradients. ``baseline``, if given, is called once
-    per step too, before the partitions, and returns its own seconds (for
-    example the whole network's step inside a task), so all ratios come from
-    one run under the same conditions.
+    partition pushes its own gradients. With ``transport="socket"`` the steps are
+    started from a task on partition 0's worker, as a Downpour replica's task
+    starts its partitions' steps (one message to each partner per step); with
+    ``"actor"``, from here, with an actor call to each partition. ``whole``
+    also times the unpartitioned ``Network.loss_and_grad`` on that worker (one
+    BLAS thread) once per step, so all ratios come from one run under the same
+    conditions.
     """
     from ...partition.actor_network import ActorPartitionedNetwork
 
@@ -127,28 +134,85 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
     y = rng.integers(0, network.n_classes, batch)
     params = network.init_params(0)
     tag = next(_names)
-    replicas = {kk: ActorPartitionedNetwork(cluster, network, kk, workers=workers[:kk], name=f"timing{tag}-k{kk}")
+    replicas = {kk: ActorPartitionedNetwork(cluster, network, kk, workers=workers[:kk], name=f"timing{tag}-k{kk}",
+                                            transport=transport)
                 for kk in sorted({1, k})}
     try:
         for rep in replicas.values():
             rep.set_params(params)
             rep.load_batch(X, y)
-        first = {kk: rep.run(None, None, return_grad=False) for kk, rep in replicas.items()}  # warm up
-        sent0 = sent = sum(r["bytes_sent"] for r in first[k])
-        times: dict[int, list[float]] = {kk: [] for kk in replicas}
-        base: list[float] = []
-        for _ in range(steps):
-            if baseline is not None:
-                base.append(baseline())
-            for kk, rep in replicas.items():
-                t = time.perf_counter()
-                results = rep.run(None, None, return_grad=False)
-                times[kk].append(time.perf_counter() - t)
-                if kk == k:
-                    sent = sum(r["bytes_sent"] for r in results)  # cumulative per partition
+        sent0 = sum(r["bytes_sent"] for r in replicas[k].run(None, None, return_grad=False))  # warm up
+        if all(rep.wired for rep in replicas.values()):
+            keys = {kk: str(rep.parts[0].key) for kk, rep in replicas.items()}
+            baseline = tuple(cluster.put(a, workers[0]) for a in (network, params, X, y)) if whole else None
+            times, base = cluster.submit_on(workers[0], _lead_steps, keys, steps, baseline,
+                                            key=f"timing{tag}-steps").result()
+        else:
+            times, base = _call_steps(replicas, steps, (network, params, X, y) if whole else None)
+        sent = sum(r["bytes_sent"] for r in replicas[k].run(None, None, return_grad=False))  # cumulative
         return PartitionStep(k, 1e3 * float(np.median(times[k])), 1e3 * float(np.median(times[1])),
-                             (sent - sent0) / steps if k > 1 else 0.0, replicas[k].minimum_bytes(batch),
-                             1e3 * float(np.median(base)) if base else None)
+                             (sent - sent0) / (sum(_blocks(steps, BLOCK)) + 1) if k > 1 else 0.0,
+                             replicas[k].minimum_bytes(batch),
+                             1e3 * float(np.median(base)) if base else None, transport)
     finally:
         for rep in replicas.values():
             rep.release()
+
+
+def _whole_step(baseline: tuple) -> float:
+    network, params, X, y = baseline
+    t = time.perf_counter()
+    network.loss_and_grad(params, X, y)
+    return time.perf_counter() - t
+
+
+def _blocks(steps: int, block: int) -> list[int]:
+    """Rounds of ``block`` steps of each configuration, the first of each a warm-up, to give ``steps``
+    timed steps each: a partition whose core sat idle while another configuration ran starts slower."""
+    timed = max(1, block - 1)
+    return [timed + 1] * -(-steps // timed)
+
+
+def _call_steps(replicas: dict, steps: int, baseline: tuple | None,
+                block: int = BLOCK) -> tuple[dict[int, list[float]], list[float]]:
+    """Each step of each replica started from here (an actor call to each partition); seconds each."""
+    times: dict[int, list[float]] = {kk: [] for kk in replicas}
+    base: list[float] = []
+    for n in _blocks(steps, block):
+        if baseline is not None:
+            base += [_whole_step(baseline) for _ in range(n)][1:]
+        for kk, rep in replicas.items():
+            for i in range(n):
+                t = time.perf_counter()
+                rep.run(None, None, return_grad=False)
+                if i:
+                    times[kk].append(time.perf_counter() - t)
+    return times, base
+
+
+def _lead_steps(keys: dict[int, str], steps: int, baseline: tuple | None,
+                block: int = BLOCK) -> tuple[dict[int, list[float]], list[float]]:
+    """A task on the partitions 0's worker: each step of each wired replica started here by its partition 0
+    (``dbkit.partition.lead``), and the whole network's, interleaved in blocks; seconds each."""
+    from threadpoolctl import threadpool_limits
+
+    from ...partition.lead import lead
+    from ..task_side import task_side
+
+    side = task_side()
+    leads = {kk: side.local(key) for kk, key in keys.items()}
+    times: dict[int, list[float]] = {kk: [] for kk in keys}
+    base: list[float] = []
+    step = 10**6
+    with threadpool_limits(1):
+        for n in _blocks(steps, block):
+            if baseline is not None:
+                base += [_whole_step(baseline) for _ in range(n)][1:]
+            for kk, partition in leads.items():
+                for i in range(n):
+                    step += 1
+                    t = time.perf_counter()
+                    lead(partition, step, "run", {"return_grad": False})
+                    if i:
+                        times[kk].append(time.perf_counter() - t)
+    return times, base
