@@ -4,12 +4,15 @@ A partner on another worker is reached over the boundary wire
 (``boundary_wire.BoundaryEnd``); a partner in the same process is handed the
 slice in memory (``InMemoryEnd``), as a colocated shard is called in process:
 K partitions on one multi-core worker are then the paper's multithreaded
-partitions (Sec. 3). What arrives goes to the mailbox, except a lead's
-``go`` (start a step), which goes to ``on_go``.
+partitions (Sec. 3). What arrives goes to the mailbox (``mailbox``), which the
+waiting thread reads. A partition that follows a lead has a thread of its own
+that takes each ``go`` and runs it (``serve``); the lead's steps run on its
+caller's thread.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -21,7 +24,7 @@ from .boundary_frames import Key
 from .boundary_wire import BoundaryListener
 from .mailbox import Mailbox
 
-OnGo = Callable[[int, int, dict], None]  # sender, step, orders
+OnOrder = Callable[[int, int, dict], None]  # sender, order number, orders
 
 
 class End(Protocol):
@@ -31,19 +34,22 @@ class End(Protocol):
 
 
 class BoundaryLink:
-    """Partition ``index``'s mailbox, its listener (on ``host``, if given) and its ends to its partners."""
+    """Partition ``index``'s mailbox, its listener (on ``host``, if given), its ends to its partners and, with
+    ``on_order`` (a partition that follows a lead), the thread that runs each order."""
 
-    def __init__(self, index: int, timeout: float, on_go: OnGo, host: str | None = None) -> None:
+    def __init__(self, index: int, timeout: float, host: str | None = None,
+                 on_order: OnOrder | None = None) -> None:
         self.index = index
         self.mailbox = Mailbox(index, timeout)
-        # weakly: the listener's threads would otherwise keep the partition alive after Dask drops it
-        self._on_go = weakref.WeakMethod(on_go) if hasattr(on_go, "__self__") else (lambda: on_go)
         self.ends: dict[int, End] = {}
-        self.listener: BoundaryListener | None = None
-        if host is not None:
-            me = weakref.ref(self)
-            self.listener = BoundaryListener(index, lambda *a: _call(me, "arrive", *a),
-                                             lambda *a: _call(me, "lost", *a), host)
+        self.listener = None if host is None else BoundaryListener(index, self.mailbox.add_connection, host)
+        self._server: threading.Thread | None = None
+        if on_order is not None:
+            # weakly: the thread would otherwise keep the partition alive after Dask drops it
+            ref = weakref.WeakMethod(on_order) if hasattr(on_order, "__self__") else (lambda: on_order)
+            self._server = threading.Thread(target=_serve, args=(self.mailbox, ref), daemon=True,
+                                            name=f"dbkit-partition-{index}-follows")
+            self._server.start()
 
     @property
     def address(self) -> WireAddress | None:
@@ -55,27 +61,39 @@ class BoundaryLink:
         self.ends = dict(ends)
 
     def arrive(self, sender: int, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None) -> None:
+        """A slice or an order from a partner in this process."""
         if key[1] == "go":
-            on_go = self._on_go()
-            if on_go is not None:
-                on_go(sender, key[0], meta or {})
-            return
-        self.mailbox.put(key, values, meta)
-
-    def lost(self, sender: int, reason: str) -> None:
-        self.mailbox.close(reason)
+            self.mailbox.order(sender, key[0], meta or {})
+        else:
+            self.mailbox.put(key, values, meta)
 
     def post(self, to: int, key: Key, values: np.ndarray | None = None, meta: dict[str, Any] | None = None) -> None:
         self.ends[to].send(key, values, meta)
 
     def close(self) -> None:
-        """Stop listening and close every end; waits still running end. Safe to call twice."""
-        self.mailbox.close("its partition was closed")
+        """Stop listening, close every end and connection, and let the serving thread end. Safe to call twice."""
         if self.listener is not None:
             self.listener.close()
+        self.mailbox.shut()
         for end in self.ends.values():
             end.close()
         self.ends = {}
+        if self._server is not None and self._server is not threading.current_thread():
+            self._server.join(5.0)
+
+
+def _serve(mailbox: Mailbox, on_order: Callable[[], OnOrder | None]) -> None:
+    """A following partition's thread: wait for each ``go`` and run it here (its waits read the connections
+    on this same thread), until the mailbox closes."""
+    while mailbox.closed is None:
+        order = mailbox.next_order(1.0)
+        if order is None:
+            continue
+        fn = on_order()
+        if fn is None:  # the partition is gone
+            return
+        fn(*order)
+        del fn
 
 
 class InMemoryEnd:
@@ -89,9 +107,3 @@ class InMemoryEnd:
 
     def close(self) -> None:
         pass
-
-
-def _call(ref: weakref.ref, method: str, *args: Any) -> None:
-    link = ref()
-    if link is not None:
-        getattr(link, method)(*args)

@@ -6,7 +6,8 @@ and a partitioned step makes several exchanges per layer; so each wired
 partition listens on a socket of its own (``BoundaryListener``), on the
 interface its worker listens on, and its partners send to it over
 connections of their own (``BoundaryEnd``), one per (sender, receiver).
-Dask still places the partitions and tells each where its partners listen.
+Dask still places the partitions and tells each where its partners listen;
+the partition's mailbox reads the connections (``mailbox``).
 
 A connection opens with the receiver's token (which the driver reads through
 Dask and gives only to the replica's partitions) and the sender's index; a
@@ -28,35 +29,31 @@ import numpy as np
 
 from ..ps.records import WireAddress
 from ..ps.wire_frames import WireError, recv_exact, tune
-from .boundary_frames import HELLO, Key, recv_frame, send_frame
+from .boundary_frames import HELLO, Key, send_frame
 
 HELLO_TIMEOUT = 10.0  # seconds a new connection has to show the token
 ACCEPTED, REFUSED = b"\x00", b"\x01"
 
-Deliver = Callable[[int, Key, "np.ndarray | None", "dict[str, Any] | None"], None]  # sender, key, values, meta
-
-
 class BoundaryListener:
-    """Partition ``index``'s listener on ``host``: each frame from a partner goes to ``deliver``; a partner's
-    connection that ends goes to ``lost(sender, reason)``."""
+    """Partition ``index``'s listener on ``host``: a partner's connection that shows the token goes to
+    ``accepted(sender, connection)`` (its mailbox, which reads it from then on); any other is refused."""
 
-    def __init__(self, index: int, deliver: Deliver, lost: Callable[[int, str], None], host: str = "127.0.0.1",
+    def __init__(self, index: int, accepted: Callable[[int, socket.socket], None], host: str = "127.0.0.1",
                  hello_timeout: float = HELLO_TIMEOUT) -> None:
-        self.index, self._deliver, self._lost = index, deliver, lost
+        self.index, self._accepted = index, accepted
         self.hello_timeout = float(hello_timeout)
         self._token = secrets.token_bytes(16)
         self._listener = socket.create_server((host, 0))
         self._listener.settimeout(0.25)
         self.address = WireAddress(host, self._listener.getsockname()[1], self._token.hex())
-        self.refused = 0  # connections closed for want of the token
+        self.refused = 0  # connections closed for want of the token (read by tests)
         self._closed = threading.Event()
-        # lock order: a leaf (the open connections and their threads)
-        self._lock = threading.Lock()
-        self._connections: dict[socket.socket, threading.Thread] = {}
         self._acceptor = threading.Thread(target=self._accept, name=f"dbkit-boundary-accept-{index}", daemon=True)
         self._acceptor.start()
 
     def _accept(self) -> None:
+        """One connection at a time: a stranger has ``hello_timeout`` seconds to show the token (partners
+        connect once, when the replica is placed)."""
         while not self._closed.is_set():
             try:
                 conn, _ = self._listener.accept()
@@ -64,61 +61,28 @@ class BoundaryListener:
                 continue
             except OSError:
                 return
-            conn.settimeout(self.hello_timeout)
-            tune(conn)
-            thread = threading.Thread(target=self._serve, args=(conn,), name=f"dbkit-boundary-read-{self.index}",
-                                      daemon=True)
-            with self._lock:
-                if self._closed.is_set():
-                    conn.close()
-                    return
-                self._connections[conn] = thread
-            thread.start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        sender = None
-        try:
-            token, sender_index = HELLO.unpack(recv_exact(conn, HELLO.size))
-            if not hmac.compare_digest(token, self._token):
-                with self._lock:
+            try:
+                conn.settimeout(self.hello_timeout)
+                tune(conn)
+                token, sender = HELLO.unpack(recv_exact(conn, HELLO.size))
+                if not hmac.compare_digest(token, self._token):
                     self.refused += 1
-                conn.sendall(REFUSED)
-                return
-            conn.sendall(ACCEPTED)
-            conn.settimeout(None)  # a partner may compute for long between frames
-            sender = int(sender_index)
-            while True:
-                key, values, meta = recv_frame(conn)
-                self._deliver(sender, key, values, meta)
-        except (OSError, WireError, ValueError) as e:
-            if sender is not None and not self._closed.is_set():
-                self._lost(sender, f"partition {sender}'s connection ended ({type(e).__name__}: {e})")
-        finally:
-            with self._lock:
-                self._connections.pop(conn, None)
-            conn.close()
-
-    @property
-    def connections(self) -> int:
-        with self._lock:
-            return len(self._connections)
+                    conn.sendall(REFUSED)
+                    conn.close()
+                    continue
+                conn.sendall(ACCEPTED)
+            except (OSError, WireError):
+                self.refused += 1
+                conn.close()
+                continue
+            self._accepted(int(sender), conn)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop listening, end every connection and join every thread. Safe to call twice."""
+        """Stop listening and join the accepting thread. Safe to call twice."""
         self._closed.set()
         self._listener.close()
-        with self._lock:
-            items = list(self._connections.items())
-        for conn, _ in items:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if threading.current_thread() is not self._acceptor:
             self._acceptor.join(timeout)
-        for _, thread in items:
-            if thread is not threading.current_thread():
-                thread.join(timeout)
 
 
 class BoundaryEnd:

@@ -1,55 +1,185 @@
-"""A wired partition's mailbox: boundary slices and partners' results, waited for on a thread.
+"""A wired partition's mailbox: boundary slices and a lead's orders, read from its connections by the
+thread that waits for them.
 
-A wired partition's step runs on a thread of its own (its partners' slices
-arrive on other threads: a wire's reader, or a colocated partner's step), so
-its mailbox is a dict under a condition. Every wait is bounded; ``close``
-(a partner gone, the step aborted) ends every wait at once, and every later
-one, with the reason.
+A wired partition's step runs whole on one thread, as the paper's partitions
+compute and pass messages (Sec. 3). The thread that waits for a slice reads
+its partners' connections itself (``select`` over them, then whole frames),
+as a bare process would: no reader thread hands each slice on, so a
+message costs a system call, not a thread switch. What another partner sent
+meanwhile waits in the mailbox under its key; a partner in the same process
+puts its slices there directly and wakes the reader through a socket pair.
+One thread reads at a time; another one waiting is handed its letters.
+Every wait is bounded; ``close`` (a partner gone, the step aborted) ends every
+wait at once, and every later one, with the reason.
 """
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
+import time
+from collections import deque
 from typing import Any
 
 import numpy as np
 
+from ..ps.wire_frames import WireError
+from .boundary_frames import Key, recv_frame
+
 Letter = tuple[np.ndarray | None, dict[str, Any] | None]  # values, and the JSON that came with them
+Order = tuple[int, int, dict[str, Any]]  # a lead's ``go``: sender, order number, orders
 
 
 class Mailbox:
-    """Messages by key, for partition ``index``; a silent partner is taken as lost after ``timeout`` s."""
+    """Messages by key for partition ``index``, and its connections; a silent partner is taken as lost after
+    ``timeout`` seconds."""
 
     def __init__(self, index: int, timeout: float) -> None:
         self.index, self.timeout = index, float(timeout)
-        # lock order: a leaf (the letters, the keys waited on and the reason it closed)
+        # lock order: _reading before _cond; _cond is a leaf (letters, orders, connections, the reason it closed)
         self._cond = threading.Condition(threading.Lock())
-        self._letters: dict[tuple, Letter] = {}
-        self._waiting: set[tuple] = set()
+        self._reading = threading.Lock()  # held by the one thread reading the connections
+        self._letters: dict[Key, Letter] = {}
+        self._orders: deque[Order] = deque()
+        self._waiting: set[Key] = set()
+        self._connections: dict[socket.socket, int] = {}  # a partner's connection -> its partition index
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selecting = False  # a reader sleeps in select: wake it with a byte
         self.closed: str | None = None
 
-    def put(self, key: tuple, values: np.ndarray | None, meta: dict[str, Any] | None = None) -> None:
+    # ---- what arrives ---------------------------------------------------------------------------
+    def add_connection(self, sender: int, conn: socket.socket) -> None:
+        """A partner's connection (its token checked): read from now on."""
+        conn.settimeout(None)
         with self._cond:
-            self._letters[key] = (values, meta)
-            if key in self._waiting:
-                self._cond.notify_all()
+            if self.closed is not None:
+                conn.close()
+                return
+            self._connections[conn] = sender
+            self._wake()
 
-    def take(self, key: tuple) -> Letter:
+    def put(self, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None = None) -> None:
+        """A letter from a partner in this process (or read from a connection)."""
+        with self._cond:
+            self._deliver(key, values, meta, sender=-1)
+            self._wake()
+
+    def order(self, sender: int, n: int, orders: dict[str, Any]) -> None:
+        """A lead's ``go`` from a partner in this process."""
+        with self._cond:
+            self._order(sender, n, orders)
+            self._cond.notify_all()
+            self._wake()
+
+    def _order(self, sender: int, n: int, orders: dict[str, Any]) -> None:
+        """(``_cond`` held.)"""
+        if orders.get("op") == "stop":
+            if self.closed is None:
+                self.closed = str(orders.get("reason", "stopped by the lead partition"))
+        else:
+            self._orders.append((sender, n, orders))
+
+    def _deliver(self, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None, sender: int) -> None:
+        """(``_cond`` held.) A lead's ``stop`` closes the mailbox at once: the step waiting here ends."""
+        if key[1] == "go":
+            self._order(sender, key[0], meta or {})
+        else:
+            self._letters[key] = (values, meta)
+        self._cond.notify_all()
+
+    def _wake(self) -> None:
+        """(``_cond`` held.) Wake a reader sleeping in ``select``."""
+        if self._selecting:
+            try:
+                self._wake_w.send(b"\0")
+            except OSError:  # BlockingIOError: a wake-up is already waiting to be read
+                pass
+
+    # ---- waiting ----------------------------------------------------------------------------------
+    def take(self, key: Key) -> Letter:
         """The letter ``key``, waiting for it up to ``timeout`` seconds."""
         with self._cond:
             self._waiting.add(key)
-            try:
-                ok = self._cond.wait_for(lambda: key in self._letters or self.closed is not None, self.timeout)
-            finally:
+        try:
+            found = self._wait(lambda: self._letters.pop(key, None), self.timeout)
+        finally:
+            with self._cond:
                 self._waiting.discard(key)
-            if key in self._letters:
-                return self._letters.pop(key)
-            if self.closed is not None:
-                raise RuntimeError(f"partition {self.index} stopped waiting for {key[1:]}: {self.closed}")
-            assert not ok
-            raise TimeoutError(f"partition {self.index} waited {self.timeout:.0f}s for {key[1:]} from a partner: "
-                               "is its worker alive?")
+        if found is not None:
+            return found
+        if self.closed is not None:
+            raise RuntimeError(f"partition {self.index} stopped waiting for {key[1:]}: {self.closed}")
+        raise TimeoutError(f"partition {self.index} waited {self.timeout:.0f}s for {key[1:]} from a partner: "
+                           "is its worker alive?")
 
+    def next_order(self, timeout: float) -> Order | None:
+        """A lead's next ``go``, if one comes within ``timeout`` seconds (``None`` also once closed)."""
+        return self._wait(lambda: self._orders.popleft() if self._orders else None, timeout)
+
+    def _wait(self, ready, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cond:
+                found = ready()
+                if found is not None or self.closed is not None:
+                    return found
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if self._reading.acquire(blocking=False):
+                try:
+                    self._read(remaining)
+                finally:
+                    self._reading.release()
+                    with self._cond:
+                        self._cond.notify_all()  # a thread waiting below may read now
+            else:
+                with self._cond:  # another thread reads: it hands this one its letters
+                    if self.closed is None:
+                        self._cond.wait(min(remaining, 0.05))
+
+    def _read(self, remaining: float) -> None:
+        """Wait up to ``remaining`` seconds for something to read (a frame, or a wake-up), and read it: the
+        caller then looks again for what it waits for."""
+        with self._cond:
+            if self.closed is not None:
+                return
+            conns = list(self._connections)
+            self._selecting = True
+        try:
+            readable = select.select([self._wake_r, *conns], [], [], remaining)[0]
+        except (OSError, ValueError):  # a connection closed under us: the mailbox is closing
+            readable = []
+        finally:
+            with self._cond:
+                self._selecting = False
+        for conn in readable:
+            if conn is self._wake_r:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except OSError:  # BlockingIOError: drained
+                    pass
+            else:
+                self._read_frame(conn)
+
+    def _read_frame(self, conn: socket.socket) -> None:
+        sender = self._connections.get(conn, -1)
+        try:
+            key, values, meta = recv_frame(conn)
+        except (OSError, WireError, ValueError) as e:
+            with self._cond:
+                self._connections.pop(conn, None)
+            conn.close()
+            self.close(f"partition {sender}'s connection ended ({type(e).__name__}: {e})")
+            return
+        with self._cond:
+            self._deliver(key, values, meta, sender)
+
+    # ---- ending ------------------------------------------------------------------------------------
     def close(self, reason: str) -> int:
         """End every wait, now and later, with ``reason``; returns the waits ended."""
         with self._cond:
@@ -57,14 +187,20 @@ class Mailbox:
                 self.closed = str(reason)
             waiting = len(self._waiting)
             self._cond.notify_all()
+            self._wake()
             return waiting
 
-    def forget(self, step: int) -> None:
-        """Drop letters of steps before ``step`` (a step that failed left its partners' slices behind)."""
+    def shut(self) -> None:
+        """Close, and close every connection (the partition is released)."""
+        self.close("its partition was closed")
         with self._cond:
-            for key in [k for k in self._letters if k[0] < step]:
-                del self._letters[key]
+            conns, self._connections = list(self._connections), {}
+        with self._reading:  # no reader is in select on them any more
+            for conn in conns:
+                conn.close()
+            self._wake_r.close()
+            self._wake_w.close()
 
-    def waiting(self) -> list[tuple]:
+    def waiting(self) -> list[Key]:
         with self._cond:
             return sorted(self._waiting, key=repr)

@@ -89,10 +89,12 @@ class PartitionWorker:
         return len(self.partners)
 
     def wire_up(self, host: str | None = None) -> WireAddress | None:
-        """Make this a wired partition: a thread-safe mailbox and, with ``host``, a listener there for
-        partners on other workers; returns where it listens (``None``: partners in this process only)."""
+        """Make this a wired partition: a mailbox its waiting thread reads and, with ``host``, a listener
+        there for partners on other workers; returns where it listens (``None``: partners in this process
+        only). Partition 0 leads its replica's steps; every other one follows on a thread of its own."""
         if self.link is None:
-            self.link = BoundaryLink(self.index, self.exchange_timeout, self._go, host)
+            self.link = BoundaryLink(self.index, self.exchange_timeout, host,
+                                     on_order=None if self.index == 0 else self._follow)
         return self.link.address
 
     def connect_ends(self, ends: dict[int, End]) -> int:
@@ -104,14 +106,11 @@ class PartitionWorker:
         self.link.connect(ends)
         return len(ends)
 
-    def _go(self, sender: int, n: int, orders: dict) -> None:
-        """A lead's ``go`` arrived (on a reader thread): stop at once, or run the order on my thread."""
+    def _follow(self, sender: int, n: int, orders: dict) -> None:
+        """A lead's ``go``, run on this partition's serving thread."""
         from .lead import follow
 
-        if orders.get("op") == "stop":
-            self.link.mailbox.close(str(orders.get("reason", "stopped by the lead partition")))  # type: ignore[union-attr]
-            return
-        self._thread().submit(follow, self, sender, n, orders)
+        follow(self, sender, n, orders)
 
     def perform(self, step: int, op: str, orders: dict) -> tuple[dict, np.ndarray | None]:
         """Run order ``op`` of a lead as step ``step`` on this thread: its result (JSON) and values."""

@@ -200,7 +200,7 @@ def _lead_steps(keys: dict[int, str], steps: int, baseline: tuple | None,
     from ..task_side import task_side
 
     side = task_side()
-    leads = {kk: side.local(key) for kk, key in keys.items()}
+    leads: dict[int, Any] = {kk: side.local(key) for kk, key in keys.items()}
     times: dict[int, list[float]] = {kk: [] for kk in keys}
     base: list[float] = []
     step = 10**6
