@@ -68,14 +68,26 @@ def _worker_class():
     return BarePartition
 
 
+DOWNPOUR_MODELS = {"image-local": (64, 10), "speech": (440, 64)}  # as Downpour trains them on digits and speech
+
+
+def network(model: str):
+    """``partition_speedup.models()[model]``, or a Downpour preset (``DOWNPOUR_MODELS``) on its data's shape."""
+    from dbkit import nn
+    from partition_speedup import models
+
+    if model in DOWNPOUR_MODELS:
+        return nn.build(model, *DOWNPOUR_MODELS[model], l2=1e-4)
+    return models()[model]
+
+
 def _setup(model: str, index: int, sock: socket.socket, batch: int):
     from threadpoolctl import threadpool_limits
 
     from dbkit.partition import ownership
-    from partition_speedup import models
 
     threadpool_limits(1)
-    net = models()[model]
+    net = network(model)
     own = ownership(net, 2)
     part = _worker_class()(index, own, sock)
     part.params[:] = net.init_params(0)[own.param_indices(index)]
@@ -100,9 +112,28 @@ def _partner(model: str, port: int, batch: int, steps: int) -> None:
     sock.close()
 
 
-def _lead(model: str, batch: int, steps: int, answers) -> None:
-    """Partition 0: listen, start the partner, start each step with a byte and time it to the partner's byte."""
+def _lead(model: str, batch: int, steps: int, answers, together, whole: bool = False) -> None:
+    """Partition 0: listen, start the partner, start each step with a byte and time it to the partner's byte.
+    With ``whole``, no partner: the unpartitioned network's ``loss_and_grad`` instead."""
     try:
+        if whole:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(1)
+            net = network(model)
+            params = net.init_params(0)
+            rng = np.random.default_rng(0)
+            X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
+            y = rng.integers(0, net.n_classes, batch)
+            together.wait()
+            times = []
+            for s in range(steps + 1):
+                t = time.perf_counter()
+                net.loss_and_grad(params, X, y)
+                if s:
+                    times.append(time.perf_counter() - t)
+            answers.put(1e3 * float(np.median(times)))
+            return
         listener = socket.create_server(("127.0.0.1", 0))
         partner = mp.get_context("spawn").Process(target=_partner, args=(model, listener.getsockname()[1], batch,
                                                                            steps), daemon=True)
@@ -111,6 +142,7 @@ def _lead(model: str, batch: int, steps: int, answers) -> None:
         sock, _ = listener.accept()
         _tune(sock)
         part = _setup(model, 0, sock, batch)
+        together.wait()
         done, times = bytearray(1), []
         for s in range(steps + 1):
             t = time.perf_counter()
@@ -127,21 +159,25 @@ def _lead(model: str, batch: int, steps: int, answers) -> None:
         answers.put(f"{type(e).__name__}: {e}")
 
 
-def bare_step_ms(model: str, steps: int = 20, batch: int = 32) -> float:
-    """Median milliseconds of one bare K = 2 step of ``partition_speedup.models()[model]`` (after a warm-up).
+def bare_step_ms(model: str, steps: int = 20, batch: int = 32, pairs: int = 1, whole: bool = False) -> float:
+    """Median milliseconds of one bare K = 2 step of ``network(model)`` (after a warm-up); with ``pairs``, that
+    many replicas (two processes each) step at once, as a job's replicas do, and the mean of their medians.
+    With ``whole``, the unpartitioned network's step in ``pairs`` processes at once instead.
 
-    Both partitions run in fresh processes with the allocator settings dbkit gives its workers
-    (``WORKER_MALLOC``: large temporaries are reused, not mapped afresh every step), so the two differ only
-    in what sits between the arithmetic and the socket."""
+    Every process is fresh, with the allocator settings dbkit gives its workers (``WORKER_MALLOC``: large
+    temporaries are reused, not mapped afresh every step), so the two differ only in what sits between
+    the arithmetic and the socket."""
     from dbkit.runtime.dask.worker_processes import WORKER_MALLOC
 
     ctx = mp.get_context("spawn")
-    answers = ctx.Queue()
+    answers, together = ctx.Queue(), ctx.Barrier(pairs)
     saved = {k: os.environ.get(k) for k in WORKER_MALLOC}
     os.environ.update(WORKER_MALLOC)
-    try:
-        proc = ctx.Process(target=_lead, args=(model, batch, steps, answers))  # not daemonic: it starts one
-        proc.start()
+    try:  # not daemonic: each starts its partner
+        procs = [ctx.Process(target=_lead, args=(model, batch, steps, answers, together, whole))
+                 for _ in range(pairs)]
+        for proc in procs:
+            proc.start()
     finally:
         for k, v in saved.items():
             if v is None:
@@ -149,22 +185,30 @@ def bare_step_ms(model: str, steps: int = 20, batch: int = 32) -> float:
             else:
                 os.environ[k] = v
     try:
-        answer = get_from(answers, [proc], 600, "bare partitioned step")
-        if isinstance(answer, str):
-            raise RuntimeError(f"the bare partitioned step failed: {answer}")
-        return float(answer)
+        medians = []
+        for _ in procs:
+            answer = get_from(answers, procs, 600, "bare partitioned step")
+            if isinstance(answer, str):
+                raise RuntimeError(f"the bare partitioned step failed: {answer}")
+            medians.append(float(answer))
+        return float(np.mean(medians))
     finally:
-        proc.join(30)
-        if proc.is_alive():
-            proc.kill()
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=("local", "dense"), default="local")
+    p.add_argument("--model", choices=("local", "dense", "image-local", "speech"), default="local")
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--pairs", type=int, default=1, help="replicas stepping at once (two processes each)")
     args = p.parse_args(argv)
-    print(f"bare K = 2 step ({args.model}): {bare_step_ms(args.model, args.steps):.1f} ms")
+    print(f"bare K = 2 step ({args.model}, {args.pairs} at once): "
+          f"{bare_step_ms(args.model, args.steps, pairs=args.pairs):.2f} ms; the whole network's in "
+          f"{args.pairs} process{'es' if args.pairs > 1 else ''} at once: "
+          f"{bare_step_ms(args.model, args.steps, pairs=args.pairs, whole=True):.2f} ms")
     return 0
 
 

@@ -27,6 +27,7 @@ NAMES = {code: name for name, code in KINDS.items()}
 FRAME = struct.Struct("<BqiiiIQ")  # kind, step, layer, partner, rows, JSON bytes, payload bytes
 HELLO = struct.Struct("<16si")  # the receiver's token, the sender's partition index
 MAX_META = 1 << 20  # a step's orders or result are a few hundred bytes of JSON
+SMALL = 1 << 16  # a payload up to this many bytes goes in one send with its header
 MAX_PAYLOAD = 1 << 32  # 4 GB: no boundary slice of a model that fits in memory is larger
 
 Key = tuple
@@ -60,8 +61,13 @@ def send_frame(sock: socket.socket, key: Key, values: np.ndarray | None = None,
     if values is not None:
         rows = int(values.shape[0]) if values.ndim == 2 else -1  # -1: one flat vector
         payload = int(values.nbytes)
-    sock.sendall(FRAME.pack(*pack_key(key), rows, len(body), payload) + body)
-    if values is not None and payload:
+    head = FRAME.pack(*pack_key(key), rows, len(body), payload) + body
+    if values is None or not payload:
+        sock.sendall(head)
+    elif payload <= SMALL:  # one segment: the partner wakes once, not once for the header and once more
+        sock.sendall(head + values.tobytes())
+    else:
+        sock.sendall(head)
         sock.sendall(values.data.cast("B") if values.flags.c_contiguous else values.tobytes())
     return payload
 
