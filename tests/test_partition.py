@@ -114,17 +114,19 @@ def test_a_partition_needs_all_its_partners():
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize("transport", ["socket", "actor"])
 @pytest.mark.parametrize("name,hidden", [("image-local", None), ("mlp", (32, 16))])
-def test_partitions_as_actors_equal_the_unpartitioned_network(local_cluster, name, hidden):
+def test_partitions_as_actors_equal_the_unpartitioned_network(local_cluster, name, hidden, transport):
     from dbkit.partition import ActorPartitionedNetwork
 
     net = nn.build(name, 64, 10, hidden=hidden, l2=0.01)
     params = net.init_params(4)
     X, y = _batch(64, 10, seed=1, n=8)
     loss, grad = net.loss_and_grad(params, X, y)
-    for k in (1, 2, 3, 4):
-        replica = ActorPartitionedNetwork(local_cluster, net, k, name=f"{name}-k{k}")
+    for k in (1, 2, 3, 4):  # on 2 workers: K = 3 and 4 mix partitions in one process and on another
+        replica = ActorPartitionedNetwork(local_cluster, net, k, name=f"{name}-k{k}-{transport}", transport=transport)
         try:
+            assert replica.wired == (transport == "socket")
             ploss, pgrad = replica.loss_and_grad(params, X, y)
             assert ploss == pytest.approx(loss, rel=1e-6)
             np.testing.assert_allclose(pgrad, grad, rtol=1e-5, atol=1e-6)
@@ -152,14 +154,15 @@ def test_a_batch_left_on_the_partitions_gives_the_same_step(local_cluster):
 
 
 @pytest.mark.cluster
-def test_an_aborted_partition_stops_waiting_for_its_partner(local_cluster):
+@pytest.mark.parametrize("transport", ["socket", "actor"])
+def test_an_aborted_partition_stops_waiting_for_its_partner(local_cluster, transport):
     import time
 
     from dbkit.partition import ActorPartitionedNetwork
 
     net = nn.build("image-local", 64, 10)
     X, y = _batch(64, 10, seed=4, n=5)
-    replica = ActorPartitionedNetwork(local_cluster, net, 2, name="aborted")
+    replica = ActorPartitionedNetwork(local_cluster, net, 2, name=f"aborted-{transport}", transport=transport)
     try:
         replica.set_params(net.init_params(1))
         replica.load_batch(X, y)

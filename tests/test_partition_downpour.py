@@ -81,12 +81,16 @@ def _threads_here() -> dict[str, list[str]]:
     return {"here": _partition_threads()}
 
 
-def test_one_replica_of_two_partitions_follows_sync_sgd(digits, image_net, local_cluster):
-    follows_sync_sgd(digits, image_net, dict(client=local_cluster.client))
+@pytest.mark.parametrize("transport", ["socket", "actor"])
+def test_one_replica_of_two_partitions_follows_sync_sgd(digits, image_net, local_cluster, transport):
+    report = follows_sync_sgd(digits, image_net, dict(client=local_cluster.client), transport)
+    # over the wire by default; --transport actor keeps an actor call per slice and per partition
+    assert report["layout"]["boundary_exchange"] == {"socket": "wire", "actor": "actor"}[transport]
 
 
 def test_one_replica_of_two_partitions_in_process_follows_sync_sgd(digits, image_net, machines):
-    follows_sync_sgd(digits, image_net, dict(cluster=machines))
+    report = follows_sync_sgd(digits, image_net, dict(cluster=machines))
+    assert report["layout"]["boundary_exchange"] == "wire"  # in memory: one process
 
 
 def test_two_replicas_of_two_partitions_train_digits_each_partition_with_its_own_shards(
@@ -108,9 +112,9 @@ def test_repartitioning_in_process_keeps_parameters_adagrad_state_and_the_loss(d
     repartition(digits, image_net, dict(cluster=machines))
 
 
-def follows_sync_sgd(digits, image_net, where):
+def follows_sync_sgd(digits, image_net, where, transport="socket"):
     cfg = RunConfig.make(algorithm="downpour", steps=40, lr=0.05, optimizer="sgd", replicas=1, shards=2, partitions=2,
-                         overlap=False)  # exact: each step waits for its fetch, as sync SGD does
+                         overlap=False, transport=transport)  # exact: each step waits for its fetch, as sync SGD does
     base = SGDTrainer(image_net, digits, lr=0.05)
     for _ in range(40):
         base.step()
@@ -123,6 +127,7 @@ def follows_sync_sgd(digits, image_net, where):
     assert moved > 1e-2  # training happened
     np.testing.assert_allclose(params, base.params, atol=1e-5 * max(1.0, moved))
     assert report["bytes"]["between_partitions"] == report["bytes"]["between_partitions_min"] > 0
+    return report
 
 
 def train_with_own_shards(digits, image_net, where, partition_threads):

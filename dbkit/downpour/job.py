@@ -283,7 +283,9 @@ class DownpourSGD(Job):
 
     def _report_blocks(self, final: FinalState) -> dict:
         a = self.layout
+        exchange = self._placement.parts.boundary_exchange() if self._placement else None
         return {"layout": {"partitions": a.partitions, "shards_of_partition": [list(s) for s in a.shards_of],
+                           "boundary_exchange": exchange,
                            "relayouts": [e.to_dict() for e in self.events.of(Relayout)]},
                 "faults": self._recovery.figures(self._placement.last_read.lost if self._placement else {})}
 

@@ -42,6 +42,7 @@ class BoundaryLink:
         self.index = index
         self.mailbox = Mailbox(index, timeout)
         self.ends: dict[int, End] = {}
+        self._orders = 0  # orders given as its replica's lead (``dbkit.partition.lead``)
         self.listener = None if host is None else BoundaryListener(index, self.mailbox.add_connection, host)
         self._server: threading.Thread | None = None
         if on_order is not None:
@@ -54,6 +55,11 @@ class BoundaryLink:
     @property
     def address(self) -> WireAddress | None:
         return None if self.listener is None else self.listener.address
+
+    def next_order(self) -> int:
+        """A new number for an order this partition gives as its replica's lead (one thread leads)."""
+        self._orders += 1
+        return self._orders
 
     def connect(self, ends: dict[int, End]) -> None:
         for end in self.ends.values():

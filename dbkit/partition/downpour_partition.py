@@ -24,7 +24,7 @@ from ..downpour.exchange import Exchange
 from ..downpour.schedule import StepActions
 from ..ps import Histogram, ShardedParameters
 from ..training.figures import PartitionFigures, ReplicaCounters
-from .worker import PartitionWorker, run_through
+from .worker import PartitionWorker
 
 
 @dataclass(frozen=True)
@@ -104,15 +104,6 @@ class DownpourPartition(PartitionWorker):
                 c.fetches += 1
         loss = None if out["loss"] is None else float(out["loss"])
         return PartitionStep(finite, loss, float(out["penalty"]), len(y), self.figures())
-
-    def perform(self, step: int, op: str, orders: dict) -> tuple[dict, np.ndarray | None]:
-        """A lead's order on this thread (a wired partition): a Downpour ``step`` or a ``flush``."""
-        if op == "step":
-            actions = StepActions(*(bool(a) for a in orders["actions"]))
-            return run_through(self.downpour_step(step, actions, float(orders["lr"]))).to_json(), None
-        if op == "flush":
-            return {"figures": run_through(self.flush()).to_json()}, None
-        return super().perform(step, op, orders)
 
     async def flush(self) -> PartitionFigures:
         """Push what this partition accumulated since its last push and wait for everything under way

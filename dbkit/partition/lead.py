@@ -6,9 +6,9 @@ sends each partner a ``go`` with the order (a training step, a flush, a plain
 forward and backward), does its own part on the calling thread, and takes
 each partner's ``done`` from its mailbox. A partner runs the order on its own
 thread (``follow``) and answers with its result as JSON and its values (a
-gradient) as raw float32. A partner that fails answers with its error, so the
-lead raises at once instead of waiting out its timeout; a lead that fails
-tells its partners to stop waiting for it.
+gradient) as raw float32. A partner that fails answers with its error, which
+ends the lead's waits at once (``Mailbox``) instead of their timeout; a lead
+that fails tells its partners to stop waiting for it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,27 @@ from typing import Any
 
 import numpy as np
 
+from ..downpour.schedule import StepActions
+from .downpour_partition import DownpourPartition
+from .run_through import run_through
 from .worker import PartitionWorker
 
 Result = tuple[dict[str, Any], "np.ndarray | None"]  # a partition's result (JSON) and its values
+
+
+def perform(partition: PartitionWorker, step: int, op: str, orders: dict[str, Any]) -> Result:
+    """Order ``op`` as step ``step`` on this thread: ``run`` (a forward and backward pass on the batch left
+    there), or a Downpour partition's ``step`` or ``flush``; its result (JSON) and values (a gradient)."""
+    if op == "run":
+        out = run_through(partition.run_step(step, None, None, bool(orders.get("return_grad", True))))
+        grad = out.pop("grad")
+        return {**out, "loss": None if out["loss"] is None else float(out["loss"])}, grad
+    if op in ("step", "flush") and isinstance(partition, DownpourPartition):
+        if op == "step":
+            actions = StepActions(*(bool(a) for a in orders["actions"]))
+            return run_through(partition.downpour_step(step, actions, float(orders["lr"]))).to_json(), None
+        return {"figures": run_through(partition.flush()).to_json()}, None
+    raise ValueError(f"partition {partition.index}: unknown order {op!r}")
 
 
 def lead(partition: PartitionWorker, step: int, op: str, orders: dict[str, Any]) -> list[Result]:
@@ -29,25 +47,25 @@ def lead(partition: PartitionWorker, step: int, op: str, orders: dict[str, Any])
     if link is None:
         raise RuntimeError(f"partition {partition.index} is not wired: it cannot lead")
     me, k = partition.index, partition.k
-    n = partition.next_order()
+    n = link.next_order()
     go = {"op": op, "step": int(step), **orders}
     partners = [j for j in range(k) if j != me]
     try:
         for j in partners:
             link.post(j, (n, "go"), None, go)
-        mine = partition.perform(step, op, orders)
+        mine = perform(partition, step, op, orders)
     except BaseException as e:
         stop(partition, partners, f"the lead partition {me} failed: {type(e).__name__}: {e}")
         raise
     out: list[Result | None] = [None] * k
     out[me] = mine
-    for j in partners:
-        values, meta = link.mailbox.take((n, "done", j))
-        meta = meta or {}
-        if "error" in meta:
-            stop(partition, partners, f"partition {j} failed")
-            raise RuntimeError(f"partition {j} of replica's step {step}: {meta['error']}")
-        out[j] = (meta, values)
+    try:
+        for j in partners:
+            values, meta = link.mailbox.take((n, "done", j))
+            out[j] = (meta or {}, values)
+    except BaseException as e:
+        stop(partition, partners, f"the lead partition {me} failed: {type(e).__name__}: {e}")
+        raise
     return [r for r in out if r is not None]
 
 
@@ -56,7 +74,7 @@ def follow(partition: PartitionWorker, sender: int, n: int, orders: dict[str, An
     link = partition.link
     assert link is not None
     try:
-        meta, values = partition.perform(int(orders["step"]), str(orders["op"]), orders)
+        meta, values = perform(partition, int(orders["step"]), str(orders["op"]), orders)
     except Exception as e:  # noqa: BLE001 - the lead raises it
         meta, values = {"error": f"{type(e).__name__}: {e}"}, None
     try:

@@ -83,9 +83,13 @@ class Mailbox:
             self._orders.append((sender, n, orders))
 
     def _deliver(self, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None, sender: int) -> None:
-        """(``_cond`` held.) A lead's ``stop`` closes the mailbox at once: the step waiting here ends."""
+        """(``_cond`` held.) A lead's ``stop``, or a partner's failure, closes the mailbox at once: the step
+        waiting here ends."""
         if key[1] == "go":
             self._order(sender, key[0], meta or {})
+        elif key[1] == "done" and meta and "error" in meta and self.closed is None:
+            # a partner failed: its slices will not come, so no wait here should go on for them
+            self.closed = f"partition {key[2]} failed: {meta['error']}"
         else:
             self._letters[key] = (values, meta)
         self._cond.notify_all()

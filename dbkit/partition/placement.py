@@ -51,6 +51,7 @@ class PartitionPlacement:
         # lock order: a leaf (the layout and the names of each replica's partitions)
         self._lock = threading.Lock()
         self._names: dict[int, list[str]] = {}
+        self._ever: set[bool] = set()  # whether each replica placed so far was wired (for the report)
         self.relayout(ownership, alignment)
 
     def relayout(self, ownership: Ownership, alignment: AlignedLayout) -> None:
@@ -94,7 +95,18 @@ class PartitionPlacement:
                                          seed, f"replica{index}/partition{j}", overlap=overlap))
         for r in calls:
             resolve(r)
+        with self._lock:
+            self._ever.add(wired)
         return PlacedPartitions(handles, wired)
+
+    def boundary_exchange(self) -> str | None:
+        """How the partitions placed so far exchanged boundary slices: ``"wire"`` (their own wire, or in
+        memory), ``"actor"`` (a runtime call per slice), ``"mixed"``, or ``None`` (none placed)."""
+        with self._lock:
+            ever = set(self._ever)
+        if not ever:
+            return None
+        return "mixed" if len(ever) > 1 else ("wire" if True in ever else "actor")
 
     def replicas(self) -> list[int]:
         """The replicas whose partitions are placed."""

@@ -20,7 +20,6 @@ runs either way: on a thread it never suspends (``run_through``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
@@ -28,8 +27,10 @@ import numpy as np
 from ..nn import softmax_cross_entropy
 from ..ps.records import WireAddress
 from .boundary_link import BoundaryLink, End
+from .event_box import EventBox
 from .narrow import narrow_layers, own_segments, segment_views
 from .ownership import Ownership
+from .run_through import on_event_loop, run_through
 from .traffic import inputs_used, needs
 
 
@@ -57,14 +58,12 @@ class PartitionWorker:
         self.params = np.zeros(self.mine.size, dtype=np.float32)
         self.views = segment_views(self.params, self.segments, len(network.layers))
         self.partners: list[Any] = []
-        self.mailbox: dict[tuple, np.ndarray] = {}
-        self.events: dict[tuple, asyncio.Event] = {}
+        self.box = EventBox(index, self.exchange_timeout)  # an actor partition's letters (not wired)
         self.bytes_sent = 0
         self.aborted: str | None = None
         self._outbox: list = []  # this step's messages on their way
         self._pool = None
         self.link: BoundaryLink | None = None  # wired: steps run on a thread (``wire_up``)
-        self._orders = 0  # orders this partition gave as a lead (``dbkit.partition.lead``)
 
     @staticmethod
     def _run(own_in_reads: np.ndarray) -> slice | None:
@@ -112,19 +111,6 @@ class PartitionWorker:
 
         follow(self, sender, n, orders)
 
-    def perform(self, step: int, op: str, orders: dict) -> tuple[dict, np.ndarray | None]:
-        """Run order ``op`` of a lead as step ``step`` on this thread: its result (JSON) and values."""
-        if op != "run":
-            raise ValueError(f"partition {self.index}: unknown order {op!r}")
-        out = run_through(self.run_step(step, None, None, bool(orders.get("return_grad", True))))
-        grad = out.pop("grad")
-        return {**out, "loss": None if out["loss"] is None else float(out["loss"])}, grad
-
-    def next_order(self) -> int:
-        """A new number for an order this partition gives as its replica's lead."""
-        self._orders += 1
-        return self._orders
-
     async def set_params(self, values: np.ndarray) -> int:
         """Load this partition's parameters (``values`` in ``param_indices`` order)."""
         values = np.asarray(values, dtype=np.float32)
@@ -162,8 +148,8 @@ class PartitionWorker:
         self.shutdown()
 
     async def receive(self, key: tuple, values: np.ndarray) -> None:
-        self.mailbox[key] = values
-        self.events.setdefault(key, asyncio.Event()).set()
+        """A partner's slice, as an actor call (a partition that is not wired)."""
+        self.box.put(key, values)
 
     async def abort(self, reason: str) -> int:
         """Stop waiting for partners (one of them is gone): a wait in progress, and every later
@@ -172,17 +158,14 @@ class PartitionWorker:
         self.aborted = str(reason)
         ended = 0 if self.link is None else self.link.mailbox.close(self.aborted)
         self._drop_outbox()  # a step blocked on delivering to the dead partner ends too
-        waiting = [e for e in self.events.values() if not e.is_set()]
-        for event in waiting:
-            event.set()
+        ended += self.box.wake_all()
         if self._pool is not None:  # it will not compute again: its thread ends after the current call
             self._pool.shutdown(wait=False)
-        return len(waiting) + ended
+        return ended
 
     async def waiting_for(self) -> list[tuple]:
         """The messages this partition is waiting for now, as ``(step, kind, layer, from)`` keys."""
-        waiting = [] if self.link is None else self.link.mailbox.waiting()
-        return waiting + [key for key, event in self.events.items() if not event.is_set()]
+        return ([] if self.link is None else self.link.mailbox.waiting()) + self.box.waiting()
 
     def _check_aborted(self) -> None:
         if self.aborted is not None:
@@ -198,17 +181,7 @@ class PartitionWorker:
                 raise
             assert values is not None
             return values
-        event = self.events.setdefault(key, asyncio.Event())
-        try:
-            await asyncio.wait_for(event.wait(), self.exchange_timeout)
-        except asyncio.TimeoutError:
-            self.events.pop(key, None)
-            raise TimeoutError(f"partition {self.index} waited {self.exchange_timeout:.0f}s for {key[1:]} from a "
-                               "partner: is its worker alive?") from None
-        del self.events[key]
-        if key not in self.mailbox:  # woken by abort(), not by a message
-            self._check_aborted()
-        return self.mailbox.pop(key)
+        return await self.box.take(key, self._check_aborted)
 
     def _send_back(self, step: int, l: int, dx: np.ndarray) -> None:
         """Gradients of the partners' units that my part of layer ``l`` read go back to them."""
@@ -250,7 +223,7 @@ class PartitionWorker:
         A step that fails (a partner gone, ``abort``) drops its messages still on their way.
         """
         self._check_aborted()
-        if self.link is not None and _on_event_loop():  # a wired step waits on a thread, never on the loop
+        if self.link is not None and on_event_loop():  # a wired step waits on a thread, never on the loop
             return await asyncio.get_running_loop().run_in_executor(
                 self._thread(), run_through, self.run_step(step, X, y, return_grad))
         self._outbox = []
@@ -359,21 +332,3 @@ class PartitionWorker:
         return {"partition": j, "loss": loss, "penalty": penalty,
                 "grad": grad if return_grad else None, "bytes_sent": self.bytes_sent}
 
-
-def run_through(coroutine: Coroutine) -> Any:
-    """Run a coroutine that never suspends on an event loop (a wired step on its thread; a simulated one,
-    which waits through greenlets) to its end; its value."""
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coroutine.close()
-    raise RuntimeError("a partition's step awaited an event loop where it runs on a thread of its own")
-
-
-def _on_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True

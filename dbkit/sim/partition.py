@@ -22,7 +22,7 @@ import numpy as np
 
 from ..partition import Ownership
 from ..partition.downpour_partition import DownpourPartition
-from ..partition.worker import run_through
+from ..partition.run_through import run_through
 from ..runtime.shards import ShardHandles, connect
 from .compute import TimedNetwork
 from .cost import CostModel
@@ -48,6 +48,7 @@ class SimulatedPartition(DownpourPartition):
         self.sim, self.machine, self.links, self.cost = sim, machine, network, cost
         self.timed = TimedNetwork(ownership.network, sim, machine, cost, threads=threads)
         self._waiting: dict[tuple, greenlet.greenlet] = {}
+        self._arrived: dict[tuple, np.ndarray] = {}  # slices delivered, by key
         self._shapes: dict[int, LayerShape] = {}
 
     async def _compute(self, fn, *args):
@@ -68,11 +69,11 @@ class SimulatedPartition(DownpourPartition):
 
     async def _take(self, key: tuple) -> np.ndarray:
         self._check_aborted()
-        if key not in self.mailbox:
+        if key not in self._arrived:
             self._waiting[key] = greenlet.getcurrent()
             self.sim._suspend()
             self._check_aborted()
-        return self.mailbox.pop(key)
+        return self._arrived.pop(key)
 
     def _post(self, to: int, key: tuple, values: np.ndarray) -> None:
         partner: SimulatedPartition = self.partners[to]
@@ -92,7 +93,7 @@ class SimulatedPartition(DownpourPartition):
 
     def deliver(self, key: tuple, values: np.ndarray) -> None:
         """A partner's slice has arrived: into the mailbox, and wake the step waiting for it."""
-        self.mailbox[key] = values
+        self._arrived[key] = values
         waiter = self._waiting.pop(key, None)
         if waiter is not None:
             self.sim.wake(waiter)

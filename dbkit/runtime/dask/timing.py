@@ -142,13 +142,14 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
             rep.set_params(params)
             rep.load_batch(X, y)
         sent0 = sum(r["bytes_sent"] for r in replicas[k].run(None, None, return_grad=False))  # warm up
+        baseline = tuple(cluster.put(a, workers[0]) for a in (network, params, X, y)) if whole else None
         if all(rep.wired for rep in replicas.values()):
             keys = {kk: str(rep.parts[0].key) for kk, rep in replicas.items()}
-            baseline = tuple(cluster.put(a, workers[0]) for a in (network, params, X, y)) if whole else None
             times, base = cluster.submit_on(workers[0], _lead_steps, keys, steps, baseline,
                                             key=f"timing{tag}-steps").result()
         else:
-            times, base = _call_steps(replicas, steps, (network, params, X, y) if whole else None)
+            times, base = _call_steps(replicas, steps, None if baseline is None else lambda: cluster.submit_on(
+                workers[0], _whole_step_task, baseline, key=f"timing{tag}-whole-{time.perf_counter_ns()}").result())
         sent = sum(r["bytes_sent"] for r in replicas[k].run(None, None, return_grad=False))  # cumulative
         return PartitionStep(k, 1e3 * float(np.median(times[k])), 1e3 * float(np.median(times[1])),
                              (sent - sent0) / (sum(_blocks(steps, BLOCK)) + 1) if k > 1 else 0.0,
@@ -166,6 +167,14 @@ def _whole_step(baseline: tuple) -> float:
     return time.perf_counter() - t
 
 
+def _whole_step_task(baseline: tuple) -> float:
+    """The whole network's step in a task, with one BLAS thread, as the partitions compute; its seconds."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return _whole_step(baseline)
+
+
 def _blocks(steps: int, block: int) -> list[int]:
     """Rounds of ``block`` steps of each configuration, the first of each a warm-up, to give ``steps``
     timed steps each: a partition whose core sat idle while another configuration ran starts slower."""
@@ -173,14 +182,15 @@ def _blocks(steps: int, block: int) -> list[int]:
     return [timed + 1] * -(-steps // timed)
 
 
-def _call_steps(replicas: dict, steps: int, baseline: tuple | None,
+def _call_steps(replicas: dict, steps: int, whole: Callable[[], float] | None,
                 block: int = BLOCK) -> tuple[dict[int, list[float]], list[float]]:
-    """Each step of each replica started from here (an actor call to each partition); seconds each."""
+    """Each step of each replica started from here (an actor call to each partition), and ``whole()`` (the
+    whole network's seconds in a task) alongside; seconds each."""
     times: dict[int, list[float]] = {kk: [] for kk in replicas}
     base: list[float] = []
     for n in _blocks(steps, block):
-        if baseline is not None:
-            base += [_whole_step(baseline) for _ in range(n)][1:]
+        if whole is not None:
+            base += [whole() for _ in range(n)][1:]
         for kk, rep in replicas.items():
             for i in range(n):
                 t = time.perf_counter()

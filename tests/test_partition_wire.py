@@ -1,0 +1,195 @@
+"""Partitions over their own wire (issue #23): boundary slices over token-checked sockets, or in memory
+between partitions in one process; partition 0 starts each step with one message to each partner.
+
+References: the unpartitioned network's loss and gradient, and the connectivity's minimum traffic.
+"""
+
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from dbkit import nn
+from dbkit.partition import PartitionWorker, boundary_floats, ownership
+from dbkit.partition.actors import BoundaryAddress, PartitionActor, wireable
+from dbkit.partition.boundary_frames import HELLO
+from dbkit.partition.boundary_link import InMemoryEnd
+from dbkit.partition.boundary_wire import ACCEPTED, REFUSED, BoundaryEnd
+from dbkit.partition.lead import lead
+from dbkit.ps.records import WireAddress
+from dbkit.ps.wire_frames import WireError
+
+
+def _batch(n_features, n_classes, seed=0, n=8):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n_features)).astype(np.float32), rng.integers(0, n_classes, n)
+
+
+def _wired(net, k, over_the_wire=(), timeout=30.0):
+    """``k`` wired partitions in this process: those in ``over_the_wire`` are reached over a loopback
+    socket, the others in memory."""
+    own = ownership(net, k)
+    parts = [PartitionWorker(j, own, exchange_timeout=timeout) for j in range(k)]
+    wires = [p.wire_up("127.0.0.1" if j in over_the_wire else None) for j, p in enumerate(parts)]
+    for j, p in enumerate(parts):
+        p.connect_ends({m: BoundaryEnd(wires[m], j) if m in over_the_wire else InMemoryEnd(parts[m].link, j)
+                        for m in range(k) if m != j})
+    return own, parts
+
+
+def _load(parts, own, params, X, y):
+    for j, p in enumerate(parts):
+        p.params[:] = params[own.param_indices(j)]
+        p.batch = (X[:, p.narrow[0].reads], y)
+
+
+def _close(parts):
+    for p in parts:
+        p.shutdown()
+
+
+@pytest.mark.parametrize("name,hidden", [("image-local", None), ("mlp", (32, 16))])
+@pytest.mark.parametrize("k,over_the_wire", [(1, ()), (2, ()), (2, (0, 1)), (3, (1,)), (4, (0, 3)), (4, (0, 1, 2, 3))])
+def test_wired_partitions_equal_the_whole_network(name, hidden, k, over_the_wire):
+    net = nn.build(name, 64, 10, hidden=hidden, l2=0.01)
+    params = net.init_params(4)
+    X, y = _batch(64, 10, seed=1)
+    loss, grad = net.loss_and_grad(params, X, y)
+    own, parts = _wired(net, k, over_the_wire)
+    try:
+        _load(parts, own, params, X, y)
+        for step in (1, 2):  # twice: a second step reuses the connections
+            answers = lead(parts[0], step, "run", {"return_grad": True})
+            pgrad = np.zeros_like(params)
+            for j, (meta, g) in enumerate(answers):
+                assert meta["partition"] == j
+                pgrad[own.param_indices(j)] = g
+            ploss = sum((meta["loss"] or 0.0) + meta["penalty"] for meta, _ in answers)
+            assert ploss == pytest.approx(loss, rel=1e-6)
+            np.testing.assert_allclose(pgrad, grad, rtol=1e-5, atol=1e-6)
+        f = boundary_floats(own)
+        assert sum(p.bytes_sent for p in parts) == 2 * 4 * 8 * (f["forward"] + f["backward"])  # the minimum
+    finally:
+        _close(parts)
+
+
+def test_a_stranger_without_the_token_or_with_garbage_is_refused_and_the_partition_goes_on():
+    net = nn.build("mlp", 64, 10, hidden=(32, 16))
+    params = net.init_params(1)
+    X, y = _batch(64, 10, seed=2)
+    own, parts = _wired(net, 2, over_the_wire=(0, 1))
+    try:
+        _load(parts, own, params, X, y)
+        before = lead(parts[0], 1, "run", {"return_grad": True})
+        address = parts[1].link.address
+        with socket.create_connection((address.host, address.port), timeout=10) as s:  # a wrong token
+            s.sendall(HELLO.pack(b"\x00" * 16, 0))
+            assert s.recv(1) == REFUSED
+        with socket.create_connection((address.host, address.port), timeout=10) as s:  # garbage
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(1) == REFUSED
+        with pytest.raises(WireError, match="refused"):  # a partner's end with the wrong token
+            BoundaryEnd(WireAddress(address.host, address.port, "ff" * 16), 0)
+        assert parts[1].link.listener.refused == 3
+        after = lead(parts[0], 2, "run", {"return_grad": True})  # the partition goes on
+        for (_, g0), (_, g1) in zip(before, after):
+            np.testing.assert_array_equal(g0, g1)
+        with socket.create_connection((address.host, address.port), timeout=10) as s:  # the real token still works
+            s.sendall(HELLO.pack(bytes.fromhex(address.token), 0))
+            assert s.recv(1) == ACCEPTED
+    finally:
+        _close(parts)
+
+
+def test_a_partner_whose_connection_ends_mid_step_fails_the_step_at_once():
+    net = nn.build("image-local", 64, 10)
+    own, parts = _wired(net, 2, over_the_wire=(0, 1), timeout=600)  # a timeout would take 10 minutes
+    try:
+        _load(parts, own, net.init_params(1), *_batch(64, 10))
+        parts[1].link.close()  # its worker died: its listener and its end to partition 0 are gone
+        with pytest.raises((RuntimeError, WireError), match="connection ended|closed|sending"):
+            lead(parts[0], 1, "run", {"return_grad": False})
+    finally:
+        _close(parts)
+
+
+def test_a_follower_that_fails_fails_the_lead_with_its_error_and_a_failed_lead_stops_its_follower():
+    net = nn.build("mlp", 64, 10, hidden=(32, 16))
+    own, parts = _wired(net, 2, over_the_wire=(0, 1), timeout=600)
+    try:
+        _load(parts, own, net.init_params(1), *_batch(64, 10))
+        parts[1].batch = (parts[1].batch[0][:, :3], parts[1].batch[1])  # a broken batch: its step raises
+        with pytest.raises(RuntimeError, match="partition 1 failed: IndexError"):
+            lead(parts[0], 1, "run", {"return_grad": False})
+    finally:
+        _close(parts)
+    own, parts = _wired(net, 2, over_the_wire=(0, 1), timeout=600)
+    try:
+        _load(parts, own, net.init_params(1), *_batch(64, 10))
+        parts[0].batch = (parts[0].batch[0][:, :3], parts[0].batch[1])  # the lead's own step raises
+        with pytest.raises(IndexError):
+            lead(parts[0], 1, "run", {"return_grad": False})
+        # its follower, waiting for the lead's slices, was told to stop: it waits no more
+        while parts[1].link.mailbox.closed is None:
+            time.sleep(0.01)
+        assert "the lead partition 0 failed" in parts[1].link.mailbox.closed
+    finally:
+        _close(parts)
+
+
+def test_an_aborted_wired_partition_stops_waiting_at_once():
+    import asyncio
+    import threading
+
+    net = nn.build("image-local", 64, 10)
+    own, parts = _wired(net, 2, over_the_wire=(0, 1), timeout=600)
+    try:
+        _load(parts, own, net.init_params(1), *_batch(64, 10))
+        errors = []
+        waiting = threading.Thread(target=lambda: errors.append(_raises(lambda: lead(parts[0], 1, "run", {}))))
+        parts[1].link.mailbox.close("held")  # the follower takes no order: the lead waits for its slices
+        waiting.start()
+        while not parts[0].link.mailbox.waiting():
+            waiting.join(0.01)
+        assert asyncio.run(parts[0].abort("partner gone")) == 1
+        waiting.join(30)
+        assert not waiting.is_alive() and "aborted: partner gone" in errors[0]
+    finally:
+        _close(parts)
+
+
+def _raises(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001
+        return str(e)
+    return ""
+
+
+def test_partitions_are_wired_only_where_every_partner_can_reach_them():
+    tcp = BoundaryAddress(WireAddress("127.0.0.1", 1, "00" * 16), "host:1")
+    tcp2 = BoundaryAddress(WireAddress("127.0.0.1", 2, "00" * 16), "host:2")
+    here, here_too, elsewhere = BoundaryAddress(None, "host:1"), BoundaryAddress(None, "host:1"), \
+        BoundaryAddress(None, "host:2")
+    assert wireable([tcp, tcp2])  # each on its own wire
+    assert wireable([here, here_too])  # all in one process: in memory
+    assert not wireable([here, elsewhere])  # TLS workers: no wire, different processes
+    assert not wireable([tcp, None])  # a simulated partition has no wire
+
+
+def test_no_wire_under_tls(monkeypatch):
+    import asyncio
+
+    import dbkit.partition.actors as actors
+
+    class TLSSide:
+        address = "tls://127.0.0.1:8786"
+
+    monkeypatch.setattr(actors, "task_side", lambda: TLSSide())
+    part = PartitionActor(0, ownership(nn.build("mlp", 64, 10, hidden=(8,)), 2))
+    try:
+        address = asyncio.run(part.open_wire())
+        assert address.wire is None and part.link.listener is None  # nothing listens: Dask's comms carry them
+    finally:
+        part.shutdown()
