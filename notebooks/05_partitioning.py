@@ -81,9 +81,11 @@ for name, (one, two) in measured.items():
           f"(the connectivity needs {two.min_bytes_per_step / 1e3:.1f} kB)")
 
 # %% [markdown]
-# At this size splitting does not pay for either network: a step is a few milliseconds of arithmetic, and each
-# message between partitions costs one or two. That is the left end of the paper's Fig. 3: a model must give
-# every machine enough arithmetic to hide its messages.
+# At this size splitting does not pay, or barely: a step is one to three milliseconds of arithmetic, and a step
+# in two partitions makes about ten exchanges between them. Over the partitions' own sockets each costs tens of
+# microseconds; as an actor call through Dask (`time_partitioned_step(..., transport="actor")`: try it) about ten
+# times that, and K = 2 then takes twice as long as K = 1. That is the left end of the paper's Fig. 3: a model
+# must give every machine enough arithmetic to hide its messages, and what a message costs decides how much.
 #
 # ## The same question at a larger size: shipped benchmark data
 #
@@ -93,21 +95,28 @@ for name, (one, two) in measured.items():
 
 # %%
 shipped = json.loads(Path("../docs/data/partition_speedup.json").read_text())
-ks = [row["k"] for row in shipped["local"]["rows"]]
-plot_lines(ks, {f"{name} ({shipped[key]['parameters'] / 1e6:.1f}M parameters)": [r["speedup"] for r in
-                                                                                  shipped[key]["rows"]]
-                for key, name in (("local", "locally connected"), ("dense", "fully connected"))},
+ks = sorted({row["k"] for row in shipped["local"]["rows"]})
+
+
+def speedups(key: str, transport: str) -> list[float]:
+    return [r["speedup"] for r in shipped[key]["rows"] if r["transport"] == transport]
+
+
+plot_lines(ks, {f"{name} ({shipped[key]['parameters'] / 1e6:.1f}M), {how}": speedups(key, transport)
+                for key, name in (("local", "locally connected"), ("dense", "fully connected"))
+                for transport, how in (("socket", "own wire"), ("actor", "actor calls"))},
            xlabel="partitions K (machines per model replica)", ylabel="speedup over K = 1",
            ax_title="speedup of one training step against K (the paper's Fig. 3 in spirit)")
 
 # %% [markdown]
-# **Reading it.** The locally connected model gains from K = 2: its arithmetic splits in half and only a thin
-# boundary crosses. At K = 4 on a two-core machine the partitions share cores and the boundaries double, so the
-# gain shrinks. The fully connected model gains nothing even at K = 2: every partition must receive every
-# activation of the other, and the messages cost what the split saved. The paper saw the same shape with more
-# machines: 2.2x at 8 machines for its 42M-parameter speech model (fully connected), more than 12x at 81 machines
-# for its 1.7B-parameter locally connected image model. Speedup rises while each machine's arithmetic outweighs
-# its messages, then flattens or falls.
+# **Reading it.** Over the partitions' own wire both models gain from K = 2: each half's arithmetic (tens of
+# milliseconds) outweighs its exchanges. With every boundary slice an actor call through Dask, the fully
+# connected model gained almost nothing: every partition must receive every activation of the other, in one
+# exchange per layer each way, and at a millisecond or so apiece the messages cost what the split saved. What a
+# message costs decides. At K = 4 on a two-core machine the partitions share cores and the boundaries double, so
+# the gain shrinks. The paper saw the same shape with more machines: 2.2x at 8 machines for its 42M-parameter
+# speech model (fully connected), more than 12x at 81 machines for its 1.7B-parameter locally connected image
+# model. Speedup rises while each machine's arithmetic outweighs its messages, then flattens or falls.
 #
 # ## At the paper's scale (simulated)
 #

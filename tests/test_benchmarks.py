@@ -112,12 +112,27 @@ def test_raw_wire(tmp_path):
 
 
 def test_partition_speedup(tmp_path):
-    r = run("partition_speedup", "--steps", "2", "--ks", "1,2", tmp_path=tmp_path)
+    r = run("partition_speedup", "--steps", "2", "--ks", "1,2", "--transport", "socket,actor", tmp_path=tmp_path)
     for name in ("local", "dense"):
         rows = r[name]["rows"]
-        assert [row["k"] for row in rows] == [1, 2]
+        assert [(row["k"], row["transport"]) for row in rows] == [(1, "socket"), (1, "actor"), (2, "socket"),
+                                                                  (2, "actor")]
         assert rows[0]["bytes_per_step"] == 0
-        assert rows[1]["bytes_per_step"] == rows[1]["min_bytes_per_step"] > 0
+        for row in rows[2:]:  # the same bytes either way: the connectivity's minimum
+            assert row["bytes_per_step"] == row["min_bytes_per_step"] > 0
+            assert row["of_bare"] == pytest.approx(row["bare_ms"] / row["step_ms"]) and row["bare_ms"] > 0
+        assert len(r[name]["bare_ms"]) == 2  # measured between the two K = 2 rows
+
+
+def test_partition_downpour(tmp_path):
+    r = run("partition_downpour", "--cases", "image-local", "--seconds", "1", "--rounds", "1",
+            "--transport", "socket,actor", tmp_path=tmp_path)
+    rows = r["image-local"]["transports"]
+    assert set(rows) == {"socket", "actor"}
+    for row in rows.values():
+        assert row["k1"] > 0 and row["k2"] > 0 and row["ratio"] == pytest.approx(row["k2"] / row["k1"])
+        c = row["ceiling"]
+        assert c["ratio"] == pytest.approx(row["k1_step_ms"] / (row["k1_step_ms"] - c["whole_ms"] + c["bare_ms"]))
 
 
 def test_panel_latency(tmp_path):
