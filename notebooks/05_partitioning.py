@@ -96,13 +96,8 @@ for name, (one, two) in measured.items():
 # %%
 shipped = json.loads(Path("../docs/data/partition_speedup.json").read_text())
 ks = sorted({row["k"] for row in shipped["local"]["rows"]})
-
-
-def speedups(key: str, transport: str) -> list[float]:
-    return [r["speedup"] for r in shipped[key]["rows"] if r["transport"] == transport]
-
-
-plot_lines(ks, {f"{name} ({shipped[key]['parameters'] / 1e6:.1f}M), {how}": speedups(key, transport)
+plot_lines(ks, {f"{name} ({shipped[key]['parameters'] / 1e6:.1f}M), {how}":
+                [r["speedup"] for r in shipped[key]["rows"] if r["transport"] == transport]
                 for key, name in (("local", "locally connected"), ("dense", "fully connected"))
                 for transport, how in (("socket", "own wire"), ("actor", "actor calls"))},
            xlabel="partitions K (machines per model replica)", ylabel="speedup over K = 1",

@@ -37,9 +37,10 @@ class Mailbox:
 
     def __init__(self, index: int, timeout: float) -> None:
         self.index, self.timeout = index, float(timeout)
-        # lock order: _reading before _cond; _cond is a leaf (letters, orders, connections, the reason it closed)
+        # lock order: a leaf, taken inside _reading (letters, orders, connections, the reason it closed)
         self._cond = threading.Condition(threading.Lock())
-        self._reading = threading.Lock()  # held by the one thread reading the connections
+        # lock order: before _cond (held by the one thread reading the connections, while it reads)
+        self._reading = threading.Lock()
         self._letters: dict[Key, Letter] = {}
         self._orders: deque[Order] = deque()
         self._waiting: set[Key] = set()
