@@ -24,7 +24,7 @@ import struct
 import threading
 import time
 
-from common import get_from, recv_exactly, write_json
+from common import end_processes, get_from, recv_exactly, write_json
 
 HEADER = struct.Struct("<q")  # bytes of gradient that follow (0: goodbye)
 
@@ -177,10 +177,7 @@ def bare_downpour(case: dict, n: int, seconds: float, losses: list | None = None
             losses.extend((first, last) for _, first, last in results)
         return sum(rate for rate, _, _ in results)
     finally:
-        for proc in procs:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
+        end_processes(procs)
 
 
 def main(argv=None) -> int:

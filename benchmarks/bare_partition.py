@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from common import get_from, recv_exactly
+from common import end_processes, get_from, recv_exactly
 
 HEADER = struct.Struct("<QI")  # payload bytes, rows
 
@@ -193,10 +193,7 @@ def bare_step_ms(model: str, steps: int = 20, batch: int = 32, pairs: int = 1, w
             medians.append(float(answer))
         return float(np.mean(medians))
     finally:
-        for proc in procs:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
+        end_processes(procs)
 
 
 def main(argv=None) -> int:

@@ -40,3 +40,11 @@ def get_from(queue, procs: list, timeout: float, what: str = "process"):
             if dead:
                 raise RuntimeError(f"the {what} ended (exit code {dead[0]}) before answering") from None
     raise TimeoutError(f"the {what} did not answer within {timeout:.0f} s")
+
+
+def end_processes(procs: list, timeout: float = 30) -> None:
+    """Join each of ``procs`` (multiprocessing processes), killing one that has not ended in ``timeout`` s."""
+    for proc in procs:
+        proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()

@@ -68,10 +68,7 @@ class BoundaryLink:
 
     def arrive(self, sender: int, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None) -> None:
         """A slice or an order from a partner in this process."""
-        if key[1] == "go":
-            self.mailbox.order(sender, key[0], meta or {})
-        else:
-            self.mailbox.put(key, values, meta)
+        self.mailbox.put(key, values, meta, sender)
 
     def post(self, to: int, key: Key, values: np.ndarray | None = None, meta: dict[str, Any] | None = None) -> None:
         self.ends[to].send(key, values, meta)

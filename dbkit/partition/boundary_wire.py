@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..ps.records import WireAddress
-from ..ps.wire_frames import WireError, recv_exact, tune
+from ..ps.wire_frames import WireError, open_connection, recv_exact, tune
 from .boundary_frames import HELLO, Key, send_frame
 
 HELLO_TIMEOUT = 10.0  # seconds a new connection has to show the token
@@ -90,18 +90,13 @@ class BoundaryEnd:
 
     def __init__(self, address: WireAddress, sender: int, timeout: float = 60.0) -> None:
         self._where = f"a partition at {address.host}:{address.port}"
-        try:
-            self._sock = socket.create_connection((address.host, address.port), timeout=timeout)
-        except OSError as e:
-            raise WireError(f"cannot reach {self._where}: {e}") from e
-        try:
-            tune(self._sock)
-            self._sock.sendall(HELLO.pack(bytes.fromhex(address.token), int(sender)))
-            if recv_exact(self._sock, 1) != ACCEPTED:
+
+        def hello(sock: socket.socket) -> None:
+            sock.sendall(HELLO.pack(bytes.fromhex(address.token), int(sender)))
+            if recv_exact(sock, 1) != ACCEPTED:
                 raise WireError(f"{self._where} refused the connection (wrong token)")
-        except (OSError, WireError) as e:
-            self._sock.close()
-            raise e if isinstance(e, WireError) else WireError(f"{self._where}: {e}") from e
+
+        self._sock, _ = open_connection(address, self._where, hello, timeout)
         self._sock.settimeout(timeout)  # a send blocked this long on a partner that reads nothing fails
         # lock order: a leaf (one frame at a time on the socket)
         self._lock = threading.Lock()

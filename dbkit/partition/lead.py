@@ -50,16 +50,11 @@ def lead(partition: PartitionWorker, step: int, op: str, orders: dict[str, Any])
     n = link.next_order()
     go = {"op": op, "step": int(step), **orders}
     partners = [j for j in range(k) if j != me]
+    out: list[Result | None] = [None] * k
     try:
         for j in partners:
             link.post(j, (n, "go"), None, go)
-        mine = perform(partition, step, op, orders)
-    except BaseException as e:
-        stop(partition, partners, f"the lead partition {me} failed: {type(e).__name__}: {e}")
-        raise
-    out: list[Result | None] = [None] * k
-    out[me] = mine
-    try:
+        out[me] = perform(partition, step, op, orders)
         for j in partners:
             values, meta = link.mailbox.take((n, "done", j))
             out[j] = (meta or {}, values)

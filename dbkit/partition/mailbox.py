@@ -62,17 +62,10 @@ class Mailbox:
             self._connections[conn] = sender
             self._wake()
 
-    def put(self, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None = None) -> None:
-        """A letter from a partner in this process (or read from a connection)."""
+    def put(self, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None = None, sender: int = -1) -> None:
+        """A letter (or a lead's ``go``) from a partner in this process."""
         with self._cond:
-            self._deliver(key, values, meta, sender=-1)
-            self._wake()
-
-    def order(self, sender: int, n: int, orders: dict[str, Any]) -> None:
-        """A lead's ``go`` from a partner in this process."""
-        with self._cond:
-            self._order(sender, n, orders)
-            self._cond.notify_all()
+            self._deliver(key, values, meta, sender)
             self._wake()
 
     def _order(self, sender: int, n: int, orders: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .owned_end import OwnedEnd
 from .records import PushAnswer, WireAddress
-from .wire_frames import FETCH, HELLO, OK, PUSH, PUSH_FETCH, REQUEST, WireError, recv_reply, tune
+from .wire_frames import FETCH, HELLO, OK, PUSH, PUSH_FETCH, REQUEST, WireError, open_connection, recv_reply
 
 
 class WireShard(OwnedEnd):
@@ -48,20 +48,16 @@ class WireShard(OwnedEnd):
                  timeout: float = 60.0) -> None:
         self.key, self.pusher, self._fallback = key, pusher, fallback
         self._where = f"shard {key} at {address.host}:{address.port}"
-        try:
-            self._sock = socket.create_connection((address.host, address.port), timeout=timeout)
-        except OSError as e:
-            raise WireError(f"cannot reach {self._where}: {e}") from e
-        try:
-            tune(self._sock)
+
+        def hello(sock: socket.socket) -> dict:
             k, p = key.encode(), (pusher or "").encode()
-            self._sock.sendall(HELLO.pack(bytes.fromhex(address.token), len(k), len(p)) + k + p)
-            status, meta, _ = recv_reply(self._sock, 0)
+            sock.sendall(HELLO.pack(bytes.fromhex(address.token), len(k), len(p)) + k + p)
+            status, meta, _ = recv_reply(sock, 0)
             if status != OK:
                 raise WireError(f"{self._where} refused the connection: {meta.get('error')}")
-        except (OSError, WireError) as e:
-            self._sock.close()
-            raise e if isinstance(e, WireError) else WireError(f"{self._where}: {e}") from e
+            return meta
+
+        self._sock, meta = open_connection(address, self._where, hello, timeout)
         self.size = int(meta["size"])
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False

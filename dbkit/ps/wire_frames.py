@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,22 @@ def recv_reply(sock: socket.socket, limit: int, into: np.ndarray | None = None
     meta = json.loads(recv_exact(sock, meta_len)) if meta_len else {}
     values = recv_floats(sock, payload, limit, into) if payload else None
     return status, meta, values
+
+
+def open_connection(address: Any, where: str, greet: Callable[[socket.socket], Any], timeout: float = 60.0
+                    ) -> tuple[socket.socket, Any]:
+    """A tuned connection to ``address`` (host, port) and what ``greet(sock)`` answered (the hello and its
+    reply); ``WireError`` naming ``where`` if it cannot be reached or the greeting fails (the socket closed)."""
+    try:
+        sock = socket.create_connection((address.host, address.port), timeout=timeout)
+    except OSError as e:
+        raise WireError(f"cannot reach {where}: {e}") from e
+    try:
+        tune(sock)
+        return sock, greet(sock)
+    except (OSError, WireError) as e:
+        sock.close()
+        raise e if isinstance(e, WireError) else WireError(f"{where}: {e}") from e
 
 
 def tune(sock: socket.socket) -> None:
