@@ -9,6 +9,10 @@ from)``, ``(step, "b", layer, from)``, ``(step, "logits", from)``,
 ``(step, "dlogits")``, ``(step, "go")`` (the lead partition starts a step),
 and ``(step, "done", from)`` (a partner's result, or its error). Nothing received is
 ever unpickled: a peer can send only numbers and JSON.
+
+A frame leaves in one system call (``sendmsg``: header, JSON and values, no
+copy), and a ``FrameReader`` takes in whatever has arrived with one ``recv``
+into its buffer: a message costs two system calls, not five.
 """
 
 from __future__ import annotations
@@ -20,14 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from ..ps.wire_frames import WireError, recv_exact, recv_floats
+from ..ps.wire_frames import WireError, recv_into
 
 KINDS = {"f": 1, "b": 2, "logits": 3, "dlogits": 4, "go": 5, "done": 6}
 NAMES = {code: name for name, code in KINDS.items()}
 FRAME = struct.Struct("<BqiiiIQ")  # kind, step, layer, partner, rows, JSON bytes, payload bytes
 HELLO = struct.Struct("<16si")  # the receiver's token, the sender's partition index
 MAX_META = 1 << 20  # a step's orders or result are a few hundred bytes of JSON
-SMALL = 1 << 16  # a payload up to this many bytes goes in one send with its header
 MAX_PAYLOAD = 1 << 32  # 4 GB: no boundary slice of a model that fits in memory is larger
 
 Key = tuple
@@ -64,35 +67,92 @@ def send_frame(sock: socket.socket, key: Key, values: np.ndarray | None = None,
     head = FRAME.pack(*pack_key(key), rows, len(body), payload) + body
     if values is None or not payload:
         sock.sendall(head)
-    elif payload <= SMALL:  # one segment: the partner wakes once, not once for the header and once more
-        sock.sendall(head + values.tobytes())
-    else:
-        sock.sendall(head)
-        sock.sendall(values.data.cast("B") if values.flags.c_contiguous else values.tobytes())
+        return payload
+    data = values.data.cast("B") if values.flags.c_contiguous else memoryview(values.tobytes())
+    sent = sock.sendmsg([head, data])  # one system call, no copy: the partner wakes once for the whole frame
+    if sent < len(head):  # a partial send (a full buffer, a signal): the rest as it goes
+        sock.sendall(head[sent:])
+        sock.sendall(data)
+    elif sent < len(head) + payload:
+        sock.sendall(data[sent - len(head):])
     return payload
 
 
-def recv_frame(sock: socket.socket) -> tuple[Key, np.ndarray | None, dict[str, Any] | None]:
-    """``(key, values or None, meta or None)`` of the next frame; ``WireError`` on anything malformed."""
-    kind, step, layer, partner, rows, meta_len, payload = FRAME.unpack(recv_exact(sock, FRAME.size))
-    key = unpack_key(kind, step, layer, partner)
-    if meta_len > MAX_META:
-        raise WireError(f"a frame with {meta_len} bytes of JSON: not a dbkit partition")
-    try:
-        meta = json.loads(recv_exact(sock, meta_len)) if meta_len else None
-    except ValueError as e:
-        raise WireError(f"a frame whose JSON does not parse: {e}") from None
-    if meta is not None and not isinstance(meta, dict):
-        raise WireError("a frame whose JSON is not an object")
-    values = None
-    if payload:
-        flat = recv_floats(sock, payload, MAX_PAYLOAD)
-        if rows > 0:
-            if flat.size % rows:
-                raise WireError(f"{flat.size} floats do not make {rows} rows")
-            values = flat.reshape(rows, flat.size // rows)
-        else:
-            values = flat
-    elif rows > 0:
-        values = np.empty((rows, 0), dtype=np.float32)
-    return key, values, meta
+class FrameReader:
+    """The frames arriving on one connection, read in as few system calls as they arrived in.
+
+    One ``recv`` into a buffer of ``size`` bytes usually brings a whole frame
+    (header, JSON, values) and any frames behind it, which then wait here
+    (``buffered``) instead of in the socket; values larger than what the
+    buffer holds are read straight into their array.
+    """
+
+    def __init__(self, sock: socket.socket, size: int = 1 << 17) -> None:
+        self.sock = sock
+        self._buf = bytearray(size)
+        self._view = memoryview(self._buf)
+        self._start = self._end = 0  # the bytes received and not yet read: _buf[_start:_end]
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not read yet (a frame, or the start of one, that ``select`` would not show)."""
+        return self._end - self._start
+
+    def _fill(self, n: int) -> None:
+        """At least ``n`` bytes (at most the buffer's size) buffered."""
+        if self._end - self._start >= n:
+            return
+        if self._start + n > len(self._buf):  # no room behind: move what is left to the front
+            left = self._end - self._start
+            self._view[:left] = self._view[self._start:self._end]
+            self._start, self._end = 0, left
+        while self._end - self._start < n:
+            got = self.sock.recv_into(self._view[self._end:])
+            if not got:
+                raise WireError(f"the peer closed the connection ({self._end - self._start} of {n} bytes received)")
+            self._end += got
+
+    def _read_into(self, out: memoryview) -> None:
+        """Fill ``out``: from the buffer first, the rest straight from the socket."""
+        n = min(len(out), self._end - self._start)
+        out[:n] = self._view[self._start:self._start + n]
+        self._start += n
+        if self._start == self._end:
+            self._start = self._end = 0
+        if n < len(out):
+            recv_into(self.sock, out[n:])
+
+    def read(self) -> tuple[Key, np.ndarray | None, dict[str, Any] | None]:
+        """``(key, values or None, meta or None)`` of the next frame; ``WireError`` on anything malformed."""
+        self._fill(FRAME.size)
+        kind, step, layer, partner, rows, meta_len, payload = FRAME.unpack_from(self._view, self._start)
+        self._start += FRAME.size
+        key = unpack_key(kind, step, layer, partner)
+        if meta_len > MAX_META:
+            raise WireError(f"a frame with {meta_len} bytes of JSON: not a dbkit partition")
+        meta = None
+        if meta_len:
+            text = bytearray(meta_len)
+            self._read_into(memoryview(text))
+            try:
+                meta = json.loads(text)
+            except ValueError as e:
+                raise WireError(f"a frame whose JSON does not parse: {e}") from None
+            if not isinstance(meta, dict):
+                raise WireError("a frame whose JSON is not an object")
+        values = None
+        if payload:
+            if payload > MAX_PAYLOAD or payload % 4:
+                raise WireError(f"a frame of {payload} bytes where at most {MAX_PAYLOAD} bytes of float32 were "
+                                "expected")
+            flat = np.empty(payload // 4, dtype=np.float32)
+            self._read_into(flat.data.cast("B"))
+            if rows > 0:
+                if flat.size % rows:
+                    raise WireError(f"{flat.size} floats do not make {rows} rows")
+                values = flat.reshape(rows, flat.size // rows)
+            else:
+                values = flat
+        elif rows > 0:
+            values = np.empty((rows, 0), dtype=np.float32)
+        return key, values, meta

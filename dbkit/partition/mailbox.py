@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..ps.wire_frames import WireError
-from .boundary_frames import Key, recv_frame
+from .boundary_frames import FrameReader, Key
 
 Letter = tuple[np.ndarray | None, dict[str, Any] | None]  # values, and the JSON that came with them
 Order = tuple[int, int, dict[str, Any]]  # a lead's ``go``: sender, order number, orders
@@ -44,7 +44,8 @@ class Mailbox:
         self._letters: dict[Key, Letter] = {}
         self._orders: deque[Order] = deque()
         self._waiting: set[Key] = set()
-        self._connections: dict[socket.socket, int] = {}  # a partner's connection -> its partition index
+        self._connections: dict[socket.socket, tuple[int, FrameReader]] = {}  # a partner's connection -> its
+        # partition index, and what has arrived on it
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -59,7 +60,7 @@ class Mailbox:
             if self.closed is not None:
                 conn.close()
                 return
-            self._connections[conn] = sender
+            self._connections[conn] = (sender, FrameReader(conn))
             self._wake()
 
     def put(self, key: Key, values: np.ndarray | None, meta: dict[str, Any] | None = None, sender: int = -1) -> None:
@@ -141,14 +142,17 @@ class Mailbox:
 
     def _read(self, remaining: float) -> None:
         """Wait up to ``remaining`` seconds for something to read (a frame, or a wake-up), and read it: the
-        caller then looks again for what it waits for."""
+        caller then looks again for what it waits for. A frame already received (behind the last one read)
+        is read first, with no wait."""
         with self._cond:
             if self.closed is not None:
                 return
-            conns = list(self._connections)
+            connections = list(self._connections.items())
             self._selecting = True
         try:
-            readable = select.select([self._wake_r, *conns], [], [], remaining)[0]
+            readable: list = [conn for conn, (_, reader) in connections if reader.buffered]
+            if not readable:
+                readable = select.select([self._wake_r, *(c for c, _ in connections)], [], [], remaining)[0]
         except (OSError, ValueError):  # a connection closed under us: the mailbox is closing
             readable = []
         finally:
@@ -165,9 +169,11 @@ class Mailbox:
                 self._read_frame(conn)
 
     def _read_frame(self, conn: socket.socket) -> None:
-        sender = self._connections.get(conn, -1)
+        sender, reader = self._connections.get(conn, (-1, None))
+        if reader is None:  # closed meanwhile
+            return
         try:
-            key, values, meta = recv_frame(conn)
+            key, values, meta = reader.read()
         except (OSError, WireError, ValueError) as e:
             with self._cond:
                 self._connections.pop(conn, None)
