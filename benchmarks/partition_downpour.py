@@ -1,6 +1,7 @@
 """Partitioned replicas inside Downpour: a replica split in K against the same replica whole, in one run.
 
-    python benchmarks/partition_downpour.py [--seconds 4] [--rounds 3] [--transport socket,actor] [--json out.json]
+    python benchmarks/partition_downpour.py [--seconds 4] [--rounds 3] [--transport socket,actor] [--workers 2]
+                                            [--json out.json]
 
 Two cases (DistBelief Sec. 3 inside Sec. 4.1): the speech preset (dense, 1.0M
 parameters), one replica at n_fetch = n_push = 4, whole and split in 2; and
@@ -19,6 +20,12 @@ replicas with their gradient computed by the bare partitioned step instead
 as the case runs) and nothing else changed, K1 / (K1 - whole + bare), where
 K1 is dbkit's unsplit step, ``whole`` the unsplit gradient in as many plain
 processes at once and ``bare`` the bare K = 2 step.
+
+``--workers`` sets the LocalCluster's worker processes (default 2, one per
+core here). With two replicas split in two on two workers, each worker holds
+two partitions, which share its one interpreter lock, where the bare step
+gives every partition a process of its own; ``--workers 4`` gives dbkit's
+partitions the same (``dbkit run --workers`` does as much for a job).
 """
 
 from __future__ import annotations
@@ -49,12 +56,16 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--cases", default="speech,image-local")
     p.add_argument("--transport", default="socket", help="comma-separated: socket (the partition wire), actor")
+    p.add_argument("--workers", type=int, default=2, help="worker processes of the LocalCluster (default 2)")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
     from dbkit.runtime.dask import Cluster
 
+    if args.workers < 2:
+        p.error(f"--workers must be at least 2 (partitions on different workers), got {args.workers}")
     out: dict = {}
-    with Cluster(n_workers=2) as cluster:
+    with Cluster(n_workers=args.workers) as cluster:
+        out["workers"] = len(cluster.workers())
         for name in args.cases.split(","):
             case, replicas, n = CASES[name]
             rows: dict[str, list[dict]] = {t: [] for t in args.transport.split(",")}
@@ -71,7 +82,7 @@ def main(argv=None) -> int:
                                             "ceiling": bound})
             out[name] = {"replicas": replicas, "n": n, "transports": {}}
             print(f"\n{name}: {replicas} replica{'s' if replicas > 1 else ''}, n_fetch = n_push = {n}, "
-                  f"batch {case['batch_size']}")
+                  f"batch {case['batch_size']}, {out['workers']} workers")
             print(f"{'transport':>9} {'K=1 ex/s':>9} {'K=2 ex/s':>9} {'K=1 ms':>7} {'K=2 ms':>7} "
                   f"{'K=2/K=1':>8} {'ceiling':>8} {'of it':>6}  rounds")
             for transport, measured in rows.items():

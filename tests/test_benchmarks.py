@@ -126,7 +126,8 @@ def test_partition_speedup(tmp_path):
 
 def test_partition_downpour(tmp_path):
     r = run("partition_downpour", "--cases", "image-local", "--seconds", "1", "--rounds", "1",
-            "--transport", "socket,actor", tmp_path=tmp_path)
+            "--transport", "socket,actor", "--workers", "3", tmp_path=tmp_path)
+    assert r["workers"] == 3  # as the cluster counts them
     rows = r["image-local"]["transports"]
     assert set(rows) == {"socket", "actor"}
     for row in rows.values():
