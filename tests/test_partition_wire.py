@@ -16,7 +16,12 @@ from dbkit.partition.actors import BoundaryAddress, PartitionActor, wireable
 from dbkit.partition.boundary_frames import HELLO
 from dbkit.partition.boundary_link import InMemoryEnd
 from dbkit.partition.boundary_wire import ACCEPTED, REFUSED, BoundaryEnd
+from dbkit.partition.downpour_partition import DownpourPartition
 from dbkit.partition.lead import lead
+from dbkit.partition.replica import PartitionedDownpourReplica
+from dbkit.partition.run_through import run_through
+from dbkit.ps import ParameterShard, ShardedParameters
+from dbkit.ps.layout import balanced_layout
 from dbkit.ps.records import WireAddress
 from dbkit.ps.wire_frames import WireError
 
@@ -193,3 +198,57 @@ def test_no_wire_under_tls(monkeypatch):
         assert address.wire is None and part.link.listener is None  # nothing listens: Dask's comms carry them
     finally:
         part.shutdown()
+
+
+class FailingPushes(ShardedParameters):
+    """A partition's shards that take fetches but refuse every push once ``failing`` is set."""
+
+    failing = False
+
+    def start_push(self, *args, **kwargs):
+        if self.failing:
+            raise RuntimeError("the shard refused the push")
+        return super().start_push(*args, **kwargs)
+
+    def start_push_fetch(self, *args, **kwargs):
+        if self.failing:
+            raise RuntimeError("the shard refused the push")
+        return super().start_push_fetch(*args, **kwargs)
+
+
+def _downpour_pair(net, X, y, overlap):
+    """Two wired Downpour partitions in this process (partition 1 over a loopback socket), each on a shard of
+    its own holding its block of ``net``'s parameters, and the replica that drives them through partition 0."""
+    own = ownership(net, 2)
+    params = net.init_params(3)
+    parts = [DownpourPartition(j, own, exchange_timeout=600) for j in range(2)]  # a hang would show
+    wires = [parts[0].wire_up(None), parts[1].wire_up("127.0.0.1")]
+    parts[0].connect_ends({1: BoundaryEnd(wires[1], 0)})
+    parts[1].connect_ends({0: InMemoryEnd(parts[0].link, 1)})
+    servers = []
+    for j, p in enumerate(parts):
+        block = params[own.param_indices(j)]
+        servers.append(FailingPushes([ParameterShard(0, 0, block.size, block)], balanced_layout(block.size, 1)))
+        run_through(p.attach(servers[j], [j], X[:, p.narrow[0].reads], y, 16, seed=5, overlap=overlap))
+    f = boundary_floats(own)
+    replica = PartitionedDownpourReplica(0, parts, n_fetch=1, n_push=1, lr=0.05,
+                                         floats_per_example=f["forward"] + f["backward"], lead=parts[0])
+    return parts, servers, replica
+
+
+def test_a_downpour_step_through_the_lead_pushes_every_block_and_a_failed_push_fails_the_replica_at_once():
+    net = nn.build("mlp", 64, 10, hidden=(32, 16))
+    X, y = _batch(64, 10, seed=4, n=64)
+    parts, servers, replica = _downpour_pair(net, X, y, overlap=False)
+    try:
+        for _ in range(3):
+            assert np.isfinite(replica.step())
+        replica.flush()
+        # every partition pushed every step: its shard took three pushes, counted in the flushed figures
+        assert [f.pushes for f in replica.part_figures] == [3, 3]
+        assert [s.shards[0].version for s in servers] == [3, 3]
+        servers[1].failing = True  # partition 1's shard refuses its next push
+        with pytest.raises(RuntimeError, match="partition 1 failed: RuntimeError: the shard refused the push"):
+            replica.step()  # at once: a timeout would take 10 minutes
+    finally:
+        _close(parts)
