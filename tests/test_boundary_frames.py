@@ -59,7 +59,12 @@ def test_a_frame_behind_another_is_read_without_waiting_on_the_socket(pair):
         np.testing.assert_array_equal(box.take((1, "f", 2, 1))[0], x)
         np.testing.assert_array_equal(box.take((1, "b", 2, 1))[0], y)
     finally:
-        box.close("done")
+        box.shut()
+
+
+def test_a_reader_too_small_for_a_header_is_refused(pair):
+    with pytest.raises(ValueError, match="at least a header"):
+        FrameReader(pair[1], size=FRAME.size - 1)
 
 
 class PartialSocket:

@@ -88,6 +88,8 @@ class FrameReader:
     """
 
     def __init__(self, sock: socket.socket, size: int = 1 << 17) -> None:
+        if size < FRAME.size:
+            raise ValueError(f"a frame reader's buffer holds at least a header ({FRAME.size} bytes), got {size}")
         self.sock = sock
         self._buf = bytearray(size)
         self._view = memoryview(self._buf)
