@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ps.wire_frames import WireError, recv_into
+from ..ps.wire_frames import WireError, float_count, recv_into
 
 KINDS = {"f": 1, "b": 2, "logits": 3, "dlogits": 4, "go": 5, "done": 6}
 NAMES = {code: name for name, code in KINDS.items()}
@@ -142,12 +142,9 @@ class FrameReader:
                 raise WireError(f"a frame whose JSON does not parse: {e}") from None
             if not isinstance(meta, dict):
                 raise WireError("a frame whose JSON is not an object")
-        values = None
+        values: np.ndarray | None = None
         if payload:
-            if payload > MAX_PAYLOAD or payload % 4:
-                raise WireError(f"a frame of {payload} bytes where at most {MAX_PAYLOAD} bytes of float32 were "
-                                "expected")
-            flat = np.empty(payload // 4, dtype=np.float32)
+            flat = np.empty(float_count(payload, MAX_PAYLOAD), dtype=np.float32)
             self._read_into(flat.data.cast("B"))
             if rows > 0:
                 if flat.size % rows:

@@ -48,12 +48,17 @@ def recv_into(sock: socket.socket, view: memoryview) -> None:
         got += k
 
 
+def float_count(nbytes: int, limit: int) -> int:
+    """How many float32 ``nbytes`` hold; ``WireError`` above ``limit`` bytes or if they are not whole floats."""
+    if nbytes < 0 or nbytes > limit or nbytes % 4:
+        raise WireError(f"a frame of {nbytes} bytes where at most {limit} bytes of float32 were expected")
+    return nbytes // 4
+
+
 def recv_floats(sock: socket.socket, nbytes: int, limit: int, into: np.ndarray | None = None) -> np.ndarray:
     """``nbytes`` of float32 from ``sock``, refused above ``limit`` bytes or if not whole floats; read into
     ``into`` when it is large enough (a buffer reused across messages)."""
-    if nbytes < 0 or nbytes > limit or nbytes % 4:
-        raise WireError(f"a frame of {nbytes} bytes where at most {limit} bytes of float32 were expected")
-    n = nbytes // 4
+    n = float_count(nbytes, limit)
     out = into[:n] if into is not None and len(into) >= n else np.empty(n, dtype=np.float32)
     recv_into(sock, out.data.cast("B"))
     return out
