@@ -9,6 +9,12 @@ value raises ``ValueError`` naming the setting and its allowed range.
 
 ``RunConfig.make(**flat)`` and ``config.replace(**flat)`` take flat names and
 put each in its section: ``RunConfig.make(algorithm="downpour", n_push=4)``.
+
+A registered update rule's or replica loop's own settings (its *knobs*,
+``dbkit.ps.update_rule`` and ``dbkit.downpour.replica_kinds``) sit in
+``config.knobs``, by name, and are set the same way:
+``RunConfig.make(optimizer="nesterov", momentum=0.5)``. A knob belongs to the
+chosen ``optimizer`` or ``replica``; one of another is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from .settings import ALGORITHMS, MODELS, SETTINGS, check
+from .settings import ALGORITHMS, KNOBS, MODELS, SETTINGS, check
 
 __all__ = ["ALGORITHMS", "MODELS", "DownpourConfig", "RunConfig", "SGDConfig", "SandblasterConfig"]
 
@@ -50,6 +56,7 @@ class DownpourConfig:
     n_push: int = 1
     overlap: bool = True
     transport: str = "socket"
+    replica: str = "downpour"
     warm_start_steps: int = 0
     max_nonfinite: int = 20
 
@@ -122,9 +129,11 @@ class RunConfig:
     downpour: DownpourConfig = field(default_factory=DownpourConfig)
     sandblaster: SandblasterConfig = field(default_factory=SandblasterConfig)
     sgd: SGDConfig = field(default_factory=SGDConfig)
+    knobs: tuple[tuple[str, Any], ...] = ()  # the rule's and replica loop's own settings, set ones only
 
     def __post_init__(self) -> None:
         _check_fields(self)
+        self._check_knobs()
         if self.checkpoint_dir is not None:  # the driver's folder, wherever a worker's working folder is
             object.__setattr__(self, "checkpoint_dir", os.path.abspath(os.path.expanduser(self.checkpoint_dir)))
         if self.scheduler is not None:
@@ -154,6 +163,87 @@ class RunConfig:
                 raise ValueError(f"slow_replicas needs replica indices in [0, {self.replicas - 1}] and factors in "
                                  f"[1, 1000], got {i}:{f}")
 
+    def _check_knobs(self) -> None:
+        """Knobs in normal form (sorted pairs, each value checked), each of the chosen rule or loop."""
+        from .downpour.replica_kinds import replica_class
+        from .ps.update_rule import make_rule, rule_class
+
+        try:
+            pairs = dict(self.knobs).items()
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"knobs must be name-value pairs, got {self.knobs!r}") from e
+        normal = []
+        for name, value in sorted(pairs):
+            setting = SETTINGS.get(name)
+            if setting is None or setting.section != KNOBS:
+                raise ValueError(f"unknown settings: [{name!r}]")
+            normal.append((name, setting.check(value)))
+        object.__setattr__(self, "knobs", tuple(normal))
+        rule, loop = rule_class(self.optimizer), replica_class(self.downpour.replica)
+        own = {k.name for k in rule.knobs} | {k.name for k in loop.knobs}
+        stray = [n for n, _ in normal if n not in own]
+        if stray:
+            raise ValueError(f"{', '.join(stray)} is not a setting of optimizer {self.optimizer!r} or replica "
+                             f"{self.downpour.replica!r} (their settings: {', '.join(sorted(own)) or 'none'})")
+        if loop.optimizers is not None and self.optimizer not in loop.optimizers:
+            raise ValueError(f"replica {self.downpour.replica!r} is meant for optimizer "
+                             f"{' or '.join(map(repr, loop.optimizers))}, got optimizer={self.optimizer!r}")
+        if self.downpour.replica != "downpour" and (self.algorithm != "downpour" or self.downpour.partitions > 1):
+            raise ValueError(f"replica {self.downpour.replica!r} runs in downpour with whole replicas "
+                             f"(partitions=1), got algorithm={self.algorithm!r}, partitions={self.downpour.partitions}")
+        make_rule(self.optimizer, self.shard_lr(), **self.rule_settings())
+
+    def knob(self, name: str) -> Any:
+        """A knob's value: as set, else its rule's or loop's default."""
+        from .downpour.replica_kinds import knob_defaults, replica_class
+        from .ps.update_rule import rule_class
+
+        given = dict(self.knobs)
+        if name in given:
+            return given[name]
+        for cls in (rule_class(self.optimizer), replica_class(self.downpour.replica)):
+            defaults = knob_defaults(cls)
+            if name in defaults:
+                return defaults[name]
+        raise KeyError(name)
+
+    def rule_settings(self) -> dict[str, Any]:
+        """The chosen update rule's knobs that are set."""
+        from .ps.update_rule import rule_class
+
+        own = {k.name for k in rule_class(self.optimizer).knobs}
+        return {k: v for k, v in self.knobs if k in own}
+
+    def replica_settings(self) -> dict[str, Any]:
+        """The chosen replica loop's knobs that are set (its constructor's keyword arguments)."""
+        from .downpour.replica_kinds import replica_class
+
+        own = {k.name for k in replica_class(self.downpour.replica).knobs}
+        return {k: v for k, v in self.knobs if k in own}
+
+    def shard_lr(self) -> float:
+        """The rate the shards apply: ``lr``, or the knob the replica loop names (``shard_rate``)."""
+        from .downpour.replica_kinds import replica_class
+
+        rate = replica_class(self.downpour.replica).shard_rate if self.algorithm == "downpour" else None
+        return self.lr if rate is None else float(self.knob(rate))
+
+    def rule_text(self) -> str:
+        """``adagrad lr=0.05``: the rule, the knobs set and, for a loop other than Downpour's, the loop."""
+        own = self.rule_settings()
+        text = " ".join([f"{self.optimizer} lr={self.shard_lr():g}", *(f"{k}={v}" for k, v in own.items())])
+        if self.algorithm == "downpour" and self.downpour.replica != "downpour":
+            own = self.replica_settings()
+            text += f", replica {self.downpour.replica}" + (
+                f" ({', '.join(f'{k}={v}' for k, v in own.items())})" if own else "") + f" lr={self.lr:g}"
+        return text
+
+    def rule(self):
+        """The shards' update rule, with its knobs and rate (``dbkit.ps.UpdateRule``)."""
+        from .ps.update_rule import make_rule
+
+        return make_rule(self.optimizer, self.shard_lr(), **self.rule_settings())
+
     @classmethod
     def make(cls, **flat: Any) -> RunConfig:
         """A config from flat setting names (``n_push=4``), each put in its section."""
@@ -165,9 +255,12 @@ class RunConfig:
         plain: dict[str, Any] = {}
         sections: dict[str, dict[str, Any]] = {}
         unknown = []
+        knobs: dict[str, Any] = {}
         for k, v in flat.items():
             section = SETTINGS[k].section if k in SETTINGS else None
-            if k in own:
+            if section == KNOBS:
+                knobs[k] = v
+            elif k in own:
                 plain[k] = v
             elif section is not None:
                 sections.setdefault(section, {})[k] = v
@@ -177,11 +270,30 @@ class RunConfig:
             raise ValueError(f"unknown settings: {sorted(unknown)}")
         for name, changes in sections.items():
             plain[name] = replace(plain.get(name, getattr(self, name)), **changes)
+        if knobs or "knobs" in plain or "optimizer" in plain or "downpour" in plain:
+            kept = dict(plain.get("knobs", self.knobs))
+            if "knobs" not in plain:  # a new rule or loop keeps only the knobs that are still its own
+                kept = {k: v for k, v in kept.items() if k in self._owned(plain)}
+            plain["knobs"] = tuple(sorted({**kept, **knobs}.items()))
         return replace(self, **plain)
 
+    def _owned(self, plain: dict[str, Any]) -> set[str]:
+        """The knobs the rule and loop of ``plain`` (a replace's changes, over this config) have."""
+        from .downpour.replica_kinds import replica_class
+        from .ps.update_rule import rule_class
+
+        loop = (plain.get("downpour") or self.downpour).replica
+        try:
+            classes: list[Any] = [rule_class(plain.get("optimizer", self.optimizer)), replica_class(loop)]
+        except ValueError:
+            return set()  # the new name is refused when the config is made
+        return {k.name for c in classes for k in c.knobs}
+
     def get(self, name: str) -> Any:
-        """A setting's value by its flat name (``config.get("n_push")``)."""
+        """A setting's value by its flat name (``config.get("n_push")``; a knob as set or its default)."""
         section = SETTINGS[name].section if name in SETTINGS else None
+        if section == KNOBS:
+            return self.knob(name)
         return getattr(getattr(self, section), name) if section else getattr(self, name)
 
     @staticmethod
@@ -193,6 +305,7 @@ class RunConfig:
         flat.update(saved.get(algorithm) or {})
         flat["hidden"] = tuple(flat["hidden"]) if flat.get("hidden") else None
         flat["slow_replicas"] = tuple((int(i), float(f)) for i, f in (flat.get("slow_replicas") or {}).items())
+        flat["knobs"] = tuple(sorted((flat.get("knobs") or {}).items()))
         known = {f.name for f in fields(RunConfig)} | {f.name for cls in SECTIONS.values() for f in fields(cls)}
         return {k: v for k, v in flat.items() if k in known}
 
@@ -202,5 +315,13 @@ class RunConfig:
         d["hidden"] = list(self.hidden) if self.hidden else None
         d["slow_replicas"] = {str(i): f for i, f in self.slow_replicas}
         d[self.algorithm] = asdict(getattr(self, self.algorithm))
+        d["knobs"] = dict(self.knobs)
+        rule = self.rule()
+        d["rule"] = {"name": rule.name, "lr": rule.lr, "settings": rule.settings()}
+        if self.algorithm == "downpour":
+            from .downpour.replica_kinds import knob_defaults, replica_class
+
+            loop = replica_class(self.downpour.replica)
+            d["replica_loop"] = {"name": loop.name, "settings": {k: self.knob(k) for k in knob_defaults(loop)}}
         return d
 

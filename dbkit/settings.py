@@ -10,14 +10,15 @@ what is allowed, and the value given.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 ALGORITHMS = ("sgd", "downpour", "sandblaster")
 MODELS = ("linear", "mlp", "speech", "image-local", "signal-local")
-OPTIMIZERS = ("sgd", "adagrad")
+OPTIMIZERS = ("sgd", "adagrad")  # the built-in update rules; registered ones join ``SETTINGS["optimizer"]``
+REPLICA_LOOPS = ("downpour",)  # the built-in replica loop; registered ones join ``SETTINGS["replica"]``
 TRANSPORTS = ("socket", "actor")  # how replicas reach shards on other workers (issue #12)
 RUNTIMES = ("dask", "in-process")  # where a job's workers run (dbkit.runtime)
 
@@ -161,6 +162,9 @@ _TABLE = [
     Setting("transport", "choice", choices=TRANSPORTS, section="downpour",
             help="how replicas fetch and push to shards on other workers: socket (their own TCP connection, "
                  "found through Dask; off by itself on a TLS cluster) or actor (Dask actor calls)"),
+    Setting("replica", "choice", choices=REPLICA_LOOPS, section="downpour",
+            help="what each replica does between its exchanges with the shards: downpour (the paper's client) "
+                 "or a registered loop (dbkit.downpour.replica_kinds)"),
     Setting("warm_start_steps", "int", 0, None, section="downpour",
             help="one replica trains alone this many steps before the others join"),
     Setting("max_nonfinite", "int", 1, 100_000, section="downpour",
@@ -186,3 +190,27 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in _TABLE}
 def check(name: str, value: Any) -> Any:
     """``SETTINGS[name].check(value)``: the value in normal form, or a ``ValueError`` naming ``name``."""
     return SETTINGS[name].check(value)
+
+
+#: the section of the settings table that registered update rules and replica loops add their knobs to
+KNOBS = "knobs"
+
+
+def register_choice(name: str, choice: str) -> None:
+    """Add ``choice`` to the choices of setting ``name`` (a registered update rule or replica loop)."""
+    s = SETTINGS[name]
+    if choice not in s.choices:
+        SETTINGS[name] = replace(s, choices=(*s.choices, choice))
+
+
+def register_knob(knob: Setting) -> None:
+    """Add a registered rule's or loop's knob to the table (section ``knobs``), or refuse a name that a
+    setting of another meaning holds (two extensions may share a knob only if they describe it alike)."""
+    if not isinstance(knob, Setting):
+        raise TypeError(f"a knob is a dbkit.settings.Setting, got {knob!r}")
+    knob = replace(knob, section=KNOBS)
+    held = SETTINGS.get(knob.name)
+    if held is not None and held != knob:
+        raise ValueError(f"knob {knob.name!r} is already a setting of another meaning ({held.help or held.kind}); "
+                         "give it another name")
+    SETTINGS[knob.name] = knob

@@ -11,10 +11,13 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..data import DataError, small
+from ..extensions import extensions_in, load_extension
 from ..ps.checkpoint import probe_writable
 from ..runtime.dask.worker_processes import quiet_dask
 from .options import add_run_options, add_sandblaster_options, config_from_args
@@ -33,25 +36,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="{run,demo,simulate,calibrate}")
     run = sub.add_parser("run", help="train with one algorithm and write a JSON report")
     algos = run.add_subparsers(dest="algorithm", required=True, metavar="{sgd,downpour,sandblaster}")
-    sgd = algos.add_parser("sgd", help="synchronous mini-batch SGD, the single-process baseline",
-                           description="Plain mini-batch SGD (or Adagrad) in one process: the baseline every "
+    raw: dict[str, Any] = {"formatter_class": argparse.RawDescriptionHelpFormatter}  # registered rules: a line each
+    sgd = algos.add_parser("sgd", **raw, help="synchronous mini-batch SGD, the single-process baseline",
+                           description=_wrap("Plain mini-batch SGD (or Adagrad) in one process: the baseline every "
                            "distributed algorithm is compared to. With --on-cluster the parameters live on "
-                           "--shards parameter shard actors instead, and every step fetches and pushes.")
+                           "--shards parameter shard actors instead, and every step fetches and pushes."))
     add_run_options(sgd)
     sgd.add_argument("--on-cluster", action="store_true",
                      help="keep the parameters on shard actors on a Dask cluster (LocalCluster or --scheduler)")
     downpour = algos.add_parser(
-        "downpour", help="Downpour SGD: asynchronous replicas and a sharded parameter server (paper Sec. 4.1)",
-        description="Asynchronous Downpour SGD: --replicas model replicas, each on its own data shard, fetch "
+        "downpour", **raw, help="Downpour SGD: asynchronous replicas and a sharded parameter server (paper Sec. 4.1)",
+        description=_wrap("Asynchronous Downpour SGD: --replicas model replicas, each on its own data shard, fetch "
         "parameters every --n-fetch steps and push accumulated gradients every --n-push steps to --shards "
-        "parameter shards, which apply SGD or Adagrad. --warm-start-steps lets one replica train alone first.")
-    add_run_options(downpour)
+        "parameter shards, which apply SGD or Adagrad (or a registered rule). --warm-start-steps lets one "
+        "replica train alone first. --replica runs another replica loop (DiLoCo, or a registered one)."))
+    add_run_options(downpour, replica=True)
     downpour.set_defaults(replicas=2, shards=2, optimizer="adagrad")
     sandblaster = algos.add_parser(
-        "sandblaster", help="Sandblaster L-BFGS: a coordinator, history on the shards, work units (paper Sec. 4.2)",
-        description="Batch L-BFGS: a coordinator drives L-BFGS with commands to the parameter shards, which keep "
-        "the parameters and the (s, y) history; each batch gradient is cut into small work units handed to "
-        "--replicas replicas as they become free, with backup copies near the end of a batch.")
+        "sandblaster", **raw,
+        help="Sandblaster L-BFGS: a coordinator, history on the shards, work units (paper Sec. 4.2)",
+        description=_wrap("Batch L-BFGS: a coordinator drives L-BFGS with commands to the parameter shards, which "
+        "keep the parameters and the (s, y) history; each batch gradient is cut into small work units handed to "
+        "--replicas replicas as they become free, with backup copies near the end of a batch."))
     add_run_options(sandblaster)
     add_sandblaster_options(sandblaster)
     sandblaster.set_defaults(replicas=3, shards=2, model="linear", l2=1e-3)
@@ -62,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     add_simulate_parsers(sub)
     return p
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, 100)
 
 
 def _write_outputs(report: dict, report_path: str | None, plot_path: str | None) -> None:
@@ -176,6 +186,13 @@ def _finite(value: object) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # before the parser: what they register joins its choices and flags
+        for source in extensions_in(argv):
+            load_extension(source)
+    except ValueError as e:
+        print(f"dbkit: error: {e}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     if args.command != "simulate" and getattr(args, "runtime", "dask") == "dask":
         quiet_dask()  # only where Dask runs: a simulation, or a run on in-process workers, loads none of it

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from ..config import MODELS, RunConfig
-from ..settings import RUNTIMES, TRANSPORTS
+from ..downpour.replica_kinds import describe_replicas, registered_replicas
+from ..ps.update_rule import describe_rules, registered_rules
+from ..settings import KNOBS, RUNTIMES, SETTINGS, TRANSPORTS
 
 DEFAULTS = RunConfig()
 
@@ -21,8 +24,8 @@ def _hidden(text: str) -> tuple[int, ...]:
     return widths
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """Flags shared by every algorithm (DESIGN.md, CLI contract)."""
+def add_run_options(p: argparse.ArgumentParser, replica: bool = False) -> None:
+    """Flags shared by every algorithm (DESIGN.md, CLI contract); with ``replica``, Downpour's ``--replica``."""
     d = DEFAULTS
     g = p.add_argument_group("data and model")
     g.add_argument("--dataset", default=d.dataset, metavar="NAME_OR_PATH",
@@ -41,9 +44,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="refuse a --dataset file whose arrays take more than this, decompressed (default: "
                         "%(default)s)")
     t = p.add_argument_group("training")
-    t.add_argument("--optimizer", choices=("sgd", "adagrad"), default=d.optimizer,
+    t.add_argument("--optimizer", choices=registered_rules(), default=d.optimizer,
                    help="update rule applied where the parameters live; Adagrad keeps its per-parameter "
-                        "accumulators on the parameter shards (paper Sec. 4.1) (default: %(default)s)")
+                        "accumulators on the parameter shards (paper Sec. 4.1); the rules registered, with their "
+                        "own settings, are listed below (default: %(default)s)")
     t.add_argument("--lr", type=float, default=d.lr, help="learning rate (default: %(default)s)")
     t.add_argument("--batch-size", type=int, default=d.batch_size,
                    help="examples per mini-batch (default: %(default)s)")
@@ -79,6 +83,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "without waiting and Sandblaster's load balancing and backups")
     s.add_argument("--warm-start-steps", type=int, default=d.downpour.warm_start_steps,
                    help="warm start: one replica trains alone this many steps before the others join")
+    add_extension_options(p, replica)
     c = p.add_argument_group("cluster")
     c.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running Dask scheduler (tcp://HOST:PORT); default: start a LocalCluster")
@@ -104,6 +109,37 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     o.add_argument("--report", default=None, metavar="PATH", help="write the JSON run report here")
     o.add_argument("--plot", default=None, metavar="PATH", help="write a PNG of loss and accuracy against time here")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_extension_options(p: argparse.ArgumentParser, replica: bool = False) -> None:
+    """``--extension``, ``--replica`` (with ``replica``: Downpour's) and a flag for every registered knob, with
+    the registered update rules and replica loops listed in the help."""
+    g = p.add_argument_group(
+        "update rules and replica loops (registered; dbkit.ps.update_rule, dbkit.downpour.replica_kinds)",
+        "update rules (--optimizer):\n" + _indent(describe_rules())
+        + ("\nreplica loops (--replica):\n" + _indent(describe_replicas()) if replica else ""))
+    g.add_argument("--extension", action="append", default=[], metavar="FILE_OR_MODULE",
+                   help="import a .py file or module that registers rules or loops of your own first (repeatable)")
+    if replica:
+        g.add_argument("--replica", choices=registered_replicas(), default=DEFAULTS.downpour.replica,
+                       help="what each replica does between exchanges with the shards (default: %(default)s)")
+    for s in SETTINGS.values():
+        if s.section == KNOBS:
+            kind: dict = ({"type": int} if s.kind == "int" else {"type": float} if s.kind == "float"
+                          else {"choices": s.choices} if s.kind == "choice" else {"type": str})
+            g.add_argument(f"--{s.name.replace('_', '-')}", dest=f"knob_{s.name}", default=None,
+                           metavar=None if s.kind == "choice" else s.name.upper(),
+                           help=f"{s.help} ({s.allowed()})", **kind)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(textwrap.fill(line, 100, initial_indent="  ", subsequent_indent="      ")
+                     for line in text.splitlines())
+
+
+def _knobs(args: argparse.Namespace) -> dict:
+    """The knobs given on the command line (``knob_NAME`` attributes that are set)."""
+    return {k[len("knob_"):]: v for k, v in vars(args).items() if k.startswith("knob_") and v is not None}
 
 
 def _slow(text: str) -> tuple[int, float]:
@@ -153,4 +189,6 @@ def config_from_args(args: argparse.Namespace, algorithm: str) -> RunConfig:
         flat.update(slow_replicas=tuple(args.slow_replica))
     if algorithm == "sgd":
         flat.update(on_cluster=bool(args.on_cluster or args.scheduler or args.runtime != "dask"))
-    return RunConfig.make(**flat)
+    if algorithm == "downpour":
+        flat.update(replica=getattr(args, "replica", DEFAULTS.downpour.replica))
+    return RunConfig.make(**flat, **_knobs(args))

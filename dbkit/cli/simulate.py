@@ -49,11 +49,13 @@ def add_parsers(sub: Any) -> None:
                          description="Runs dbkit's own replicas, shards and coordinator in virtual time on simulated "
                          "machines, at the paper's scale, and writes the same report as dbkit run.", epilog=EPILOG)
     kinds = sim.add_subparsers(dest="kind", required=True, metavar="{downpour,sandblaster,fig3,fig4,fig5}")
-    d = kinds.add_parser("downpour", help="Downpour SGD on simulated machines (paper Sec. 4.1)")
-    add_run_options(d)
+    d = kinds.add_parser("downpour", help="Downpour SGD on simulated machines (paper Sec. 4.1)",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(d, replica=True)
     add_simulation_options(d)
     d.set_defaults(replicas=2, shards=2, optimizer="adagrad")
-    s = kinds.add_parser("sandblaster", help="Sandblaster L-BFGS on simulated machines (paper Sec. 4.2)")
+    s = kinds.add_parser("sandblaster", help="Sandblaster L-BFGS on simulated machines (paper Sec. 4.2)",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_options(s)
     add_sandblaster_options(s)
     add_simulation_options(s)

@@ -26,10 +26,10 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
     not waited for; each acts, or ends, at its next step)."""
     fleet.use(new)  # replicas launched from now on start with the new settings
     try:
-        if "lr" in changes:
-            placement.set_lr(new.lr)
-        if "optimizer" in changes:
-            placement.set_optimizer(new.optimizer)
+        if "lr" in changes or new.shard_lr() != old.shard_lr():
+            placement.set_lr(new.shard_lr())
+        if "optimizer" in changes or new.rule_settings() != old.rule_settings():
+            placement.set_optimizer(new.rule())
         if new.shards != old.shards or new.downpour.partitions != old.downpour.partitions:
             if move is None:
                 raise ValueError("this job cannot change its shards or partitions while it runs")

@@ -19,6 +19,7 @@ from ..training.figures import NO_CAP, ReplicaFigures, ReplicaSettings
 from .controls import ControlActors
 from .placement import Placement
 from .replica_book import ReplicaBook
+from .replica_kinds import replica_class
 from .replica_task import run_replica
 from .resize import Resize, resize
 from .shares import split
@@ -93,7 +94,8 @@ class Fleet:
             future = self.cluster.submit_on(
                 worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
                 self.data.y_train[rows], p.handles(), c.batch_size, c.seed + index, c.downpour.max_nonfinite,
-                overlap=c.downpour.overlap, key=key)
+                overlap=c.downpour.overlap, loop=replica_class(c.downpour.replica), knobs=c.replica_settings(),
+                key=key)
         s = settings  # its figures until it publishes its own
         self.book.add(index, worker, future, ReplicaFigures(index, n_fetch=s.n_fetch, n_push=s.n_push, lr=s.lr,
                                                             slow=s.slow, epoch=s.epoch))

@@ -165,7 +165,7 @@ class DownpourSGD(Job):
     def describe(self) -> str:
         c, d = self.config, self.config.downpour
         return (f"downpour: {c.replicas} replicas" + (f" of {d.partitions} partitions each" if d.partitions > 1 else "")
-                + f", {c.shards} shards, n_fetch={d.n_fetch}, n_push={d.n_push}, {c.optimizer} lr={c.lr}"
+                + f", {c.shards} shards, n_fetch={d.n_fetch}, n_push={d.n_push}, {c.rule_text()}"
                 + (f", warm start {d.warm_start_steps} steps" if d.warm_start_steps else "")
                 + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else ""))
 
@@ -181,11 +181,11 @@ class DownpourSGD(Job):
                                                                       self._replica_workers or workers)
         ckpt = self._start_from
         if ckpt is None:
-            placement.place_shards(net.init_params(c.seed), c.optimizer, c.lr)
+            placement.place_shards(net.init_params(c.seed), c.rule(), c.shard_lr())
         else:
             a = placement.alignment
             same_rule = ckpt.optimizer == c.optimizer
-            placement.place_shards(a.from_server(ckpt.params), c.optimizer, c.lr,
+            placement.place_shards(a.from_server(ckpt.params), c.rule(), c.shard_lr(),
                                    a.from_server(ckpt.opt_state) if same_rule and ckpt.opt_state is not None
                                    else None, versions=ckpt.manifest.versions)
         fleet = self._fleet = self._res.fleet = Fleet(cluster, placement, net, self.data, c, self.tag)

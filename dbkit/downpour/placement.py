@@ -22,7 +22,7 @@ from ..jobs.heartbeat import Heartbeat
 from ..nn import Network
 from ..partition import AlignedLayout, Ownership, aligned_layout, ownership
 from ..partition.placement import PartitionPlacement
-from ..ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, resolve
+from ..ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, make_rule, resolve
 from ..ps.client_calls import CALL_TIMEOUT
 from ..runtime.protocol import Runtime
 from ..runtime.shards import ShardHandles, handles_of, start_shards
@@ -66,7 +66,8 @@ class Placement:
     def partitions(self) -> int:
         return self.alignment.partitions
 
-    def place_shards(self, params: np.ndarray, optimizer: str, lr: float, opt_state: np.ndarray | None = None,
+    def place_shards(self, params: np.ndarray, optimizer: str | UpdateRule, lr: float,
+                     opt_state: np.ndarray | None = None,
                      versions: tuple[int, ...] | None = None) -> None:
         """New shards holding ``params`` (network order), with optimizer state and versions if given (a
         checkpoint's); the old shards are released once the new ones hold their state."""
@@ -76,6 +77,7 @@ class Placement:
         n = a.layout.n_shards
         names = [f"{prefix}{i}" for i in range(n)]
         values = a.to_server(params)
+        rule = make_rule(optimizer, lr)
         try:
             server = start_shards(self.cluster, values, n, optimizer, lr, prefix=prefix, workers=self.shard_workers,
                                   layout=a.layout)
@@ -84,8 +86,8 @@ class Placement:
                 loads = [shard.load_state({"start": lo, "stop": hi, "version": versions[i] if versions else 0,
                                            "params": values[lo:hi],
                                            "opt_state": acc[lo:hi] if acc is not None else
-                                           UpdateRule(optimizer).new_state(hi - lo),
-                                           "optimizer": optimizer, "lr": lr})
+                                           rule.new_state(hi - lo),
+                                           "optimizer": rule.name, "lr": lr, "rule_settings": rule.settings()})
                          for i, (shard, (lo, hi)) in enumerate(zip(server.shards, a.layout.ranges))]
                 for r in loads:
                     resolve(r)
@@ -137,7 +139,7 @@ class Placement:
             if self.server is not None:
                 self.server.set_lr(lr)
 
-    def set_optimizer(self, optimizer: str) -> None:
+    def set_optimizer(self, optimizer: str | UpdateRule) -> None:
         with self._lock:
             if self.server is not None:
                 self.server.set_optimizer(optimizer)
@@ -152,7 +154,7 @@ class Placement:
         with self._lock:
             self.ownership, self.alignment = own, alignment
             try:
-                self.place_shards(params, config.optimizer, config.lr, opt_state)
+                self.place_shards(params, config.rule(), config.shard_lr(), opt_state)
             except BaseException:
                 self.ownership, self.alignment = old
                 raise
@@ -245,7 +247,7 @@ class Placement:
         assert self.server is not None
         return self.server.layout.ranges[index]
 
-    def replace_shard(self, index: int, state: ShardState, optimizer: str, lr: float) -> str:
+    def replace_shard(self, index: int, state: ShardState, optimizer: str | UpdateRule, lr: float) -> str:
         """Start shard ``index`` again from ``state`` (its checkpoint), on the live shard worker holding
         fewest shards, with the job's current ``optimizer`` and ``lr``; returns its worker. A worker that
         dies while the shard is placed on it is forgotten and the next is tried (a second machine lost
@@ -271,7 +273,7 @@ class Placement:
         self.cluster.registry.release(old)
         return worker
 
-    def _start_restored(self, index: int, state: ShardState, optimizer: str, lr: float, worker: str
+    def _start_restored(self, index: int, state: ShardState, optimizer: str | UpdateRule, lr: float, worker: str
                         ) -> tuple[str, object]:
         """Shard ``index`` started from ``state`` on ``worker``: its registry name and proxy."""
         assert self.server is not None
@@ -282,8 +284,8 @@ class Placement:
                                          state.lr, worker=worker)
         try:
             resolve(proxy.load_state(state.as_state()), CALL_TIMEOUT)
-            if optimizer != state.optimizer:
-                resolve(proxy.set_optimizer(optimizer), CALL_TIMEOUT)
+            # the job's rule now: another name starts fresh state, the same keeps the checkpoint's
+            resolve(proxy.set_optimizer(optimizer), CALL_TIMEOUT)
             resolve(proxy.set_lr(lr), CALL_TIMEOUT)
         except BaseException:
             self.cluster.registry.release(name)

@@ -163,7 +163,7 @@ class Recovery:
             # a replica stuck in a call to the dead shard ends when the call times out (CALL_TIMEOUT);
             # it cannot reach the new shard, so the restore does not wait for it
             fleet.stop([i for i in victims if i in fleet.live()], state="interrupted", timeout=VICTIM_WAIT)
-            where = {i: placement.replace_shard(i, s, config.optimizer, config.lr) for i, s in states.items()}
+            where = {i: placement.replace_shard(i, s, config.rule(), config.shard_lr()) for i, s in states.items()}
             placement.forget_gone()  # a machine lost during the restore takes no replica
             fleet.relaunch(victims)
         seconds = time.monotonic() - t0

@@ -18,13 +18,17 @@ the job (``dbkit.downpour.job``) runs the same object inside a long-running task
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import numpy as np
 
 from ..data import MiniBatches
 from ..nn import Network
 from ..ps import PushAnswer
+from ..settings import Setting
 from ..training.figures import ReplicaCounters, ReplicaFigures
 from .exchange import Exchange
+from .replica_kinds import register_replica
 from .schedule import Schedule
 
 
@@ -49,11 +53,21 @@ class DownpourReplica:
         Non-finite gradients in a row after which the replica has ``diverged``.
     overlap : bool
         Fetch and push in the background (the paper's client); ``False`` waits for each.
+
+    A subclass registered with ``register_replica`` (``dbkit.downpour.replica_kinds``)
+    is another replica loop over the same parts; ``knobs`` are its own settings.
     """
+
+    name: ClassVar[str] = "downpour"
+    knobs: ClassVar[tuple[Setting, ...]] = ()
+    shard_rate: ClassVar[str | None] = None  # the knob that sets the shards' rate (None: the run's lr)
+    optimizers: ClassVar[tuple[str, ...] | None] = None  # the shard rules it is meant for (None: any)
 
     def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
                  n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0, max_nonfinite: int = 20,
-                 overlap: bool = True) -> None:
+                 overlap: bool = True, **knobs: Any) -> None:
+        if knobs:
+            raise ValueError(f"replica {self.name!r} has no setting {', '.join(sorted(knobs))}")
         self.index = index
         self.network, self.server = network, server
         self.schedule = Schedule(n_fetch, n_push, lr)
@@ -128,3 +142,6 @@ class DownpourReplica:
         return self.counters.figures(
             self.index, n_fetch=self.schedule.n_fetch, n_push=self.schedule.n_push, lr=self.lr,
             bytes_fetched=self.server.bytes_fetched, bytes_pushed=self.server.bytes_pushed)
+
+
+register_replica(DownpourReplica)

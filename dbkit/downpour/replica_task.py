@@ -20,6 +20,7 @@ from ..runtime.shards import ShardHandles, connect
 from ..runtime.task_side import task_side
 from ..training.figures import ReplicaFigures, ReplicaSettings
 from .replica import DownpourReplica
+from .replica_kinds import replica_class
 from .replica_loop import run_replica_loop
 
 
@@ -58,13 +59,16 @@ class ReplicaControl:
 def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None, y: np.ndarray | None,
                 shards: ShardHandles | None, batch_size: int, seed: int, max_nonfinite: int,
                 partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0,
-                overlap: bool = True, wired: bool = False) -> ReplicaFigures:
+                overlap: bool = True, wired: bool = False, loop: str | type[DownpourReplica] = "downpour",
+                knobs: dict[str, Any] | None = None) -> ReplicaFigures:
     """The body of one replica task: run its loop until told to stop; returns its final figures.
 
     A whole replica trains on ``X, y`` with ``shards``; a partitioned one drives
     the partition actors named by ``partitions`` (``(key, worker)`` each), which
     hold their data and shards themselves: ``wired`` ones through its partition 0,
-    on this worker, with one message to each partner per step.
+    on this worker, with one message to each partner per step. A whole replica runs the replica loop
+    ``loop`` (a class, sent by value if it was defined in a notebook, or its registered name:
+    ``dbkit.downpour.replica_kinds``) with its ``knobs``.
     """
     side = task_side()
     side.leave_slot()
@@ -84,8 +88,9 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     else:
         assert X is not None and y is not None and shards is not None
         server = connect(shards, name=f"replica{index}", threaded=overlap)
-        replica = DownpourReplica(index, side.computing(network), X, y, server, batch_size,
-                                  s.n_fetch, s.n_push, s.lr, seed=seed, max_nonfinite=max_nonfinite, overlap=overlap)
+        cls = replica_class(loop) if isinstance(loop, str) else loop
+        replica = cls(index, side.computing(network), X, y, server, batch_size, s.n_fetch, s.n_push, s.lr,
+                      seed=seed, max_nonfinite=max_nonfinite, overlap=overlap, **(knobs or {}))
 
     def publish(figures: ReplicaFigures) -> None:
         ctl.figures[index] = figures

@@ -96,7 +96,7 @@ class JobHooks(ABC):
 
     def describe(self) -> str:
         """One line in the paper's words: the algorithm and its settings."""
-        return f"{self.algorithm}: {self.config.replicas} replica(s), {self.config.optimizer} lr={self.config.lr}"
+        return f"{self.algorithm}: {self.config.replicas} replica(s), {self.config.rule_text()}"
 
     def _bytes(self, final: FinalState) -> ByteCounts:
         return ByteCounts.of(final.replicas)

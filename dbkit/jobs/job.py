@@ -155,7 +155,7 @@ class Job(JobFigures):
         config once the change is applied; every request, applied or
         superseded by a later one, appears in ``events`` as a ``Change``.
         """
-        allowed = set(self.steerable) | {"paused"}
+        allowed = set(self.steerable) | {"paused"} | self._steerable_knobs()
         unknown = set(changes) - allowed - set(self.before_start)
         if unknown:
             raise ValueError(f"set() takes {sorted(allowed)}; {sorted(unknown)} cannot change while training")
@@ -312,6 +312,14 @@ class Job(JobFigures):
             now = self.events.now()
             for k, v in effective.items():
                 self.events.emit(Change, setting=k, old=old[k], new=v, asked=request.asked, applied=now)
+
+    def _steerable_knobs(self) -> frozenset[str]:
+        """Where the optimizer steers, so do the update rules' own knobs (``momentum``, ``eps``)."""
+        if "optimizer" not in self.steerable:
+            return frozenset()
+        from ..ps.update_rule import registered_rules, rule_class
+
+        return frozenset(k.name for name in registered_rules() for k in rule_class(name).knobs)
 
     def _current(self, setting: str) -> Any:
         return self._user_paused if setting == "paused" else self.config.get(setting)

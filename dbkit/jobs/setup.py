@@ -8,7 +8,7 @@ from typing import Any
 from ..config import RunConfig
 from ..data import Dataset, load
 from ..nn import Network, build
-from ..settings import SETTINGS
+from ..settings import KNOBS, SETTINGS
 
 
 def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[str] | Dataset, base: RunConfig | None,
@@ -50,7 +50,8 @@ def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[st
 
 def _check_section(algorithm: str, changes: dict[str, Any]) -> None:
     """Refuse another algorithm's setting (``DownpourSGD(memory=5)``): it would be dropped unread."""
-    other = sorted(k for k in changes if k in SETTINGS and SETTINGS[k].section not in (None, algorithm))
+    # a knob belongs to a rule or a loop, not to an algorithm: the config checks it is the chosen one's
+    other = sorted(k for k in changes if k in SETTINGS and SETTINGS[k].section not in (None, algorithm, KNOBS))
     if other:
         owners = ", ".join(f"{k} ({SETTINGS[k].section})" for k in other)
         raise ValueError(f"{algorithm} does not take {owners}: each is another algorithm's setting")

@@ -30,6 +30,7 @@ import numpy as np
 
 from .checkpoint_error import CheckpointError  # noqa: F401 - dbkit.ps.checkpoint.CheckpointError, as ever
 from .seal import seal_json, seal_npz, unseal_json, unseal_npz
+from .update_rule import make_rule
 
 FORMAT = 2  # 2: every file sealed with a SHA-256 over its bytes (dbkit.ps.seal)
 MANIFEST = "checkpoint.json"
@@ -50,11 +51,13 @@ class ShardState:
     opt_state: np.ndarray | None
     model: str
     saved_at: float = 0.0
+    rule_settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # the rule's knobs (none before #24)
 
     def as_state(self) -> dict[str, Any]:
         """The dict ``ParameterShard.load_state`` takes."""
         return {"index": self.index, "start": self.start, "stop": self.stop, "version": self.version,
-                "params": self.params, "opt_state": self.opt_state, "optimizer": self.optimizer, "lr": self.lr}
+                "params": self.params, "opt_state": self.opt_state, "optimizer": self.optimizer, "lr": self.lr,
+                "rule_settings": dict(self.rule_settings)}
 
 
 def shard_file(directory: str | os.PathLike[str], index: int) -> Path:
@@ -140,7 +143,8 @@ def read_shard(path: str | Path, model: str | None = None, span: tuple[int, int]
         state = ShardState(index=int(meta["index"]), start=int(meta["start"]), stop=int(meta["stop"]),
                            version=int(meta["version"]), examples=int(meta["examples"]),
                            optimizer=str(meta["optimizer"]), lr=float(meta["lr"]), params=params,
-                           opt_state=opt_state, model=str(meta["model"]), saved_at=float(meta["saved_at"]))
+                           opt_state=opt_state, model=str(meta["model"]), saved_at=float(meta["saved_at"]),
+                           rule_settings=dict(meta.get("rule_settings") or {}))
         fmt, digest = int(meta["format"]), str(meta["sha256"])
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: malformed checkpoint metadata ({type(e).__name__}: {e})") from e
@@ -152,13 +156,19 @@ def read_shard(path: str | Path, model: str | None = None, span: tuple[int, int]
             raise CheckpointError(f"{path}: {name} is {a.dtype} {a.shape}, expected float32 ({n},)")
     if _digest(params, opt_state) != digest:
         raise CheckpointError(f"{path} is corrupt: its arrays do not match their checksum")
-    if (opt_state is None) != (state.optimizer == "sgd"):
+    try:
+        rule = make_rule(state.optimizer, None, **state.rule_settings)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its update rule cannot be used here ({e}); a rule of your own must be "
+                              "registered (imported) before its checkpoint is read") from e
+    if (opt_state is None) == rule.keeps_state:
         raise CheckpointError(f"{path}: optimizer {state.optimizer!r} with"
                               f"{'out' if opt_state is None else ''} optimizer state")
     if not (np.isfinite(params).all() and state.version >= 0 and state.examples >= 0):
         raise CheckpointError(f"{path}: parameters not finite, or a negative version or example count")
-    if opt_state is not None and not (np.isfinite(opt_state).all() and (opt_state >= 0).all()):
-        raise CheckpointError(f"{path}: Adagrad's accumulators must be finite and non-negative (sums of squares)")
+    refusal = rule.check_state(opt_state) if opt_state is not None else None
+    if refusal is not None:
+        raise CheckpointError(f"{path}: {refusal}")
     if not (np.isfinite(state.lr) and state.lr > 0):
         raise CheckpointError(f"{path}: learning rate {state.lr!r} is not a positive number")
     if model is not None and state.model != model:

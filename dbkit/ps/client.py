@@ -18,6 +18,7 @@ from .layout import ShardLayout
 from .owned_end import OwnedEnd
 from .pending import Pending
 from .records import PushAnswer, ShardFigures
+from .update_rule import UpdateRule
 
 
 class ShardedParameters:
@@ -207,7 +208,7 @@ class ShardedParameters:
         for p in [s.set_lr(lr) for s in self.shards]:
             resolve(p)
 
-    def set_optimizer(self, optimizer: str) -> None:
+    def set_optimizer(self, optimizer: str | UpdateRule) -> None:
         """Every shard's update rule (see ``ParameterShard.set_optimizer``)."""
         for p in [s.set_optimizer(optimizer) for s in self.shards]:
             resolve(p)

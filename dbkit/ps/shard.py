@@ -24,7 +24,8 @@ import numpy as np
 from .checkpoint import ShardState, write_shard
 from .histogram import Histogram, coarse
 from .records import PushAnswer, ShardFigures
-from .rules import UpdateRule, check_lr
+from .rules import check_lr
+from .update_rule import UpdateRule, make_rule
 from .vector_checkpoint import VectorState, write_vectors
 from .vectors import VectorOps
 
@@ -42,20 +43,22 @@ class ParameterShard(VectorOps):
         The range of the flat vector this shard owns.
     initial : ndarray
         Initial values, length ``stop - start`` (copied, stored as float32).
-    optimizer : {'sgd', 'adagrad'}
+    optimizer : str or UpdateRule
+        A registered rule's name (``'sgd'``, ``'adagrad'``, ...) or a rule with its knobs
+        (``dbkit.ps.update_rule``).
     lr : float
         Learning rate in (0, 100].
     """
 
     def __init__(self, index: int, start: int, stop: int, initial: np.ndarray,
-                 optimizer: str = "sgd", lr: float = 0.1) -> None:
+                 optimizer: str | UpdateRule = "sgd", lr: float = 0.1) -> None:
         initial = np.asarray(initial)
         if initial.shape != (stop - start,):
             raise ValueError(f"shard {index}: initial values have shape {initial.shape}, expected ({stop - start},)")
         if not np.isfinite(initial).all():
             raise ValueError(f"shard {index}: initial values are not all finite")
         self.index, self.start, self.stop = int(index), int(start), int(stop)
-        self.rule = UpdateRule(optimizer, lr)
+        self.rule = make_rule(optimizer, lr)
         self.params = np.array(initial, dtype=np.float32, copy=True)
         self.opt_state = self.rule.new_state(self.size)
         # the update rule's intermediate terms, and where an unaligned gradient lands (``_aligned``)
@@ -136,7 +139,7 @@ class ParameterShard(VectorOps):
                 return self._refuse(reason)
             staleness = self.version - int(fetched_version)
             age = self._examples_since(int(first)) + int(examples)
-            self.rule.apply_scaled(self.params, grad, step, self.opt_state, self._scratch[1])
+            self.rule.apply_scaled(self.params, grad, step, self.opt_state, self._scratch[1], staleness)
             self._advance(int(examples))
             self.staleness[staleness] += 1
             self.ages[coarse(age)] += 1
@@ -215,24 +218,26 @@ class ParameterShard(VectorOps):
         """Change the learning rate for the next pushes; returns it."""
         lr = check_lr(lr)
         with self._lock:
-            self.rule = UpdateRule(self.rule.optimizer, lr, self.rule.eps, self.rule.initial_accumulator)
+            self.rule = self.rule.but(lr=lr)
         return lr
 
-    def set_optimizer(self, optimizer: str) -> str:
-        """Change the update rule for the next pushes; returns it. Adagrad starts from fresh accumulators
-        (every one at the rule's ``initial_accumulator``); SGD drops them."""
+    def set_optimizer(self, optimizer: str | UpdateRule) -> str:
+        """Change the update rule for the next pushes (a name, or a rule with its knobs: its ``lr`` is
+        ignored, the shard keeps its own); returns its name. A rule of another name starts from fresh
+        state (Adagrad's accumulators at ``initial_accumulator``); one of the same name keeps it."""
+        rule = make_rule(optimizer, self.rule.lr)
         with self._lock:
-            if optimizer != self.rule.optimizer:
-                rule = UpdateRule(optimizer, self.rule.lr, self.rule.eps, self.rule.initial_accumulator)
-                self.opt_state, self.rule = rule.new_state(self.size), rule
-        return optimizer
+            if rule.name != self.rule.name:
+                self.opt_state = rule.new_state(self.size)
+            self.rule = rule
+        return rule.name
 
     def figures(self) -> ShardFigures:
         """Counters for reports: updates, refusals, staleness and age of pushes, bytes."""
         with self._lock:
             return ShardFigures(
                 index=self.index, start=self.start, stop=self.stop, version=self.version, fetches=self.fetches,
-                rejected=self.rejected, optimizer=self.rule.optimizer, lr=self.rule.lr,
+                rejected=self.rejected, optimizer=self.rule.name, lr=self.rule.lr,
                 bytes_fetched=self.bytes_fetched, bytes_pushed=self.bytes_pushed, examples=self.examples,
                 staleness=Histogram.of(self.staleness), age=Histogram.of(self.ages),
                 rejections=dict(self.rejections), pushers=dict(self.pushers))
@@ -271,7 +276,7 @@ class ParameterShard(VectorOps):
                 "index": self.index, "start": self.start, "stop": self.stop, "version": self.version,
                 "examples": self.examples, "params": self.params.copy(),
                 "opt_state": None if self.opt_state is None else self.opt_state.copy(),
-                "optimizer": self.rule.optimizer, "lr": self.rule.lr,
+                "optimizer": self.rule.name, "lr": self.rule.lr, "rule_settings": self.rule.settings(),
             }
 
     def load_state(self, state: dict) -> int:
@@ -284,6 +289,7 @@ class ParameterShard(VectorOps):
             opt = state.get("opt_state")
             version = int(state["version"])
             optimizer, lr = state["optimizer"], float(state["lr"])
+            knobs = dict(state.get("rule_settings") or {})
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"shard {self.index}: malformed checkpoint ({e!r})") from e
         if (state.get("start"), state.get("stop")) != (self.start, self.stop):
@@ -291,8 +297,13 @@ class ParameterShard(VectorOps):
                              f"this shard holds [{self.start}, {self.stop})")
         if params.shape != (self.size,) or not np.isfinite(params).all() or version < 0:
             raise ValueError(f"shard {self.index}: checkpoint parameters are the wrong length or not finite")
-        rule = UpdateRule(optimizer, lr, self.rule.eps, self.rule.initial_accumulator)
-        if (rule.new_state(1) is None) != (opt is None) or (opt is not None and np.shape(opt) != (self.size,)):
+        try:
+            if not knobs and optimizer == self.rule.name:
+                knobs = self.rule.settings()  # a checkpoint of before rules had settings: this shard's own
+            rule = make_rule(optimizer, lr, **knobs)
+        except ValueError as e:
+            raise ValueError(f"shard {self.index}: checkpoint's rule: {e}") from e
+        if rule.keeps_state != (opt is not None) or (opt is not None and np.shape(opt) != (self.size,)):
             raise ValueError(f"shard {self.index}: checkpoint optimizer state does not match optimizer {optimizer!r}")
         with self._lock:
             self.params = params.copy()

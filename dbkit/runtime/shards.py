@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ps import ParameterShard, ShardedParameters, ShardLayout, balanced_layout
+from ..ps import ParameterShard, ShardedParameters, ShardLayout, UpdateRule, balanced_layout
 from ..ps.client import owned_end
 from ..ps.records import WireAddress
 from ..ps.threaded_shard import ThreadedShard
@@ -15,7 +15,7 @@ from .protocol import Runtime
 from .task_side import task_side
 
 
-def start_shards(cluster: Runtime, initial: np.ndarray, n_shards: int, optimizer: str = "sgd",
+def start_shards(cluster: Runtime, initial: np.ndarray, n_shards: int, optimizer: str | UpdateRule = "sgd",
                  lr: float = 0.1, prefix: str = "shard", workers: list[str] | None = None,
                  layout: ShardLayout | None = None) -> ShardedParameters:
     """Place ``n_shards`` ``ParameterShard`` actors over ``initial``, round-robin over ``workers`` (default: all).

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from ..ps.update_rule import rule_class
 from .profile import Profile
 from .shape import LayerShape, ModelShape
 
@@ -87,7 +88,8 @@ class CostModel:
 
     def push_seconds(self, floats: int, optimizer: str) -> float:
         s = self.profile.shard
-        rate = s.push_seconds_per_float_adagrad if optimizer == "adagrad" else s.push_seconds_per_float_sgd
+        # a rule that keeps state per parameter makes Adagrad's extra passes over it; one without, SGD's
+        rate = s.push_seconds_per_float_adagrad if rule_class(optimizer).keeps_state else s.push_seconds_per_float_sgd
         return s.request_seconds + floats * rate
 
     def fetch_seconds(self, floats: int) -> float:

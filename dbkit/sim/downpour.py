@@ -96,7 +96,7 @@ class SimulatedDownpour(SimulatedRun):
         shard_workers = [layout.machine(m).name for m in layout.shard_on]
         replica_workers = session.workers() if layout.shared else self._machines_of_their_own(0, c.replicas)
         self.placement = Placement(session, self.network, c, shard_workers, replica_workers)
-        self.placement.place_shards(self.initial, c.optimizer, c.lr)
+        self.placement.place_shards(self.initial, c.rule(), c.shard_lr())
         assert self.placement.server is not None
         self.services = [end.service for end in self.placement.server.shards]
         self.fleet = Fleet(session, self.placement, self.network, self.data, c, tag="sim")

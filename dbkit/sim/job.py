@@ -107,9 +107,9 @@ class SimulatedJob(Job):
     def describe(self) -> str:
         c = self.config
         what = {"downpour": f"{c.replicas} replicas, {c.shards} shards, n_fetch={c.downpour.n_fetch}, "
-                            f"n_push={c.downpour.n_push}, {c.optimizer} lr={c.lr}",
+                            f"n_push={c.downpour.n_push}, {c.rule_text()}",
                 "sandblaster": f"{c.replicas} replicas, {c.shards} shards",
-                "sgd": f"{c.shards} shards, {c.optimizer} lr={c.lr}"}[self.algorithm]
+                "sgd": f"{c.shards} shards, {c.rule_text()}"}[self.algorithm]
         slow = f", slow {dict(c.slow_replicas)}" if c.slow_replicas else ""
         return f"{self.algorithm}: {what}{slow} (simulated, {self.cluster.spec.name})"
 

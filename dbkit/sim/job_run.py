@@ -24,7 +24,8 @@ def run_config(config: RunConfig) -> RunConfig:
         return config
     return RunConfig.make(algorithm="downpour", model=config.model, dataset=config.dataset, replicas=1,
                           shards=config.shards, n_fetch=1, n_push=1, overlap=False, optimizer=config.optimizer,
-                          lr=config.lr, batch_size=config.batch_size, seed=config.seed, eval_every=config.eval_every,
+                          knobs=tuple(config.rule_settings().items()), lr=config.lr, batch_size=config.batch_size,
+                          seed=config.seed, eval_every=config.eval_every,
                           hidden=config.hidden, l2=config.l2)
 
 

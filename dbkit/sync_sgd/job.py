@@ -101,8 +101,8 @@ class SyncSGD(Job):
 
             self._res.cluster = open_session(c, self._machines, self._client, "")
             self.dashboard = self._res.cluster.dashboard_link()
-            server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.optimizer, c.lr)
-        self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.optimizer, c.seed, server)
+            server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.rule(), c.lr)
+        self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.rule(), c.seed, server)
         self._sample(evaluate=True)  # the history starts from the untrained model
         self._res.thread = JobThread(self, SyncSGD._train_once, "dbkit-sgd", on_error=Job._thread_failed)
         self._res.thread.start()
@@ -168,8 +168,8 @@ class SyncSGD(Job):
         with self._step_lock:
             if "lr" in changes:
                 self._trainer.set_lr(changes["lr"])
-            if "optimizer" in changes:
-                self._trainer.set_optimizer(changes["optimizer"])
+            if "optimizer" in changes or set(changes) & set(new.rule_settings()):
+                self._trainer.set_optimizer(new.rule())
 
     def _gather(self, stopping: bool) -> FinalState:
         if stopping:
@@ -196,5 +196,5 @@ class SyncSGD(Job):
         machines = (type(self._machines).__name__ if self._machines is not None else
                     "in-process workers" if c.runtime == "in-process" else "a Dask cluster")
         where = f"on {c.shards} parameter shard(s) on {machines}" if c.sgd.on_cluster else "in memory"
-        return f"sync SGD: one replica, parameters {where}, {c.optimizer} lr={c.lr}, batch {c.batch_size}"
+        return f"sync SGD: one replica, parameters {where}, {c.rule_text()}, batch {c.batch_size}"
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..data import Dataset, MiniBatches
 from ..nn import Network
-from ..ps import UpdateRule
+from ..ps import UpdateRule, make_rule
 from ..training.figures import ReplicaCounters, ReplicaFigures
 
 
@@ -36,9 +36,9 @@ class SGDTrainer:
     """
 
     def __init__(self, network: Network, data: Dataset, batch_size: int = 32, lr: float = 0.05,
-                 optimizer: str = "sgd", seed: int = 0, server=None) -> None:
+                 optimizer: str | UpdateRule = "sgd", seed: int = 0, server=None) -> None:
         self.network, self.server = network, server
-        self.rule = UpdateRule(optimizer, lr)
+        self.rule = make_rule(optimizer, lr)
         self.params = network.init_params(seed)
         self.opt_state = self.rule.new_state(network.size)
         self._scratch = (np.empty(network.size, np.float32), np.empty(network.size, np.float32))
@@ -55,18 +55,18 @@ class SGDTrainer:
 
     def set_lr(self, lr: float) -> None:
         """A new learning rate from the next step on (and on the shards, if any)."""
-        rule = UpdateRule(self.rule.optimizer, lr, self.rule.eps, self.rule.initial_accumulator)
+        rule = self.rule.but(lr=lr)
         if self.server is not None:
             self.server.set_lr(rule.lr)
         self.rule = rule
 
-    def set_optimizer(self, optimizer: str) -> None:
-        """A new update rule from the next step on (and on the shards, if any); Adagrad starts from fresh
-        accumulators."""
-        rule = UpdateRule(optimizer, self.rule.lr, self.rule.eps, self.rule.initial_accumulator)
+    def set_optimizer(self, optimizer: str | UpdateRule) -> None:
+        """A new update rule (a name, or a rule with its knobs) from the next step on (and on the shards, if
+        any); a rule of another name starts from fresh state (Adagrad's accumulators)."""
+        rule = make_rule(optimizer, self.rule.lr)
         if self.server is not None:
-            self.server.set_optimizer(optimizer)
-        elif optimizer != self.rule.optimizer:
+            self.server.set_optimizer(rule)
+        elif rule.name != self.rule.name:
             self.opt_state = rule.new_state(self.network.size)
         self.rule = rule
 
@@ -88,7 +88,8 @@ class SGDTrainer:
                 f"non-finite loss or gradient at step {self.steps + 1}; parameters kept as they were. "
                 f"Lower the learning rate (lr={self.rule.lr}) or use Adagrad.")
         if self.server is None:
-            self.rule.apply(self.params, grad, self.opt_state, self._scratch)
+            a, b = self._scratch  # fresh parameters each step: the rule's staleness is 0
+            self.rule.apply_scaled(self.params, grad, self.rule.scale(grad, a), self.opt_state, b, 0)
         else:
             answers = self.server.push(grad, examples=len(y))
             self.counters.answered(answers)

@@ -14,7 +14,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from ..settings import OPTIMIZERS, SETTINGS
+from ..ps.update_rule import registered_rules
+from ..settings import SETTINGS
 
 STYLE = {"description_width": "120px"}
 WIDE = w.Layout(width="340px")
@@ -73,7 +74,7 @@ def make_control(knob: Knob, value: Any) -> w.Widget:
         control = w.FloatLogSlider(value=float(value), base=10, min=lo, max=hi, step=0.05, readout_format=".3g",
                                    continuous_update=False, **common)
     elif knob.kind == "choice":
-        control = w.Dropdown(options=list(OPTIMIZERS), value=value, **common)
+        control = w.Dropdown(options=list(registered_rules()), value=value, **common)
     else:
         control = w.Checkbox(value=bool(value), indent=False, description=knob.label,
                              tooltip=SETTINGS[knob.setting].help)

@@ -1,0 +1,14 @@
+"""After DistBelief: the asynchronous-training ideas that followed it, each one file on dbkit's extension points.
+
+Each registers an update rule for the shards (``dbkit.ps.update_rule``) or a
+replica loop (``dbkit.downpour.replica_kinds``), so that it is chosen by name
+like the paper's own (``optimizer="staleness-aware"``, ``replica="diloco"``)
+and runs on the same shards, drivers and simulator. ``docs/extending.md``
+shows how to write one more.
+
+- ``staleness_aware``: the step divided by the push's staleness (Zhang et al. 2016).
+"""
+
+from . import staleness_aware
+
+__all__ = ["staleness_aware"]
