@@ -7,8 +7,10 @@ and runs on the same shards, drivers and simulator. ``docs/extending.md``
 shows how to write one more.
 
 - ``staleness_aware``: the step divided by the push's staleness (Zhang et al. 2016).
+- ``diloco``: H inner AdamW steps per replica, the parameter delta pushed as an
+  outer gradient, Nesterov momentum on the shards (Douillard et al. 2023).
 """
 
-from . import staleness_aware
+from . import diloco, staleness_aware
 
-__all__ = ["staleness_aware"]
+__all__ = ["diloco", "staleness_aware"]
