@@ -106,7 +106,7 @@ def floor(parameters: int, optimizer: str) -> dict:
 
     from dbkit.downpour.exchange import Exchange
     from dbkit.runtime.dask.timing import median_ms
-    from dbkit.ps import ParameterShard, UpdateRule, local_shards
+    from dbkit.ps import ParameterShard, local_shards, make_rule
     from raw_wire import raw_round_trip
 
     half = parameters // 2
@@ -117,12 +117,16 @@ def floor(parameters: int, optimizer: str) -> dict:
     grad = (rng.standard_normal(parameters) * 1e-4).astype(np.float32)
     params = np.zeros(parameters, np.float32)
     ex = Exchange(local_shards(np.zeros(8, np.float32), 1), parameters, True, lambda p: None, lambda a: None)
-    rule, scratch = UpdateRule("sgd", 1.0), (np.empty_like(params), np.empty_like(params))
+    rule, scratch = make_rule("sgd", 1.0), (np.empty_like(params), np.empty_like(params))
+
+    def update() -> None:  # the SGD update a replica's shard applies, into scratch as the shard does
+        rule.apply_scaled(params, grad, rule.scale(grad, scratch[0]), None, scratch[1])
+
     with threadpool_limits(1):
         arithmetic = median_ms(lambda: shard.push_fetch(g, shard.version), 30)
         # what a replica does per step that the baseline's own update does not: accrue beside the local step
         extras = max(0.0, median_ms(lambda: ex.accrue(grad, 32, (params, 1.0)), 30)
-                     - median_ms(lambda: rule.apply(params, grad, None, scratch), 30))
+                     - median_ms(update, 30))
     return {"wire_caller_ms": trip.caller_cpu_ms, "wire_server_ms": trip.server_cpu_ms,
             "shard_arithmetic_ms": arithmetic, "replica_extras_ms": extras}
 

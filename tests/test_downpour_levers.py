@@ -9,7 +9,7 @@ import pytest
 import dbkit
 from dbkit import data, nn
 from dbkit.downpour import DownpourReplica, run_replica_loop
-from dbkit.ps import UpdateRule, local_shards
+from dbkit.ps import local_shards, make_rule
 from dbkit.telemetry import Change, ErrorEvent, ReplicaEvent
 from dbkit.training import ReplicaSettings
 
@@ -73,8 +73,8 @@ def test_a_shard_switches_its_update_rule_with_fresh_accumulators():
     server.set_optimizer("adagrad")
     server.push(g2)
     expected = p0.copy()
-    UpdateRule("sgd", 0.1).apply(expected, g1, None)
-    rule = UpdateRule("adagrad", 0.1)
+    make_rule("sgd", 0.1).apply(expected, g1, None)
+    rule = make_rule("adagrad", 0.1)
     rule.apply(expected, g2, rule.new_state(50))  # accumulators start afresh at the switch
     np.testing.assert_array_equal(server.fetch(), expected)
     assert [s.rule.optimizer for s in server.shards] == ["adagrad", "adagrad"]
@@ -93,7 +93,7 @@ def test_sync_sgd_changes_its_update_rule_while_it_trains(digits):
     from dbkit.data import MiniBatches
 
     params, batches = net.init_params(0), MiniBatches(digits.X_train, digits.y_train, 32, seed=0)
-    sgd, ada = UpdateRule("sgd", 0.05), UpdateRule("adagrad", 0.05)
+    sgd, ada = make_rule("sgd", 0.05), make_rule("adagrad", 0.05)
     acc = ada.new_state(net.size)
     for i in range(60):
         X, y = next(batches)

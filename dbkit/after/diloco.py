@@ -40,7 +40,7 @@ class NesterovMomentum(UpdateRule):
     keeps_state: ClassVar[bool] = True
     momentum: float = 0.9
 
-    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int) -> None:
+    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int = 0) -> None:
         assert state is not None
         mu = np.float32(self.momentum)
         state *= mu

@@ -30,7 +30,7 @@ class StalenessAwareSGD(UpdateRule):
         """The rate a push of this staleness is applied with."""
         return np.float32(self.lr / max(1, int(staleness)))
 
-    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int) -> None:
+    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int = 0) -> None:
         params -= self.rate(staleness) * grad
 
     def apply_scaled(self, params: np.ndarray, grad: np.ndarray, scaled: np.ndarray, state: np.ndarray | None,

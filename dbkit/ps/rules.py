@@ -25,7 +25,7 @@ class SGD(UpdateRule):
 
     name: ClassVar[str] = "sgd"
 
-    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int) -> None:
+    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int = 0) -> None:
         params -= np.float32(self.lr) * grad
 
     def apply_scaled(self, params: np.ndarray, grad: np.ndarray, scaled: np.ndarray, state: np.ndarray | None,
@@ -54,7 +54,7 @@ class Adagrad(UpdateRule):
     def new_state(self, size: int) -> np.ndarray | None:
         return np.full(size, self.initial_accumulator, dtype=np.float32)
 
-    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int) -> None:
+    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int = 0) -> None:
         a = np.empty_like(params)
         self.apply_scaled(params, grad, self.scale(grad, a), state, np.empty_like(params))
 

@@ -85,7 +85,7 @@ class UpdateRule:
             return f"{self.name}'s state is not all finite"
         return None
 
-    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int) -> None:
+    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int = 0) -> None:
         """Update ``params`` (and ``state``) in place with one pushed gradient (float32 arrays)."""
         raise NotImplementedError(f"{type(self).__name__} must define apply(params, grad, state, staleness)")
 
