@@ -9,8 +9,11 @@ shows how to write one more.
 - ``staleness_aware``: the step divided by the push's staleness (Zhang et al. 2016).
 - ``diloco``: H inner AdamW steps per replica, the parameter delta pushed as an
   outer gradient, Nesterov momentum on the shards (Douillard et al. 2023).
+- ``ssp``: a replica more than s steps ahead of the slowest waits (Ho et al. 2013).
+- ``easgd``: replicas keep their own parameters, tied to a centre on the shards by
+  an elastic force every tau steps (Zhang et al. 2015).
 """
 
-from . import diloco, staleness_aware
+from . import diloco, easgd, ssp, staleness_aware
 
-__all__ = ["diloco", "staleness_aware"]
+__all__ = ["diloco", "easgd", "ssp", "staleness_aware"]

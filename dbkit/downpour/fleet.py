@@ -47,6 +47,7 @@ class Fleet:
         self.replaced: dict[int, int] = {}  # ended replica -> the replica that replaced it
         self.crashed: set[int] = set()  # killed by ``crash`` (lose_replica): the lesson's loss, not replaced
         self.machine_lost: set[int] = set()  # lost with a worker (``note_dead_workers``)
+        self.left_clocks: set[int] = set()  # ended replicas whose clocks shard 0 was told to drop
         # lock order: after Job._steer, before Job._sample_lock and Placement._lock (replicas started, stopped, polled)
         self.launching = threading.RLock()
 
@@ -281,6 +282,15 @@ class Fleet:
                     self._lose_worker(worker, f"worker {worker} lost ({type(e).__name__})")
         if settle:
             self.book.settle_futures()
+        self._drop_ended_clocks()
+
+    def _drop_ended_clocks(self) -> None:
+        """A replica that ended without leaving (lost, failed, diverged) must not hold the others back: loops
+        that wait for the slowest (``dbkit.after.ssp``) would wait for it for ever."""
+        ended = {i for i, e in self.book.entries.items() if not e.live} - self.left_clocks
+        if ended and self.config.downpour.replica != "downpour":
+            self.placement.forget_replicas(sorted(ended))
+        self.left_clocks |= ended
 
     def _lose_worker(self, worker: str, reason: str) -> None:
         for index in self.book.live():

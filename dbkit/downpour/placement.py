@@ -134,6 +134,18 @@ class Placement:
         with self._lock:
             return self.last_read.shard_figures(self.server) if self.server is not None else []
 
+    def forget_replicas(self, indices: list[int]) -> None:
+        """Shard 0 drops these replicas' clocks (``dbkit.ps.replica_clocks``); a lost shard 0 knows none."""
+        with self._lock:
+            server = self.server
+        if server is None:
+            return
+        for i in indices:
+            try:
+                server.leave(f"replica{i}")
+            except Exception:  # noqa: BLE001 - a lost shard is the recovery's to notice
+                return
+
     def set_lr(self, lr: float) -> None:
         with self._lock:
             if self.server is not None:

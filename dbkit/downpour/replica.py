@@ -25,6 +25,7 @@ import numpy as np
 from ..data import MiniBatches
 from ..nn import Network
 from ..ps import PushAnswer
+from ..runtime.clock import REAL_TIME, Clock
 from ..settings import Setting
 from ..training.figures import ReplicaCounters, ReplicaFigures
 from .exchange import Exchange
@@ -74,7 +75,8 @@ class DownpourReplica:
         self.batches = MiniBatches(X, y, batch_size, seed=seed)
         self.params: np.ndarray | None = None
         self.counters = ReplicaCounters(max_nonfinite)
-        self.exchange = Exchange(server, network.size, overlap, self._took_params, self._answered)
+        self.exchange = Exchange(server, network.size, overlap, self.took_params, self._answered)
+        self.clock: Clock = REAL_TIME  # its runtime's (virtual on a simulated cluster): ``run_replica`` sets it
 
     @property
     def under_way(self) -> bool:
@@ -123,7 +125,9 @@ class DownpourReplica:
         self.schedule.done(actions)
         return float(loss)
 
-    def _took_params(self, params: np.ndarray) -> None:
+    def took_params(self, params: np.ndarray) -> None:
+        """What a fetch brought (the exchange calls it): Downpour's replica computes on it from now on; a loop
+        that keeps its own parameters (EASGD's) keeps it elsewhere."""
         self.params = params
 
     def _answered(self, answers: list[PushAnswer]) -> None:

@@ -4,7 +4,7 @@ A replica loop is a subclass of ``DownpourReplica`` that overrides ``step``
 (and, if it keeps something to push, ``flush``), built from the replica's
 public parts: its ``schedule`` (when to fetch and push), its ``exchange``
 (the accrued gradient and the fetches and pushes under way), its ``batches``
-and ``network``, and its ``counters``. Its own settings are ``knobs``
+and ``network``, its ``counters``, and ``took_params`` (what a fetch brought). Its own settings are ``knobs``
 (``dbkit.settings.Setting``s, range-checked as every setting is) and arrive
 as keyword arguments of its constructor. ``shard_rate`` names the knob that
 sets the rate the shards apply (DiLoCo's outer rate, EASGD's moving rate);

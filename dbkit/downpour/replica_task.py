@@ -91,6 +91,7 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
         cls = replica_class(loop) if isinstance(loop, str) else loop
         replica = cls(index, side.computing(network), X, y, server, batch_size, s.n_fetch, s.n_push, s.lr,
                       seed=seed, max_nonfinite=max_nonfinite, overlap=overlap, **(knobs or {}))
+        replica.clock = side.time  # a loop that waits for others waits in its runtime's time
 
     def publish(figures: ReplicaFigures) -> None:
         ctl.figures[index] = figures

@@ -71,5 +71,9 @@ class Schedule:
         """The step's gradient was not finite: it is dropped and the next step fetches afresh."""
         self.have_params = False
 
+    def fetch_afresh(self) -> None:
+        """The next step fetches first and waits for the parameters (a loop that needs fresher ones)."""
+        self.have_params = False
+
     def flushed(self) -> None:
         self.since_push = 0

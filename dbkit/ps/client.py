@@ -204,6 +204,23 @@ class ShardedParameters:
         figures = [resolve(p) for p in [s.figures() for s in self.shards]]
         return [dataclasses.replace(f, worker=w) for w, f in zip(self.workers, figures)]
 
+    # ---- what replicas ask of each other, through shard 0 (``dbkit.ps.replica_clocks``) ----------------
+    def tick(self, clock: int) -> int:
+        """This client's replica has finished ``clock`` steps: the slowest live replica's clock."""
+        return int(resolve(self.shards[0].tick(self.name, clock)))
+
+    def leave(self, name: str | None = None) -> None:
+        """This client's replica (or the one called ``name``) no longer trains: nobody waits for it."""
+        resolve(self.shards[0].leave(self.name if name is None else name))
+
+    def arrive(self, round_: int) -> tuple[int, int]:
+        """This replica brings its gradient for ``round_``: its rank among the arrivals, and the live count."""
+        rank, live = resolve(self.shards[0].arrive(self.name, round_))
+        return int(rank), int(live)
+
+    def arrived(self, round_: int) -> int:
+        return int(resolve(self.shards[0].arrived(round_)))
+
     def set_lr(self, lr: float) -> None:
         for p in [s.set_lr(lr) for s in self.shards]:
             resolve(p)

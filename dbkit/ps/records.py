@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .histogram import Histogram
 
@@ -45,6 +46,7 @@ class ShardFigures:
     rejections: dict[str, int] = field(default_factory=dict)
     pushers: dict[str, int] = field(default_factory=dict)
     worker: str = "local"
+    rule_settings: dict[str, Any] = field(default_factory=dict)  # the update rule's own knobs
 
     @property
     def size(self) -> int:
@@ -61,7 +63,7 @@ class ShardFigures:
                 "rejected": self.rejected, "rejections": dict(self.rejections), "pushers": dict(self.pushers),
                 "staleness": self.staleness.summary(), "staleness_examples": self.age.summary(),
                 "examples": self.examples, "bytes_fetched": self.bytes_fetched, "bytes_pushed": self.bytes_pushed,
-                "optimizer": self.optimizer, "lr": self.lr}
+                "optimizer": self.optimizer, "lr": self.lr, "rule_settings": dict(self.rule_settings)}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import numpy as np
 from .checkpoint import ShardState, write_shard
 from .histogram import Histogram, coarse
 from .records import PushAnswer, ShardFigures
+from .replica_clocks import ReplicaClocks
 from .rules import check_lr
 from .update_rule import UpdateRule, make_rule
 from .vector_checkpoint import VectorState, write_vectors
@@ -77,6 +78,7 @@ class ParameterShard(VectorOps):
         self.bytes_pushed = 0
         self.vectors: dict[str, np.ndarray] = {}  # named vectors for Sandblaster (dbkit.ps.vectors)
         self.landed: dict[str, set] = {}  # work units accumulated into each named vector
+        self.clocks = ReplicaClocks()  # replicas' clocks and arrivals (shard 0's are the ones asked)
         # lock order: leaf (parameters, accumulators, version and counters; a fetch or push holds it alone)
         self._lock = threading.Lock()
 
@@ -88,6 +90,20 @@ class ParameterShard(VectorOps):
         """This shard's version, without taking its lock: the driver's heartbeat (a hung machine answers
         nothing, a busy shard still answers at once)."""
         return self.version
+
+    # what replicas ask of each other through shard 0 (``dbkit.ps.replica_clocks``: SSP, backup workers)
+    def tick(self, pusher: str, clock: int) -> int:
+        return self.clocks.tick(pusher, clock)
+
+    def leave(self, pusher: str) -> None:
+        self.clocks.leave(pusher)
+
+    def arrive(self, pusher: str, round_: int) -> tuple[int, int]:
+        """``pusher``'s rank in round ``round_`` and how many replicas are live (the round's N)."""
+        return self.clocks.arrive(pusher, round_), self.clocks.live()
+
+    def arrived(self, round_: int) -> int:
+        return self.clocks.arrived(round_)
 
     def fetch(self, into: np.ndarray | None = None) -> tuple[int, np.ndarray]:
         """Return ``(version, copy of the parameters)``; never an alias. With ``into`` (this shard's size,
@@ -240,7 +256,7 @@ class ParameterShard(VectorOps):
                 rejected=self.rejected, optimizer=self.rule.name, lr=self.rule.lr,
                 bytes_fetched=self.bytes_fetched, bytes_pushed=self.bytes_pushed, examples=self.examples,
                 staleness=Histogram.of(self.staleness), age=Histogram.of(self.ages),
-                rejections=dict(self.rejections), pushers=dict(self.pushers))
+                rejections=dict(self.rejections), pushers=dict(self.pushers), rule_settings=self.rule.settings())
 
     def save(self, directory: str, model: str) -> int:
         """Write this shard's checkpoint (``dbkit.ps.checkpoint``) into ``directory``; returns its version.
