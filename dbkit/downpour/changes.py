@@ -39,11 +39,22 @@ def apply_change(changes: dict[str, Any], old: RunConfig, new: RunConfig, fleet:
             fleet.steer(wait=acted, **rates)
         if "slow_replicas" in changes:
             fleet.set_slow(dict(new.slow_replicas), wait=acted)
+        if (new.downpour.replica, new.replica_settings()) != (old.downpour.replica, old.replica_settings()):
+            renew(fleet)
         if "replicas" in changes:
             fleet.resize(new.replicas, wait=acted > 0)
     except BaseException:
         fleet.use(old)
         raise
+
+
+def renew(fleet: Fleet) -> None:
+    """Replace the live replicas with new ones (each pushes what it accumulated first): a replica reads its
+    loop and the loop's own settings (``dbkit.downpour.replica_kinds``) when it starts."""
+    with fleet.launching:
+        live = fleet.live()
+        fleet.stop(live, state="relaid")
+        fleet.add(len(live))
 
 
 def relayout(old: RunConfig, new: RunConfig, fleet: Fleet, placement: Placement, recovery: Recovery,

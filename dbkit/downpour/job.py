@@ -83,7 +83,8 @@ class DownpourSGD(Job):
     """
 
     algorithm = "downpour"
-    steerable = ("n_fetch", "n_push", "lr", "optimizer", "replicas", "partitions", "shards", "slow_replicas")
+    steerable = ("n_fetch", "n_push", "lr", "optimizer", "replicas", "partitions", "shards", "slow_replicas",
+                 "replica")
     before_start = ("warm_start_steps",)
 
     @staticmethod

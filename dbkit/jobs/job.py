@@ -314,12 +314,14 @@ class Job(JobFigures):
                 self.events.emit(Change, setting=k, old=old[k], new=v, asked=request.asked, applied=now)
 
     def _steerable_knobs(self) -> frozenset[str]:
-        """Where the optimizer steers, so do the update rules' own knobs (``momentum``, ``eps``)."""
-        if "optimizer" not in self.steerable:
-            return frozenset()
+        """Where the optimizer steers, so do the update rules' own knobs (``momentum``, ``eps``); where the
+        replica loop does, its knobs (``inner_steps``: the replicas are renewed with them)."""
+        from ..downpour.replica_kinds import registered_replicas, replica_class
         from ..ps.update_rule import registered_rules, rule_class
 
-        return frozenset(k.name for name in registered_rules() for k in rule_class(name).knobs)
+        classes = ([rule_class(n) for n in registered_rules()] if "optimizer" in self.steerable else []) + (
+            [replica_class(n) for n in registered_replicas()] if "replica" in self.steerable else [])
+        return frozenset(k.name for cls in classes for k in cls.knobs)
 
     def _current(self, setting: str) -> Any:
         return self._user_paused if setting == "paused" else self.config.get(setting)

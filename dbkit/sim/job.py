@@ -40,7 +40,7 @@ from .run import SimulatedRun
 
 #: what ``set()`` changes while a simulated job trains, and what only before it starts
 STEERING: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "downpour": (("n_fetch", "n_push", "lr", "optimizer", "replicas", "slow_replicas"),
+    "downpour": (("n_fetch", "n_push", "lr", "optimizer", "replicas", "slow_replicas", "replica"),
                  ("warm_start_steps", "partitions", "shards")),
     "sandblaster": (("slow_replicas",), ("replicas", "work_unit_size", "backup", "balance", "shards")),
     "sgd": (("lr", "optimizer"), ("shards",)),

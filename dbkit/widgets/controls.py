@@ -14,7 +14,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from ..ps.update_rule import registered_rules
+from ..downpour.replica_kinds import registered_replicas, replica_class
+from ..ps.update_rule import registered_rules, rule_class
 from ..settings import SETTINGS
 
 STYLE = {"description_width": "120px"}
@@ -33,13 +34,14 @@ class Knob:
 
 
 REPLICAS = Knob("replicas", "replicas", "int", 1, 8)
+REPLICA_LOOP = Knob("replica", "replica loop", "choice")
 LR = Knob("lr", "learning rate", "log", 1e-3, 1.0)
 OPTIMIZER = Knob("optimizer", "optimizer", "choice")
 
 KNOBS: dict[str, tuple[Knob, ...]] = {
     "downpour": (REPLICAS, Knob("partitions", "partitions", "int", 1, 4), Knob("shards", "shards", "int", 1, 8),
                  Knob("n_fetch", "n_fetch", "int", 1, 32), Knob("n_push", "n_push", "int", 1, 32), LR, OPTIMIZER,
-                 Knob("warm_start_steps", "warm start steps", "int", 0, 1000)),
+                 REPLICA_LOOP, Knob("warm_start_steps", "warm start steps", "int", 0, 1000)),
     "sandblaster": (REPLICAS, Knob("work_unit_size", "work-unit size", "int", 0, 500),
                     Knob("backup", "backup tasks", "bool"), Knob("balance", "load balancing", "bool")),
     "sgd": (LR, OPTIMIZER),
@@ -53,6 +55,25 @@ BUTTONS: dict[str, tuple[str, ...]] = {
 }
 
 BUTTON_STYLE = {"start": "success", "pause": "", "resume": "", "stop": "danger", "lose a replica": "warning"}
+
+
+def own_knobs(config: Any) -> tuple[Knob, ...]:
+    """A control for each knob of the job's update rule and, in Downpour, its replica loop (their ranges from the
+    settings table; a whole-number range up to 64, a number's up to its bound)."""
+    classes: list[Any] = [rule_class(config.optimizer)]
+    if config.algorithm == "downpour":
+        classes.append(replica_class(config.downpour.replica))
+    knobs = []
+    for s in (SETTINGS[k.name] for cls in classes for k in cls.knobs):
+        label = s.name.replace("_", " ")
+        if s.kind == "int":
+            knobs.append(Knob(s.name, label, "int", s.lo or 0, min(s.hi or 64, 64)))
+        elif s.kind == "float":
+            log = s.lo_open and s.lo == 0 and (s.hi or 1) > 1
+            knobs.append(Knob(s.name, label, "log" if log else "float", 1e-3 if log else (s.lo or 0), s.hi or 1))
+        elif s.kind in ("choice", "bool"):
+            knobs.append(Knob(s.name, label, s.kind))
+    return tuple(knobs)
 
 
 def at_scale(knobs: tuple[Knob, ...], machines: int | None) -> tuple[Knob, ...]:
@@ -73,8 +94,14 @@ def make_control(knob: Knob, value: Any) -> w.Widget:
         lo, hi = math.log10(min(knob.lo, value)), math.log10(max(knob.hi, value))
         control = w.FloatLogSlider(value=float(value), base=10, min=lo, max=hi, step=0.05, readout_format=".3g",
                                    continuous_update=False, **common)
+    elif knob.kind == "float":
+        control = w.FloatSlider(value=float(value), min=float(knob.lo), max=float(max(knob.hi, value)),
+                                step=(knob.hi - knob.lo) / 100, readout_format=".3g", continuous_update=False,
+                                **common)
     elif knob.kind == "choice":
-        control = w.Dropdown(options=list(registered_rules()), value=value, **common)
+        choices = registered_rules() if knob.setting == "optimizer" else (
+            registered_replicas() if knob.setting == "replica" else SETTINGS[knob.setting].choices)
+        control = w.Dropdown(options=list(choices), value=value, **common)
     else:
         control = w.Checkbox(value=bool(value), indent=False, description=knob.label,
                              tooltip=SETTINGS[knob.setting].help)

@@ -239,7 +239,12 @@ class Panel:
             for setting, control in self.controls.items():
                 if setting in busy and setting not in force:
                     continue
-                value = self.next_run.get(setting, job.config.get(setting))
+                try:
+                    value = self.next_run.get(setting, job.config.get(setting))
+                except KeyError:  # a knob of the rule or loop the job had, not of the one it has now
+                    control.disabled = True
+                    continue
+                control.disabled = False
                 if differs(control.value, value):
                     control.value = value
             if self.straggler is not None and ("slow_replicas" not in busy or "slow_replicas" in force):

@@ -9,7 +9,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, at_scale, make_control
+from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, at_scale, make_control, own_knobs
 
 #: a job's states in which it is over (Start makes a new run)
 OVER = ("finished", "diverged", "failed", "stopped")
@@ -31,7 +31,7 @@ class PanelWidgets:
 def panel_widgets(algorithm: str, config: Any, machines: int | None, simulated: bool) -> PanelWidgets:
     """The widgets of a panel for ``algorithm`` showing ``config``'s settings; on a ``simulated`` cluster of
     ``machines`` the replicas and rates reach its scale (``at_scale``)."""
-    shown = at_scale(KNOBS[algorithm], machines) if simulated else KNOBS[algorithm]
+    shown = (at_scale(KNOBS[algorithm], machines) if simulated else KNOBS[algorithm]) + own_knobs(config)
     controls = {k.setting: make_control(k, config.get(k.setting)) for k in shown}
     straggler = Straggler(dict(config.slow_replicas)) if algorithm != "sgd" else None
     buttons = {}
