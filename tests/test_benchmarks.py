@@ -249,3 +249,18 @@ def test_sim_instructions_refuses_without_valgrind(tmp_path):
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "sim_instructions.py"), "--steps", "1"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and "valgrind is not on PATH" in proc.stderr
+
+
+def test_after_distbelief(tmp_path):
+    r = run("after_distbelief", "--seconds", "2", "--rounds", "2", "--replicas", "2", "--target", "0.5",
+            tmp_path=tmp_path)
+    names = ["downpour-adagrad", "staleness-aware", "diloco", "easgd"]
+    assert list(r["median"]) == names and len(r["rounds"]) == 2
+    assert all(set(one) == set(names) for one in r["rounds"])
+    for name in names:
+        m, rows = r["median"][name], [one[name] for one in r["rounds"]]
+        assert m["final_accuracy"] == pytest.approx(np.median([x["final_accuracy"] for x in rows]))
+        assert all(x["examples"] > 0 and x["updates_per_shard"] > 0 for x in rows)
+    # DiLoCo pushes once a round of 8 steps: far fewer bytes per example than Downpour's push every step
+    pushed = {name: r["median"][name]["bytes_pushed_per_example"] for name in names}
+    assert pushed["diloco"] < pushed["downpour-adagrad"] / 3
