@@ -9,25 +9,17 @@ import pytest
 import dbkit
 from dbkit.after.ssp import SSPReplica
 from dbkit.config import RunConfig
-from dbkit.data import MiniBatches, load
 from dbkit.downpour import DownpourReplica
-from dbkit.nn import build
-from dbkit.ps import ShardedParameters, local_shards
+from dbkit.ps import local_shards
 from dbkit.runtime import InProcessCluster
 
-DIGITS = load("digits", seed=0)
-NET = build("mlp", DIGITS.n_features, DIGITS.n_classes, hidden=(16,), l2=0.0)
-X, Y = DIGITS.X_train[:600], DIGITS.y_train[:600]
+from .after_rig import NET, batches, replica
+
 LR = 0.05
 
 
-def _rows(i: int) -> slice:
-    return slice(200 * i, 200 * (i + 1))
-
-
 def _replica(cls, i: int, server, **knobs):
-    own = ShardedParameters(server.shards, server.layout, name=f"replica{i}")  # each replica its own client
-    return cls(i, NET, X[_rows(i)], Y[_rows(i)], own, 16, lr=LR, seed=i, overlap=False, **knobs)
+    return replica(cls, i, server, LR, **knobs)
 
 
 def test_ssp_at_zero_steps_replicas_in_turn_each_on_everything_the_others_pushed():
@@ -36,11 +28,11 @@ def test_ssp_at_zero_steps_replicas_in_turn_each_on_everything_the_others_pushed
     start = NET.init_params(0)
     server = local_shards(start, 2, "sgd", LR)
     replicas = [_replica(SSPReplica, i, server, max_staleness=0) for i in range(3)]
-    p, batches = start.copy(), [MiniBatches(X[_rows(i)], Y[_rows(i)], 16, seed=i) for i in range(3)]
+    p, draws = start.copy(), [batches(i) for i in range(3)]
     for _ in range(4):
         for i, r in enumerate(replicas):
             r.step()
-            xb, yb = next(batches[i])
+            xb, yb = next(draws[i])
             _, g = NET.loss_and_grad(p, xb, yb)
             p -= np.float32(LR) * g
     assert np.array_equal(server.fetch(), p)

@@ -10,10 +10,11 @@ shows how to write one more.
 - ``diloco``: H inner AdamW steps per replica, the parameter delta pushed as an
   outer gradient, Nesterov momentum on the shards (Douillard et al. 2023).
 - ``ssp``: a replica more than s steps ahead of the slowest waits (Ho et al. 2013).
+- ``backup_sync``: synchronous SGD whose rounds take the first N - b gradients (Chen et al. 2016).
 - ``easgd``: replicas keep their own parameters, tied to a centre on the shards by
   an elastic force every tau steps (Zhang et al. 2015).
 """
 
-from . import diloco, easgd, ssp, staleness_aware
+from . import backup_sync, diloco, easgd, ssp, staleness_aware
 
-__all__ = ["diloco", "easgd", "ssp", "staleness_aware"]
+__all__ = ["backup_sync", "diloco", "easgd", "ssp", "staleness_aware"]

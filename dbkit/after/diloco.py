@@ -91,9 +91,7 @@ class DiLoCoReplica(DownpourReplica):
             self.start = self.params.copy()
         assert self.params is not None
         X, y = next(self.batches)
-        with np.errstate(all="ignore"):
-            loss, grad = self.network.loss_and_grad(self.params, X, y)
-            finite = np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
+        loss, grad, finite = self.gradient(self.params, X, y)
         if not finite:  # drop the round: the next step starts again from the shards
             self.counters.dropped()
             self.start, self.inner_done, self.round_examples = None, 0, 0

@@ -67,9 +67,7 @@ class EASGDReplica(DownpourReplica):
             self.params = self.centre.copy()
         x = self.params
         X, y = next(self.batches)
-        with np.errstate(all="ignore"):
-            loss, grad = self.network.loss_and_grad(x, X, y)  # at x before the elastic pull
-            finite = np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
+        loss, grad, finite = self.gradient(x, X, y)  # at x before the elastic pull
         if not finite:
             self.counters.dropped()
             self.params = None

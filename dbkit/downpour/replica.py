@@ -109,10 +109,7 @@ class DownpourReplica:
             self.counters.fetches += 1
         assert self.params is not None
         X, y = next(self.batches)
-        with np.errstate(all="ignore"):
-            loss, grad = self.network.loss_and_grad(self.params, X, y)
-            # one BLAS dot, no temporary: NaN and inf (and overflow) propagate into it
-            finite = np.isfinite(loss) and np.isfinite(np.dot(grad, grad))
+        loss, grad, finite = self.gradient(self.params, X, y)
         if not finite:
             self.counters.dropped()  # drop this gradient and start again from the server's parameters
             self.schedule.dropped()
@@ -124,6 +121,15 @@ class DownpourReplica:
             self.counters.fetches += 1
         self.schedule.done(actions)
         return float(loss)
+
+    def gradient(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray, bool]:
+        """The mini-batch loss and gradient at ``params``, and whether both are finite (a loop drops the
+        gradient if not)."""
+        with np.errstate(all="ignore"):
+            loss, grad = self.network.loss_and_grad(params, X, y)
+            # one BLAS dot, no temporary: NaN and inf (and overflow) propagate into it
+            finite = bool(np.isfinite(loss) and np.isfinite(np.dot(grad, grad)))
+        return float(loss), grad, finite
 
     def took_params(self, params: np.ndarray) -> None:
         """What a fetch brought (the exchange calls it): Downpour's replica computes on it from now on; a loop

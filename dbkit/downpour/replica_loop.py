@@ -27,13 +27,15 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
     non-finite gradients for a while) ends as ``diverged``; one that raises
     ends as ``failed`` with the error: neither stops the other replicas. One
     told to ``crash`` ends as ``lost`` without pushing what it accumulated;
-    one told it is ``slow`` sleeps after each step for (slow - 1) times the step.
+    one told it is ``slow`` sleeps after each step for (slow - 1) times the step (a replica with a
+    ``lag(seconds)`` method spends that time where it chooses: a backup-sync replica, computing).
     It waits and times its steps by ``clock`` (its runtime's: virtual seconds on
     a simulated cluster). Paused, it looks at its settings every ``poll`` seconds,
     or sooner where the clock knows of a message for it; running, it publishes
     its figures every ``publish_every`` (defaults: the clock's).
     """
     poll = clock.poll if poll is None else poll
+    lag = getattr(replica, "lag", clock.sleep)  # a straggler's extra time: a loop may spend it where it computes
     publish_every = clock.publish_every if publish_every is None else publish_every
     applied = settings()
     state, last = "running", 0.0
@@ -68,7 +70,7 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
             began = clock.now()
             replica.step()
             if s.slow > 1:
-                clock.sleep((s.slow - 1) * (clock.now() - began))
+                lag((s.slow - 1) * (clock.now() - began))
             if replica.diverged:
                 c = replica.counters
                 final = figures("diverged", error=f"{c.nonfinite_in_a_row} non-finite gradients in a row "

@@ -213,13 +213,21 @@ class ShardedParameters:
         """This client's replica (or the one called ``name``) no longer trains: nobody waits for it."""
         resolve(self.shards[0].leave(self.name if name is None else name))
 
-    def arrive(self, round_: int) -> tuple[int, int]:
-        """This replica brings its gradient for ``round_``: its rank among the arrivals, and the live count."""
-        rank, live = resolve(self.shards[0].arrive(self.name, round_))
-        return int(rank), int(live)
+    def arrive(self, round_: int, backups: int) -> tuple[int, int, int]:
+        """This replica brings its gradient for ``round_``: its rank, how many count, the current round."""
+        rank, needed, current = resolve(self.shards[0].arrive(self.name, round_, backups))
+        return int(rank), int(needed), int(current)
 
-    def arrived(self, round_: int) -> int:
-        return int(resolve(self.shards[0].arrived(round_)))
+    def decided(self, round_: int) -> bool:
+        """Whether round ``round_``'s counted gradients have all arrived (they may be applied now)."""
+        return bool(resolve(self.shards[0].decided(round_)))
+
+    def land(self, round_: int) -> int:
+        """This replica's counted gradient of ``round_`` is applied on every shard: the current round."""
+        return int(resolve(self.shards[0].land(round_)))
+
+    def current_round(self) -> int:
+        return int(resolve(self.shards[0].current_round()))
 
     def set_lr(self, lr: float) -> None:
         for p in [s.set_lr(lr) for s in self.shards]:

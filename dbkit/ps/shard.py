@@ -98,12 +98,17 @@ class ParameterShard(VectorOps):
     def leave(self, pusher: str) -> None:
         self.clocks.leave(pusher)
 
-    def arrive(self, pusher: str, round_: int) -> tuple[int, int]:
-        """``pusher``'s rank in round ``round_`` and how many replicas are live (the round's N)."""
-        return self.clocks.arrive(pusher, round_), self.clocks.live()
+    def arrive(self, pusher: str, round_: int, backups: int) -> tuple[int, int, int]:
+        return self.clocks.arrive(pusher, round_, backups)
 
-    def arrived(self, round_: int) -> int:
-        return self.clocks.arrived(round_)
+    def decided(self, round_: int) -> bool:
+        return self.clocks.decided(round_)
+
+    def land(self, round_: int) -> int:
+        return self.clocks.land(round_)
+
+    def current_round(self) -> int:
+        return self.clocks.current()
 
     def fetch(self, into: np.ndarray | None = None) -> tuple[int, np.ndarray]:
         """Return ``(version, copy of the parameters)``; never an alias. With ``into`` (this shard's size,

@@ -1,0 +1,26 @@
+"""What the tests of dbkit.after's replica loops share: a small MLP on digits, three replicas' data shards,
+and a replica made over in-process shards with a client of its own (as each replica has in a job)."""
+
+from dbkit.data import MiniBatches, load
+from dbkit.nn import build
+from dbkit.ps import ShardedParameters
+
+DIGITS = load("digits", seed=0)
+NET = build("mlp", DIGITS.n_features, DIGITS.n_classes, hidden=(16,), l2=0.0)
+X, Y = DIGITS.X_train[:600], DIGITS.y_train[:600]
+
+
+def rows(i: int) -> slice:
+    """Replica ``i``'s data shard (of three)."""
+    return slice(200 * i, 200 * (i + 1))
+
+
+def batches(i: int) -> MiniBatches:
+    """The mini-batches replica ``i`` draws (the same seed as ``replica``)."""
+    return MiniBatches(X[rows(i)], Y[rows(i)], 16, seed=i)
+
+
+def replica(cls, i: int, server, lr: float, **knobs):
+    """Replica ``i`` of loop ``cls`` over ``server``'s shards, named ``replica{i}``, waiting for each call."""
+    own = ShardedParameters(server.shards, server.layout, name=f"replica{i}")
+    return cls(i, NET, X[rows(i)], Y[rows(i)], own, 16, lr=lr, seed=i, overlap=False, **knobs)
