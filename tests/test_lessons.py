@@ -21,10 +21,10 @@ def _cells(path: Path) -> list:
     return nbformat.read(path, as_version=4).cells
 
 
-def test_the_nine_lessons_are_there():
+def test_the_ten_lessons_are_there():
     assert [p.stem for p in LESSONS] == ["00_tour", "01_parameter_server", "02_downpour",
                                          "03_adagrad_and_warm_start", "04_sandblaster", "05_partitioning",
-                                         "06_failures", "07_scaling_out", "08_at_scale"]
+                                         "06_failures", "07_scaling_out", "08_at_scale", "09_after_distbelief"]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)

@@ -59,7 +59,7 @@ BUTTON_STYLE = {"start": "success", "pause": "", "resume": "", "stop": "danger",
 
 def own_knobs(config: Any) -> tuple[Knob, ...]:
     """A control for each knob of the job's update rule and, in Downpour, its replica loop (their ranges from the
-    settings table; a whole-number range up to 64, a number's up to its bound)."""
+    settings table; a whole-number range up to 1,000, a number's up to its bound)."""
     classes: list[Any] = [rule_class(config.optimizer)]
     if config.algorithm == "downpour":
         classes.append(replica_class(config.downpour.replica))
@@ -67,7 +67,7 @@ def own_knobs(config: Any) -> tuple[Knob, ...]:
     for s in (SETTINGS[k.name] for cls in classes for k in cls.knobs):
         label = s.name.replace("_", " ")
         if s.kind == "int":
-            knobs.append(Knob(s.name, label, "int", s.lo or 0, min(s.hi or 64, 64)))
+            knobs.append(Knob(s.name, label, "int", s.lo or 0, min(s.hi or 1000, 1000)))
         elif s.kind == "float":
             log = s.lo_open and s.lo == 0 and (s.hi or 1) > 1
             knobs.append(Knob(s.name, label, "log" if log else "float", 1e-3 if log else (s.lo or 0), s.hi or 1))
