@@ -68,9 +68,11 @@ def own_knobs(config: Any) -> tuple[Knob, ...]:
         label = s.name.replace("_", " ")
         if s.kind == "int":
             knobs.append(Knob(s.name, label, "int", s.lo or 0, min(s.hi or 1000, 1000)))
-        elif s.kind == "float":
-            log = s.lo_open and s.lo == 0 and (s.hi or 1) > 1
-            knobs.append(Knob(s.name, label, "log" if log else "float", 1e-3 if log else (s.lo or 0), s.hi or 1))
+        elif s.kind == "float" and s.lo_open and s.lo == 0:  # a positive rate or epsilon: on a log scale
+            hi = s.hi or 1.0
+            knobs.append(Knob(s.name, label, "log", min(1e-3, hi / 1000), hi))
+        elif s.kind == "float":  # a fraction (momentum, decay): linear, over at most [lo, 10]
+            knobs.append(Knob(s.name, label, "float", s.lo or 0, min(s.hi or 1.0, 10.0)))
         elif s.kind in ("choice", "bool"):
             knobs.append(Knob(s.name, label, s.kind))
     return tuple(knobs)
