@@ -91,23 +91,30 @@ class ParameterShard(VectorOps):
         nothing, a busy shard still answers at once)."""
         return self.version
 
-    # what replicas ask of each other through shard 0 (``dbkit.ps.replica_clocks``: SSP, backup workers)
+    # what replicas ask of each other through shard 0 (``dbkit.ps.replica_clocks``: SSP, backup workers); as
+    # actor methods, each is one short call, and none takes the parameters' lock
     def tick(self, pusher: str, clock: int) -> int:
+        """``pusher`` has finished ``clock`` steps: the slowest live replica's clock (``ReplicaClocks.tick``)."""
         return self.clocks.tick(pusher, clock)
 
     def leave(self, pusher: str) -> None:
+        """``pusher`` no longer trains: nobody waits for it (``ReplicaClocks.leave``)."""
         self.clocks.leave(pusher)
 
     def arrive(self, pusher: str, round_: int, backups: int) -> tuple[int, int, int]:
+        """``pusher``'s ``(rank, needed, current round)`` in a synchronous round (``ReplicaClocks.arrive``)."""
         return self.clocks.arrive(pusher, round_, backups)
 
     def decided(self, round_: int) -> bool:
+        """Whether round ``round_``'s counted gradients have all arrived (``ReplicaClocks.decided``)."""
         return self.clocks.decided(round_)
 
     def land(self, round_: int) -> int:
+        """A counted gradient of ``round_`` is applied everywhere: the current round (``ReplicaClocks.land``)."""
         return self.clocks.land(round_)
 
     def current_round(self) -> int:
+        """The first round not yet over (``ReplicaClocks.current``)."""
         return self.clocks.current()
 
     def fetch(self, into: np.ndarray | None = None) -> tuple[int, np.ndarray]:
