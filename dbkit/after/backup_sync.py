@@ -28,8 +28,6 @@ from ..downpour.replica import DownpourReplica
 from ..downpour.replica_kinds import register_replica
 from ..settings import Setting, check
 
-FIRST_WAIT, LONGEST_WAIT = 0.0005, 0.02  # seconds between two looks at the current round (doubling)
-
 
 @register_replica
 class BackupSyncReplica(DownpourReplica):
@@ -97,22 +95,18 @@ class BackupSyncReplica(DownpourReplica):
         return float(loss)
 
     def wait_for_round(self, round_: int) -> int:
-        """Wait until every round before ``round_`` is over; returns the current round."""
-        current = [self.server.current_round()]
+        """Wait until every round before ``round_`` is over; returns the current round (one call to shard 0
+        when it is already over)."""
+        current = self.server.current_round()
 
         def over() -> bool:
-            current[0] = self.server.current_round()
-            return current[0] >= round_
+            nonlocal current
+            current = self.server.current_round()
+            return current >= round_
 
-        self.wait_until(over)
-        return current[0]
-
-    def wait_until(self, condition) -> None:
-        """Look at ``condition`` (a call to shard 0) until it holds, ever less often (in the runtime's time)."""
-        wait = FIRST_WAIT
-        while not condition():
-            self.clock.sleep(wait)
-            wait = min(2 * wait, LONGEST_WAIT)
+        if current < round_:
+            self.wait_until(over, look_first=False)
+        return current
 
     def flush(self) -> None:
         """Nothing is held between rounds; a paused or stopped replica leaves, and the rounds go on without it."""

@@ -26,8 +26,6 @@ from ..downpour.replica import DownpourReplica
 from ..downpour.replica_kinds import register_replica
 from ..settings import Setting, check
 
-FIRST_WAIT, LONGEST_WAIT = 0.0005, 0.02  # seconds between two looks at the slowest clock (doubling)
-
 
 @register_replica
 class SSPReplica(DownpourReplica):
@@ -42,7 +40,7 @@ class SSPReplica(DownpourReplica):
     def __init__(self, *args: Any, max_staleness: int | None = 3, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_staleness = check("max_staleness", max_staleness)
-        self.waits = 0  # looks at the slowest clock that found this replica too far ahead
+        self.waits = 0  # looks at the slowest clock that found this replica too far ahead (it then waited)
         self.slowest = 0
         self.params_slowest = -1  # the slowest clock known when the parameters it computes on were fetched
         self.joined = False
@@ -59,17 +57,22 @@ class SSPReplica(DownpourReplica):
         done = self.counters.steps
         if not self.joined:
             self.slowest, self.joined = self.server.tick(done), True
-        wait = FIRST_WAIT
-        while done - self.slowest > s:
+        if done - self.slowest > s:  # too far ahead, as last told: wait, and ask again until caught up
             self.waits += 1
-            self.clock.sleep(wait)
-            wait = min(2 * wait, LONGEST_WAIT)
-            self.slowest = self.server.tick(done)
+            self.wait_until(lambda: self.caught_up(done, s), look_first=False)
         if self.params_slowest < done - s:  # fetched before every replica had finished step done - s:
             self.schedule.fetch_afresh()  # the step must see their pushes (SSP's read guarantee)
         loss = super().step()
         self.slowest = self.server.tick(self.counters.steps)
         return loss
+
+    def caught_up(self, done: int, s: int) -> bool:
+        """Ask shard 0 for the slowest clock again: True once ``done`` steps are at most ``s`` ahead of it."""
+        self.slowest = self.server.tick(done)
+        if done - self.slowest > s:
+            self.waits += 1
+            return False
+        return True
 
     def flush(self) -> None:
         """Push what was accumulated, and leave: nobody waits for a paused or stopped replica."""

@@ -287,10 +287,12 @@ class Fleet:
     def _drop_ended_clocks(self) -> None:
         """A replica that ended without leaving (lost, failed, diverged) must not hold the others back: loops
         that wait for the slowest (``dbkit.after.ssp``) would wait for it for ever."""
+        if self.config.downpour.replica == "downpour":  # Downpour's replicas keep no clock: nothing to drop
+            return
         ended = {i for i, e in self.book.entries.items() if not e.live} - self.left_clocks
-        if ended and self.config.downpour.replica != "downpour":
+        if ended:
             self.placement.forget_replicas(sorted(ended))
-        self.left_clocks |= ended
+            self.left_clocks |= ended
 
     def _lose_worker(self, worker: str, reason: str) -> None:
         for index in self.book.live():

@@ -18,6 +18,7 @@ the job (``dbkit.downpour.job``) runs the same object inside a long-running task
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,6 +32,8 @@ from ..training.figures import ReplicaCounters, ReplicaFigures
 from .exchange import Exchange
 from .replica_kinds import register_replica
 from .schedule import Schedule
+
+FIRST_WAIT, LONGEST_WAIT = 0.0005, 0.02  # seconds between a waiting loop's looks (``wait_until``: doubling)
 
 
 class DownpourReplica:
@@ -130,6 +133,18 @@ class DownpourReplica:
             # one BLAS dot, no temporary: NaN and inf (and overflow) propagate into it
             finite = bool(np.isfinite(loss) and np.isfinite(np.dot(grad, grad)))
         return float(loss), grad, finite
+
+    def wait_until(self, condition: Callable[[], bool], look_first: bool = True) -> None:
+        """Wait, in the runtime's time (``clock``), until ``condition()`` holds (for a loop that waits for the
+        others: a call to shard 0), looking ever less often; ``look_first=False`` waits once before the first
+        look (the caller has just looked)."""
+        wait = FIRST_WAIT
+        if not look_first:
+            self.clock.sleep(wait)
+            wait *= 2
+        while not condition():
+            self.clock.sleep(wait)
+            wait = min(2 * wait, LONGEST_WAIT)
 
     def took_params(self, params: np.ndarray) -> None:
         """What a fetch brought (the exchange calls it): Downpour's replica computes on it from now on; a loop
