@@ -38,12 +38,16 @@ def test_a_panel_steers_diloco_knobs_on_a_running_job():
             assert job.config.rule().settings() == {"momentum": 0.5}
             assert [s.rule_settings for s in job.shards()] == [{"momentum": 0.5}] * len(job.shards())
 
-            seq = len(job.events)
+            seq = len(job.events) - 1  # ``since`` gives the events after this one
             panel.controls["inner_steps"].value = 10  # a loop's knob: the replicas are renewed with it
             panel.wait_idle()
             assert job.config.knob("inner_steps") == 10
-            relaid = [e for e in job.events.since(seq) if isinstance(e, ReplicaEvent) and e.what == "relaid"]
-            assert len(relaid) == 2 and job.snapshot().live_replicas == 2
+
+            def relaid():  # the job's monitor writes each replica's end to the stream as it notices it
+                return [e for e in job.events.since(seq) if isinstance(e, ReplicaEvent) and e.what == "relaid"]
+
+            until(lambda: len(relaid()) >= 2, 10)
+            assert len(relaid()) == 2 and job.snapshot().live_replicas == 2
             new = [r.replica for r in job.replicas() if r.live]
             until(lambda: all(r.steps >= 40 for r in job.replicas() if r.replica in new))
             for r in job.replicas():
