@@ -1,6 +1,8 @@
 """What the tests of dbkit.after's replica loops share: a small MLP on digits, three replicas' data shards,
 and a replica made over in-process shards with a client of its own (as each replica has in a job)."""
 
+import threading
+
 from dbkit.data import MiniBatches, load
 from dbkit.nn import build
 from dbkit.ps import ShardedParameters
@@ -20,7 +22,34 @@ def batches(i: int) -> MiniBatches:
     return MiniBatches(X[rows(i)], Y[rows(i)], 16, seed=i)
 
 
-def replica(cls, i: int, server, lr: float, **knobs):
-    """Replica ``i`` of loop ``cls`` over ``server``'s shards, named ``replica{i}``, waiting for each call."""
-    own = ShardedParameters(server.shards, server.layout, name=f"replica{i}")
+def replica(cls, i: int, server, lr: float, own: ShardedParameters | None = None, **knobs):
+    """Replica ``i`` of loop ``cls`` over ``server``'s shards, named ``replica{i}``, waiting for each call (its
+    client ``own``, if given, is one of the shards' clients)."""
+    own = own or ShardedParameters(server.shards, server.layout, name=f"replica{i}")
     return cls(i, NET, X[rows(i)], Y[rows(i)], own, 16, lr=lr, seed=i, overlap=False, **knobs)
+
+
+class PushOrder:
+    """Which replica's push reached the shards when: each push is applied on every shard before the next
+    starts (one lock), and its client's name is written down, so a test can follow the same order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.names: list[str] = []
+
+    def client(self, server, name: str) -> ShardedParameters:
+        """A client of ``server``'s in-process shards called ``name`` whose pushes are so recorded."""
+        order = self
+
+        class Recorded(ShardedParameters):
+            def start_push(self, *args, **kwargs):
+                with order.lock:
+                    order.names.append(name)
+                    return super().start_push(*args, **kwargs)
+
+            def start_push_fetch(self, *args, **kwargs):
+                with order.lock:
+                    order.names.append(name)
+                    return super().start_push_fetch(*args, **kwargs)
+
+        return Recorded(server.shards, server.layout, name=name)

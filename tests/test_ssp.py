@@ -13,7 +13,7 @@ from dbkit.downpour import DownpourReplica
 from dbkit.ps import local_shards
 from dbkit.runtime import InProcessCluster
 
-from .after_rig import NET, batches, replica
+from .after_rig import NET, PushOrder, batches, replica
 
 LR = 0.05
 
@@ -22,36 +22,64 @@ def _replica(cls, i: int, server, **knobs):
     return replica(cls, i, server, LR, **knobs)
 
 
-def test_ssp_at_zero_steps_replicas_in_turn_each_on_everything_the_others_pushed():
-    # Driven in turn (A, B, C, A, ...), s = 0 lets each go only once all have finished the step before; each
-    # computes on the parameters after every push before it: the sequence below, worked by hand.
-    start = NET.init_params(0)
+def test_ssp_at_zero_is_synchronous_sgd_bit_for_bit():
+    # Three replicas on threads, s = 0: every step c computes on exactly the parameters after all of step
+    # c - 1 (Ho et al. 2013, Sec. 2: a read at step c sees steps [0, c-1] and nothing of the window
+    # [c, c-1], empty): synchronous SGD with the same batches, its gradients applied in the order they came.
+    start, rounds = NET.init_params(0), 5
     server = local_shards(start, 2, "sgd", LR)
-    replicas = [_replica(SSPReplica, i, server, max_staleness=0) for i in range(3)]
-    p, draws = start.copy(), [batches(i) for i in range(3)]
-    for _ in range(4):
-        for i, r in enumerate(replicas):
+    order = PushOrder()
+    replicas = [replica(SSPReplica, i, server, LR, own=order.client(server, f"replica{i}"), max_staleness=0)
+                for i in range(3)]
+    for r in replicas:
+        r.join()  # all counted from the start, as a job's replicas are from their first step on
+
+    def run(r):
+        for _ in range(rounds):
             r.step()
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in replicas]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(r.counters.steps == rounds for r in replicas)
+    p, draws = start.copy(), [batches(i) for i in range(3)]
+    for c in range(rounds):
+        came = order.names[3 * c : 3 * c + 3]
+        assert sorted(came) == ["replica0", "replica1", "replica2"]  # no push of step c + 1 before all of c
+        grads = {}
+        for i in range(3):
             xb, yb = next(draws[i])
-            _, g = NET.loss_and_grad(p, xb, yb)
-            p -= np.float32(LR) * g
+            grads[f"replica{i}"] = NET.loss_and_grad(p, xb, yb)[1]  # all at the parameters after step c - 1
+        for name in came:
+            p -= np.float32(LR) * grads[name]
     assert np.array_equal(server.fetch(), p)
     assert server.shards[0].clocks.widest <= 1  # never more than one step between fastest and slowest
 
 
-def test_ssp_at_zero_makes_a_replica_that_ran_ahead_wait_until_the_others_catch_up():
-    server = local_shards(NET.init_params(0), 2, "sgd", LR)
-    a, b = (_replica(SSPReplica, i, server, max_staleness=0) for i in range(2))
-    a.step()
+def test_ssp_holds_a_push_until_no_replica_may_still_read_for_a_step_too_early_to_see_it():
+    # s = 1: a replica may start step 1 while b has not started step 0, but its step 1 must not reach b's
+    # read for step 0 (the window [c - s, c + s - 1] = [-1, 0]): it waits until b has read. Its step 2 then
+    # waits for b to finish step 0 and read for step 1.
+    start = NET.init_params(0)
+    server = local_shards(start, 2, "sgd", LR)
+    a, b = (_replica(SSPReplica, i, server, max_staleness=1) for i in range(2))
+    a.join()
+    b.join()
+    ran = threading.Thread(target=lambda: [a.step() for _ in range(3)], daemon=True)
+    ran.start()
+    ran.join(0.5)
+    assert ran.is_alive() and a.counters.steps == 2 and a.waits > 0  # step 1 computed, its push held
+    xa, ya = next(batches(0))
+    expected = start - np.float32(LR) * NET.loss_and_grad(start, xa, ya)[1]
+    assert np.array_equal(server.fetch(), expected)  # only a's step 0 is on the shards
+    b.step()  # b reads for step 0 (a's step 0 only), which lets a's step 1 go
+    ran.join(0.5)
+    assert ran.is_alive() and a.counters.steps == 3  # a's step 2 is held until b reads for step 1
     b.step()
-    a.step()  # a finished 2 steps, b 1: a's next step must wait for b
-    went = threading.Event()
-    t = threading.Thread(target=lambda: (a.step(), went.set()), daemon=True)
-    t.start()
-    assert not went.wait(0.5) and a.counters.steps == 2 and a.waits > 0  # waiting (and looking again)
-    b.step()
-    assert went.wait(10) and a.counters.steps == 3
-    t.join(10)
+    ran.join(10)
+    assert not ran.is_alive() and a.counters.steps == 3
 
 
 def test_ssp_unbounded_is_downpour_bit_for_bit():

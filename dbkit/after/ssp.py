@@ -1,21 +1,30 @@
 """Stale Synchronous Parallel: a replica more than s steps ahead of the slowest live one waits.
 
 Ho, Cipar, Cui, Kim, Lee, Gibbons, Gibson, Ganger and Xing, "More Effective
-Distributed ML via a Stale Synchronous Parallel Parameter Server", NIPS 2013:
-each worker has a clock, the steps it has finished; one whose clock is more
-than ``s`` ahead of the slowest worker's waits for it. ``s = 0`` is
-synchronous (every replica computes step t on the parameters after everyone's
-step t - 1); unbounded (``max_staleness=None`` in a ``RunConfig``, or any s as
-large as the run) is Downpour (DistBelief Sec. 4.1),
+Distributed ML via a Stale Synchronous Parallel Parameter Server", NIPS 2013,
+Sec. 2: each worker has a clock, the steps it has finished; one whose clock is
+more than ``s`` ahead of the slowest worker's waits for it. A worker computing
+step ``c`` reads parameters that hold every update of steps ``0 .. c-s-1``
+(the guarantee) and none of steps ``c+s`` and later (the window
+``[c-s, c+s-1]`` in which updates may or may not be seen). So ``s = 0`` is
+bulk synchronous: step ``c`` computes on exactly the parameters after everyone's
+step ``c - 1``, as synchronous SGD does. Unbounded (``max_staleness=None`` in a
+``RunConfig``, or any s as large as the run) is Downpour (DistBelief Sec. 4.1),
 where a fast replica never waits and a slow one's gradients grow stale.
 
-The clocks live on shard 0 (``dbkit.ps.replica_clocks``): a replica tells it
-each finished step and learns the slowest clock in the same call. SSP's read
-guarantee holds too: step ``c`` computes on parameters fetched after every
-replica had finished ``c - s`` steps (a push's fetch that came earlier is
-fetched again). A replica
-counts from its first call (when it starts); one that pauses, stops or is lost
-leaves, and nobody waits for it.
+The clocks live on shard 0 (``dbkit.ps.replica_clocks``). Each step a replica
+
+1. waits until it is at most ``s`` steps ahead of the slowest (``tick``);
+2. fetches afresh if its parameters were fetched before every replica had
+   finished step ``c - s - 1``, and says it has read for step ``c`` (``began``);
+3. computes, and before it pushes step ``c`` waits until every replica has read
+   for step ``c - s`` at least, so that no read for an earlier step sees it;
+4. waits for the push to land everywhere, and ticks.
+
+Its fetches and pushes are therefore waited for (no overlap). A replica counts
+from its first call (``join``); one that pauses, stops or is lost leaves, and
+nobody waits for it. The bounds cover pushed gradients: with ``n_push > 1`` a
+replica's latest unpushed steps are on it, not on the shards.
 """
 
 from __future__ import annotations
@@ -38,31 +47,60 @@ class SSPReplica(DownpourReplica):
     max_staleness: int | None = 3
 
     def __init__(self, *args: Any, max_staleness: int | None = 3, **kwargs: Any) -> None:
+        s = check("max_staleness", max_staleness)
+        if s is not None:  # the bounds need each fetch and push done when the clocks say so
+            kwargs["overlap"] = False
         super().__init__(*args, **kwargs)
-        self.max_staleness = check("max_staleness", max_staleness)
-        self.waits = 0  # looks at the slowest clock that found this replica too far ahead (it then waited)
-        self.slowest = 0
+        self.max_staleness = s
+        self.waits = 0  # looks at shard 0 that found this replica had to wait (it then looked again)
+        self.slowest = 0  # the slowest live replica's clock, as last told
+        self.earliest_read = -1  # the earliest step a live replica has read for, as last told
         self.params_slowest = -1  # the slowest clock known when the parameters it computes on were fetched
         self.joined = False
+
+    def join(self) -> None:
+        """Be counted among the live replicas from now on (the first step does it; a test may do it first, so
+        that all start together)."""
+        if not self.joined:
+            self.slowest, self.joined = self.server.tick(self.counters.steps), True
 
     def took_params(self, params) -> None:
         super().took_params(params)
         self.params_slowest = self.slowest
 
     def step(self) -> float:
-        """Wait while more than ``max_staleness`` steps ahead of the slowest, then a Downpour step."""
+        """One step within the window of ``max_staleness`` (its steps 1 to 4 above)."""
         s = self.max_staleness
         if s is None:
             return super().step()
-        done = self.counters.steps
-        if not self.joined:
-            self.slowest, self.joined = self.server.tick(done), True
-        if done - self.slowest > s:  # too far ahead, as last told: wait, and ask again until caught up
+        c = self.counters.steps
+        self.join()
+        if c - self.slowest > s:  # 1. too far ahead, as last told: wait, and ask again until caught up
             self.waits += 1
-            self.wait_until(lambda: self.caught_up(done, s), look_first=False)
-        if self.params_slowest < done - s:  # fetched before every replica had finished step done - s:
-            self.schedule.fetch_afresh()  # the step must see their pushes (SSP's read guarantee)
-        loss = super().step()
+            self.wait_until(lambda: self.caught_up(c, s), look_first=False)
+        if self.params_slowest < c - s:  # 2. fetched before every replica had finished step c - s - 1
+            self.schedule.fetch_afresh()
+        actions = self.schedule.next_step()
+        if actions.fetch:
+            self.exchange.fetch_now()
+            self.counters.fetches += 1
+        self.earliest_read = self.server.began(c)
+        assert self.params is not None
+        X, y = next(self.batches)
+        loss, grad, finite = self.gradient(self.params, X, y)  # 3.
+        if not finite:
+            self.counters.dropped()
+            self.schedule.dropped()
+            return float("nan")
+        self.exchange.accrue(grad, len(y), (self.params, self.lr) if actions.local else None)
+        self.counters.stepped(loss, len(y))
+        if actions.push:
+            if self.earliest_read < c - s:  # a replica still to read for a step before c - s: it must not see this
+                self.waits += 1
+                self.wait_until(lambda: self.read_by_all(c, c - s), look_first=False)
+            if self.exchange.push(and_fetch=actions.push_fetch):  # 4. (without overlap: landed on return)
+                self.counters.fetches += 1
+        self.schedule.done(actions)
         self.slowest = self.server.tick(self.counters.steps)
         return loss
 
@@ -70,6 +108,15 @@ class SSPReplica(DownpourReplica):
         """Ask shard 0 for the slowest clock again: True once ``done`` steps are at most ``s`` ahead of it."""
         self.slowest = self.server.tick(done)
         if done - self.slowest > s:
+            self.waits += 1
+            return False
+        return True
+
+    def read_by_all(self, mine: int, step: int) -> bool:
+        """Ask shard 0 again (this replica computes step ``mine``): True once every live replica has read for
+        ``step`` or a later step."""
+        self.earliest_read = self.server.began(mine)
+        if self.earliest_read < step:
             self.waits += 1
             return False
         return True

@@ -209,6 +209,11 @@ class ShardedParameters:
         """This client's replica has finished ``clock`` steps: the slowest live replica's clock."""
         return int(resolve(self.shards[0].tick(self.name, clock)))
 
+    def began(self, step: int) -> int:
+        """This client's replica has read its parameters for step ``step``: the earliest step a live replica
+        has begun."""
+        return int(resolve(self.shards[0].began(self.name, step)))
+
     def leave(self, name: str | None = None) -> None:
         """This client's replica (or the one called ``name``) no longer trains: nobody waits for it."""
         resolve(self.shards[0].leave(self.name if name is None else name))

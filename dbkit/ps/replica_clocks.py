@@ -5,7 +5,10 @@ that bound or drop stale work need a little shared knowledge, and the shards
 are the one place every replica already talks to, so shard 0 keeps it:
 
 - **Stale Synchronous Parallel** (Ho et al. 2013) needs each replica's clock
-  (the steps it has finished) and the slowest live one's: ``tick``.
+  (the steps it has finished) and the slowest live one's (``tick``), and the
+  step each has begun, its parameters read, and the earliest such step
+  (``began``): a push must not reach a replica still to read for a step
+  more than s before it.
 - **Synchronous SGD with backup workers** (Chen et al. 2016) needs, per round,
   the order in which replicas arrived (the first N - b count, the rest are
   dropped), when they have all arrived, and when a round is over: ``arrive``,
@@ -27,6 +30,7 @@ class ReplicaClocks:
         # lock order: leaf (clocks and arrivals; taken alone, never with the shard's own lock)
         self._lock = threading.Lock()
         self._clocks: dict[str, int] = {}
+        self._began: dict[str, int] = {}  # the step each live replica computes (its parameters read)
         self._rounds: dict[int, _Round] = {}
         self._current = 0  # the first round not yet over
         self.widest = 0  # the largest spread of clocks seen (fastest - slowest)
@@ -35,6 +39,7 @@ class ReplicaClocks:
         """Record that ``name`` has finished ``clock`` steps; return the slowest live replica's clock."""
         with self._lock:
             self._clocks[str(name)] = int(clock)
+            self._began.setdefault(str(name), int(clock) - 1)  # a newcomer has read for no step yet
             slowest = min(self._clocks.values())
             self.widest = max(self.widest, max(self._clocks.values()) - slowest)
             return slowest
@@ -44,10 +49,20 @@ class ReplicaClocks:
         counted in needs one gradient fewer."""
         with self._lock:
             self._clocks.pop(str(name), None)
+            self._began.pop(str(name), None)
             entry = self._rounds.get(self._current)
             if entry is not None:
                 entry.needed = min(entry.needed, max(1, len(self._clocks) - entry.backups))
                 self._close(self._current, entry)
+
+    def began(self, name: str, step: int) -> int:
+        """Record that ``name`` has read its parameters for step ``step`` (counted from 0) and computes it;
+        return the earliest step a live replica has so begun (a replica with a clock that has begun none:
+        its clock less one)."""
+        with self._lock:
+            if str(name) in self._clocks:
+                self._began[str(name)] = int(step)
+            return min(self._began.values(), default=int(step))
 
     def live(self) -> int:
         """How many replicas have a clock (the N of a synchronous round)."""

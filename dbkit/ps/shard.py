@@ -97,6 +97,11 @@ class ParameterShard(VectorOps):
         """``pusher`` has finished ``clock`` steps: the slowest live replica's clock (``ReplicaClocks.tick``)."""
         return self.clocks.tick(pusher, clock)
 
+    def began(self, pusher: str, step: int) -> int:
+        """``pusher`` has read for step ``step``: the earliest step a live replica has begun
+        (``ReplicaClocks.began``)."""
+        return self.clocks.began(pusher, step)
+
     def leave(self, pusher: str) -> None:
         """``pusher`` no longer trains: nobody waits for it (``ReplicaClocks.leave``)."""
         self.clocks.leave(pusher)
