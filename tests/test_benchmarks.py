@@ -252,7 +252,7 @@ def test_sim_instructions_refuses_without_valgrind(tmp_path):
 
 
 def test_after_distbelief(tmp_path):
-    r = run("after_distbelief", "--seconds", "2", "--rounds", "2", "--replicas", "2", "--target", "0.5",
+    r = run("after_distbelief", "--seconds", "1", "--rounds", "2", "--replicas", "2", "--target", "0.5",
             tmp_path=tmp_path)
     names = ["downpour-adagrad", "staleness-aware", "diloco", "easgd", "ssp", "backup-sync"]
     assert list(r["median"]) == names and len(r["rounds"]) == 2
