@@ -13,7 +13,7 @@ from dbkit.config import RunConfig
 from dbkit.ps import local_shards
 from dbkit.runtime import InProcessCluster
 
-from .after_rig import NET, batches, replica
+from .after_rig import NET, PushOrder, batches, replica
 
 LR = 0.1
 
@@ -35,15 +35,22 @@ def _in_threads(replicas, steps: int) -> None:
 
 
 def test_with_no_backups_every_round_is_a_synchronous_sgd_step_on_the_mean_gradient():
+    # bit for bit: the reference takes all three gradients at the same parameters and applies each third of
+    # the mean's step in the order the pushes came (one lock makes each push whole on both shards)
     start = NET.init_params(0)
     server = local_shards(start, 2, "sgd", LR)
-    replicas = [_replica(i, server, backups=0) for i in range(3)]
+    order = PushOrder()
+    replicas = [replica(BackupSyncReplica, i, server, LR, own=order.client(server, f"replica{i}"), backups=0)
+                for i in range(3)]
     _in_threads(replicas, 5)
-    p, draws = start.astype(np.float64), [batches(i) for i in range(3)]
-    for _ in range(5):  # the reference: all three gradients at the same parameters, their mean applied
-        grads = [NET.loss_and_grad(p.astype(np.float32), *next(b))[1] for b in draws]
-        p = p - LR * np.mean(grads, axis=0)
-    np.testing.assert_allclose(server.fetch(), p, rtol=1e-5, atol=1e-6)
+    p, draws = start.copy(), [batches(i) for i in range(3)]
+    for c in range(5):
+        came = order.names[3 * c : 3 * c + 3]
+        assert sorted(came) == ["replica0", "replica1", "replica2"]  # a round's pushes, then the next's
+        grads = {f"replica{i}": NET.loss_and_grad(p, *next(b))[1] * np.float32(1.0 / 3) for i, b in enumerate(draws)}
+        for name in came:
+            p -= np.float32(LR) * grads[name]
+    assert np.array_equal(server.fetch(), p)
     assert [s.figures().version for s in server.shards] == [15, 15] and all(r.late == 0 for r in replicas)
 
 
