@@ -61,3 +61,50 @@ def test_a_panel_steers_diloco_knobs_on_a_running_job():
             job.stop()
     assert not [t for t in threading.enumerate() if t.name.startswith("dbkit-panel")]
 
+
+
+def shown(panel):
+    return {s for s, c in panel.controls.items() if c.layout.display != "none"}
+
+
+def test_switching_the_rule_or_the_loop_on_the_panel_brings_up_its_own_knobs():
+    with InProcessCluster(2) as m:
+        job = dbkit.DownpourSGD("mlp", "digits", cluster=m, replicas=2, optimizer="adagrad", lr=0.05, seconds=120)
+        panel = Panel(job)
+        try:
+            own = shown(panel) - {"replicas", "partitions", "shards", "n_fetch", "n_push", "lr", "optimizer",
+                                  "replica", "warm_start_steps"}
+            assert own == {"eps", "initial_accumulator"}  # Adagrad's, and Downpour's loop has none
+            panel.buttons["start"].click()
+            panel.wait_idle()
+            until(lambda: job.state == "running")
+
+            panel.controls["optimizer"].value = "nesterov"
+            panel.wait_idle()
+            until(lambda: "momentum" in shown(panel) and "eps" not in shown(panel))
+            assert panel.controls["momentum"].value == job.config.knob("momentum") == 0.9  # Nesterov's default
+            panel.controls["momentum"].value = 0.6
+            panel.wait_idle()
+            assert [s.rule_settings for s in job.shards()] == [{"momentum": 0.6}] * len(job.shards())
+
+            panel.controls["replica"].value = "ssp"  # the loop: its knob comes up, and steers the new replicas
+            panel.wait_idle()
+            until(lambda: "max_staleness" in shown(panel))
+            panel.controls["max_staleness"].value = 2
+            panel.wait_idle()
+            assert job.config.replica_settings() == {"max_staleness": 2} and job.snapshot().live_replicas == 2
+        finally:
+            panel.close()
+            job.stop()
+
+
+def test_an_optional_knob_left_unset_is_kept_and_its_control_disabled():
+    with InProcessCluster(2) as m:
+        job = dbkit.DownpourSGD("mlp", "digits", cluster=m, replicas=2, replica="ssp", max_staleness=None)
+        assert job.config.replica_settings() == {"max_staleness": None}  # unbounded, not the default of 3
+        panel = Panel(job)
+        try:
+            assert "max_staleness" in shown(panel) and panel.controls["max_staleness"].disabled
+        finally:
+            panel.close()
+            job.stop()

@@ -16,7 +16,8 @@ def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[st
     """The validated config, the dataset and the network of a job.
 
     ``model`` and ``data`` are names (recorded in the config) or ready objects;
-    ``given`` holds flat keyword settings, ``None`` meaning "not given";
+    ``given`` holds flat keyword settings, ``None`` meaning "not given" (but for an optional knob of a rule or
+    loop, where it is a value: SSP's ``max_staleness=None``, unbounded);
     ``base`` is the config they change (default: ``RunConfig`` for ``algorithm``);
     ``fit``: check that the data and the network can hold the settings (``check_fit``).
     """
@@ -27,7 +28,10 @@ def resolve_job(algorithm: str, model: str | Network, data: str | os.PathLike[st
     if not isinstance(data, (str, Dataset)):
         raise TypeError(f"data must be a dataset name, a path or a dbkit.data.Dataset, got {type(data).__name__} "
                         "(for arrays: dbkit.data.Dataset(X_train, y_train, X_test, y_test))")
-    changes = {k: v for k, v in given.items() if v is not None}
+    # None is "not given", except for an optional knob, which no job names as a keyword of its own: there it
+    # was asked for (``replica="ssp", max_staleness=None``: unbounded)
+    changes = {k: v for k, v in given.items()
+               if v is not None or (k in SETTINGS and SETTINGS[k].section == KNOBS and SETTINGS[k].optional)}
     _check_section(algorithm, changes)
     changes["algorithm"] = algorithm
     if isinstance(model, str):

@@ -57,25 +57,38 @@ BUTTONS: dict[str, tuple[str, ...]] = {
 BUTTON_STYLE = {"start": "success", "pause": "", "resume": "", "stop": "danger", "lose a replica": "warning"}
 
 
-def own_knobs(config: Any) -> tuple[Knob, ...]:
-    """A control for each knob of the job's update rule and, in Downpour, its replica loop (their ranges from the
-    settings table; a whole-number range up to 1,000, a number's up to its bound)."""
-    classes: list[Any] = [rule_class(config.optimizer)]
-    if config.algorithm == "downpour":
-        classes.append(replica_class(config.downpour.replica))
-    knobs = []
-    for s in (SETTINGS[k.name] for cls in classes for k in cls.knobs):
-        label = s.name.replace("_", " ")
-        if s.kind == "int":
-            knobs.append(Knob(s.name, label, "int", s.lo or 0, min(s.hi or 1000, 1000)))
-        elif s.kind == "float" and s.lo_open and s.lo == 0:  # a positive rate or epsilon: on a log scale
-            hi = s.hi or 1.0
-            knobs.append(Knob(s.name, label, "log", min(1e-3, hi / 1000), hi))
-        elif s.kind == "float":  # a fraction (momentum, decay): linear, over at most [lo, 10]
-            knobs.append(Knob(s.name, label, "float", s.lo or 0, min(s.hi or 1.0, 10.0)))
-        elif s.kind in ("choice", "bool"):
-            knobs.append(Knob(s.name, label, s.kind))
-    return tuple(knobs)
+def rule_and_loop_knobs(algorithm: str) -> tuple[tuple[Knob, Any], ...]:
+    """A control, with its default, for each knob of every registered update rule and, in Downpour, every
+    replica loop: the panel shows those of the job's rule and loop and hides the others, so that switching
+    the optimizer or the loop brings up its own. Ranges come from the settings table (whole numbers up to
+    1,000; a positive rate on a log scale; a fraction linear, up to at most 10)."""
+    classes: list[Any] = []
+    if OPTIMIZER in KNOBS[algorithm]:
+        classes += [rule_class(name) for name in registered_rules()]
+    if REPLICA_LOOP in KNOBS[algorithm]:
+        classes += [replica_class(name) for name in registered_replicas()]
+    knobs: dict[str, tuple[Knob, Any]] = {}
+    for cls in classes:
+        for s in (SETTINGS[k.name] for k in cls.knobs if k.name not in knobs):
+            knob = _knob(s)
+            if knob is not None:
+                knobs[s.name] = (knob, getattr(cls, s.name, None))
+    return tuple(knobs.values())
+
+
+def _knob(s: Any) -> Knob | None:
+    """The control for setting ``s`` of a rule or loop (None: a kind no control shows)."""
+    label = s.name.replace("_", " ")
+    if s.kind == "int":
+        return Knob(s.name, label, "int", s.lo or 0, min(s.hi or 1000, 1000))
+    if s.kind == "float" and s.lo_open and s.lo == 0:  # a positive rate or epsilon: on a log scale
+        hi = s.hi or 1.0
+        return Knob(s.name, label, "log", min(1e-3, hi / 1000), hi)
+    if s.kind == "float":  # a fraction (momentum, decay): linear, over at most [lo, 10]
+        return Knob(s.name, label, "float", s.lo or 0, min(s.hi or 1.0, 10.0))
+    if s.kind in ("choice", "bool"):
+        return Knob(s.name, label, s.kind)
+    return None
 
 
 def at_scale(knobs: tuple[Knob, ...], machines: int | None) -> tuple[Knob, ...]:
@@ -86,9 +99,12 @@ def at_scale(knobs: tuple[Knob, ...], machines: int | None) -> tuple[Knob, ...]:
 
 
 def make_control(knob: Knob, value: Any) -> w.Widget:
-    """The widget for ``knob`` showing ``value`` (a range grows to take a value outside it)."""
-    common: dict[str, Any] = dict(description=knob.label, style=STYLE, layout=WIDE,
+    """The widget for ``knob`` showing ``value`` (a range grows to take a value outside it; ``None``, an
+    optional setting left unset, shows as the top of the range, and the panel disables the control)."""
+    common: dict[str, Any] = dict(description=knob.label, style=STYLE, layout=w.Layout(width=WIDE.width),
                                   tooltip=SETTINGS[knob.setting].help)
+    if value is None and knob.kind in ("int", "log", "float"):
+        value = knob.hi
     if knob.kind == "int":
         control: w.Widget = w.IntSlider(value=int(value), min=int(knob.lo), max=int(max(knob.hi, value)),
                                         continuous_update=False, **common)

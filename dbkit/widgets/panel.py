@@ -241,11 +241,12 @@ class Panel:
                     continue
                 try:
                     value = self.next_run.get(setting, job.config.get(setting))
-                except KeyError:  # a knob of the rule or loop the job had, not of the one it has now
-                    control.disabled = True
+                except KeyError:  # a knob of a rule or loop the job does not have (now): hidden
+                    control.disabled, control.layout.display = True, "none"
                     continue
-                control.disabled = False
-                if differs(control.value, value):
+                control.layout.display = None
+                control.disabled = value is None  # an optional knob left unset: no slider value says so
+                if value is not None and differs(control.value, value):
                     control.value = value
             if self.straggler is not None and ("slow_replicas" not in busy or "slow_replicas" in force):
                 slow = dict(self.next_run.get("slow_replicas", job.config.slow_replicas))

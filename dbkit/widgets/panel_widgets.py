@@ -9,7 +9,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, at_scale, make_control, own_knobs
+from .controls import BUTTON_STYLE, BUTTONS, KNOBS, Straggler, at_scale, make_control, rule_and_loop_knobs
 
 #: a job's states in which it is over (Start makes a new run)
 OVER = ("finished", "diverged", "failed", "stopped")
@@ -31,8 +31,10 @@ class PanelWidgets:
 def panel_widgets(algorithm: str, config: Any, machines: int | None, simulated: bool) -> PanelWidgets:
     """The widgets of a panel for ``algorithm`` showing ``config``'s settings; on a ``simulated`` cluster of
     ``machines`` the replicas and rates reach its scale (``at_scale``)."""
-    shown = (at_scale(KNOBS[algorithm], machines) if simulated else KNOBS[algorithm]) + own_knobs(config)
+    shown = at_scale(KNOBS[algorithm], machines) if simulated else KNOBS[algorithm]
     controls = {k.setting: make_control(k, config.get(k.setting)) for k in shown}
+    own = {k.setting: make_control(k, _value(config, k.setting, default))
+           for k, default in rule_and_loop_knobs(algorithm)}  # shown while the job's rule or loop has them
     straggler = Straggler(dict(config.slow_replicas)) if algorithm != "sgd" else None
     buttons = {}
     for name in BUTTONS[algorithm]:
@@ -45,10 +47,20 @@ def panel_widgets(algorithm: str, config: Any, machines: int | None, simulated: 
     image.add_class("dbkit-plot")
     knobs = list(controls.values()) + ([straggler.box] if straggler is not None else [])
     half = (len(knobs) + 1) // 2
+    own_box = w.Box(list(own.values()), layout=w.Layout(flex_flow="row wrap", max_width="700px"))
+    own_box.add_class("dbkit-own-knobs")
     box = w.VBox([w.HBox(list(buttons.values())), w.HBox([w.VBox(knobs[:half]), w.VBox(knobs[half:])]),
-                  status, dashboard, image])
+                  own_box, status, dashboard, image])
     box.add_class("dbkit-panel")
-    return PanelWidgets(controls, straggler, buttons, status, dashboard, image, box)
+    return PanelWidgets({**controls, **own}, straggler, buttons, status, dashboard, image, box)
+
+
+def _value(config: Any, setting: str, default: Any) -> Any:
+    """``setting`` as ``config`` has it; ``default`` for a knob of a rule or loop it did not choose."""
+    try:
+        return config.get(setting)
+    except KeyError:
+        return default
 
 
 def pressable(state: str, stopped: bool, live: int) -> dict[str, bool]:
