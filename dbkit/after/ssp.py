@@ -56,6 +56,7 @@ class SSPReplica(DownpourReplica):
         self.slowest = 0  # the slowest live replica's clock, as last told
         self.earliest_read = -1  # the earliest step a live replica has read for, as last told
         self.params_slowest = -1  # the slowest clock known when the parameters it computes on were fetched
+        self.stepping = 0  # the step under way (counted from 0)
         self.joined = False
 
     def join(self) -> None:
@@ -69,40 +70,33 @@ class SSPReplica(DownpourReplica):
         self.params_slowest = self.slowest
 
     def step(self) -> float:
-        """One step within the window of ``max_staleness`` (its steps 1 to 4 above)."""
+        """One step within the window of ``max_staleness`` (its steps 1 to 4 above): Downpour's step, with
+        fetches and pushes waited for, between the waits."""
         s = self.max_staleness
         if s is None:
             return super().step()
-        c = self.counters.steps
+        c = self.stepping = self.counters.steps
         self.join()
         if c - self.slowest > s:  # 1. too far ahead, as last told: wait, and ask again until caught up
             self.waits += 1
             self.wait_until(lambda: self.caught_up(c, s), look_first=False)
         if self.params_slowest < c - s:  # 2. fetched before every replica had finished step c - s - 1
             self.schedule.fetch_afresh()
-        actions = self.schedule.next_step()
-        if actions.fetch:
-            self.exchange.fetch_now()
-            self.counters.fetches += 1
-        self.earliest_read = self.server.began(c)
-        assert self.params is not None
-        X, y = next(self.batches)
-        loss, grad, finite = self.gradient(self.params, X, y)  # 3.
-        if not finite:
-            self.counters.dropped()
-            self.schedule.dropped()
-            return float("nan")
-        self.exchange.accrue(grad, len(y), (self.params, self.lr) if actions.local else None)
-        self.counters.stepped(loss, len(y))
-        if actions.push:
-            if self.earliest_read < c - s:  # a replica still to read for a step before c - s: it must not see this
-                self.waits += 1
-                self.wait_until(lambda: self.read_by_all(c, c - s), look_first=False)
-            if self.exchange.push(and_fetch=actions.push_fetch):  # 4. (without overlap: landed on return)
-                self.counters.fetches += 1
-        self.schedule.done(actions)
+        loss = super().step()  # 3. and 4. (without overlap: the push has landed on return)
         self.slowest = self.server.tick(self.counters.steps)
         return loss
+
+    def about_to_compute(self) -> None:
+        """2. The parameters for step ``stepping`` are in place: tell shard 0."""
+        if self.max_staleness is not None:
+            self.earliest_read = self.server.began(self.stepping)
+
+    def about_to_push(self) -> None:
+        """3. A replica still to read for a step before ``stepping - s`` must not see this push: wait."""
+        s, c = self.max_staleness, self.stepping
+        if s is not None and self.earliest_read < c - s:
+            self.waits += 1
+            self.wait_until(lambda: self.read_by_all(c, c - s), look_first=False)
 
     def caught_up(self, done: int, s: int) -> bool:
         """Ask shard 0 for the slowest clock again: True once ``done`` steps are at most ``s`` ahead of it."""

@@ -111,6 +111,7 @@ class DownpourReplica:
                 ex.collect()
             self.counters.fetches += 1
         assert self.params is not None
+        self.about_to_compute()
         X, y = next(self.batches)
         loss, grad, finite = self.gradient(self.params, X, y)
         if not finite:
@@ -120,10 +121,20 @@ class DownpourReplica:
         # the local step between fetches is pointless if we fetch next anyway
         ex.accrue(grad, len(y), (self.params, self.lr) if actions.local else None)
         self.counters.stepped(float(loss), len(y))
-        if actions.push and ex.push(and_fetch=actions.push_fetch):
-            self.counters.fetches += 1
+        if actions.push:
+            self.about_to_push()
+            if ex.push(and_fetch=actions.push_fetch):
+                self.counters.fetches += 1
         self.schedule.done(actions)
         return float(loss)
+
+    def about_to_compute(self) -> None:
+        """Called once the step's parameters are in place, before its gradient: nothing in Downpour; a loop that
+        tells the others what it has read (SSP) does it here."""
+
+    def about_to_push(self) -> None:
+        """Called before the step's push: nothing in Downpour; a loop whose pushes wait for the others (SSP)
+        waits here."""
 
     def gradient(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray, bool]:
         """The mini-batch loss and gradient at ``params``, and whether both are finite (a loop drops the

@@ -14,7 +14,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from ..downpour.replica_kinds import registered_replicas, replica_class
+from ..downpour.replica_kinds import knob_defaults, registered_replicas, replica_class
 from ..ps.update_rule import registered_rules, rule_class
 from ..settings import SETTINGS
 
@@ -69,10 +69,10 @@ def rule_and_loop_knobs(algorithm: str) -> tuple[tuple[Knob, Any], ...]:
         classes += [replica_class(name) for name in registered_replicas()]
     knobs: dict[str, tuple[Knob, Any]] = {}
     for cls in classes:
-        for s in (SETTINGS[k.name] for k in cls.knobs if k.name not in knobs):
-            knob = _knob(s)
+        for name, default in knob_defaults(cls).items():
+            knob = _knob(SETTINGS[name]) if name not in knobs else None
             if knob is not None:
-                knobs[s.name] = (knob, getattr(cls, s.name, None))
+                knobs[name] = (knob, default)
     return tuple(knobs.values())
 
 
