@@ -216,3 +216,21 @@ def test_a_job_pinned_to_a_worker_not_in_the_cluster_is_refused_at_once_and_leav
         assert leftovers(local_cluster, job.tag) == {}
     with pytest.raises(ValueError, match="place_timeout must be > 0"):
         Cluster(client=local_cluster.client, place_timeout=0)
+
+
+def test_a_job_on_a_closed_cluster_names_it_and_says_how_to_get_a_new_one():
+    """A notebook closed its cluster, then pressed Start (or ran an exercise): the error names the
+    scheduler the closed client was on and what to do, not "at ?" (issue #44)."""
+    cluster = Cluster(n_workers=1)
+    address = cluster.scheduler_address
+    cluster.close()
+    for make in (lambda: dbkit.DownpourSGD("linear", "signals", client=cluster.client, replicas=1, shards=1),
+                 lambda: dbkit.SyncSGD("linear", "signals", client=cluster.client, on_cluster=True)):
+        job = make()
+        with pytest.raises(ClusterError) as caught:
+            job.start()
+        message = str(caught.value)
+        assert "at ?" not in message and address in message and "was closed" in message, message
+        assert "dbkit.Cluster()" in message
+        assert job.state == "created"
+        job.stop()

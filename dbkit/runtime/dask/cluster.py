@@ -90,6 +90,7 @@ class Cluster:
                 raise
         from .wire import ShardWires
 
+        self.address = self._read_address()  # kept: a closed client no longer knows it
         self.wires = ShardWires(self.client, self.tag)  # sockets beside Dask for fetch and push (issue #12)
         _OPEN.add(self)
 
@@ -106,10 +107,24 @@ class Cluster:
 
     @property
     def scheduler_address(self) -> str:
-        try:
-            return str(self.client.scheduler.address)
-        except AttributeError:
-            return "?"
+        """The scheduler's address, as read when this object connected (a closed client forgets it)."""
+        return self.address
+
+    def _read_address(self) -> str:
+        scheduler = getattr(self.client, "scheduler", None)
+        if scheduler is not None:
+            return str(scheduler.address)
+        start = getattr(self.client, "_start_arg", None)  # a closed client: what it was made with
+        address = start if isinstance(start, str) else getattr(start, "scheduler_address", None)
+        return str(address) if address else "an unknown address"
+
+    def _unreachable(self) -> str:
+        """Why no call can reach the scheduler now, and what to do, in one line."""
+        if str(getattr(self.client, "status", "")) == "closed":
+            whose = "this job's own cluster" if self._owns_client else "the Dask client this job was given"
+            return (f"{whose} was closed (scheduler {self.address}; in a notebook, by an earlier "
+                    "cluster.close()): make a new one, dbkit.Cluster(), and a new job on it")
+        return f"not connected to the Dask scheduler at {self.address}"
 
     def lost(self, grace: float = 2.0) -> str | None:
         """One line saying the Dask scheduler is lost, or ``None`` while the client is connected.
@@ -143,7 +158,7 @@ class Cluster:
         made live workers look lost.
         """
         if not self._connected:  # asking would wait out its reconnect
-            raise ClusterError(f"not connected to the Dask scheduler at {self.scheduler_address}")
+            raise ClusterError(self._unreachable())
         return sorted(self.client.nthreads())
 
     def drop_worker(self, address: str) -> None:
@@ -185,6 +200,8 @@ class Cluster:
         """
         if self._closed:
             raise ClusterError("this cluster is closed")
+        if not self._connected:
+            raise ClusterError(self._unreachable())
         if worker is not None and worker not in (workers := self.workers()):
             # Dask would keep an actor pinned to an unknown worker waiting for it for ever
             raise ClusterError(f"no worker {worker} in the cluster (its workers: {', '.join(workers) or 'none'})")
