@@ -210,3 +210,37 @@ def test_a_snapshot_never_calls_dask(digits, local_cluster, monkeypatch):
             snaps = [job.snapshot() for _ in range(20)]
         assert all(s.step == before.step >= 100 and len(s.replicas) == 2 for s in snaps)
         assert snaps[-1].evaluation is not None and snaps[-1].state == "paused"
+
+
+@pytest.mark.parametrize("runtime", ["in-process", "simulated"])
+def test_wait_leaves_a_running_job_running_and_steerable_while_it_waits(digits, runtime):
+    """A panel's job under Run All (issue #44): a later cell waits on it with a budget, a change made
+    meanwhile (the panel's steering thread) is applied to the job, and the job runs on after the wait,
+    unlike ``fit``, which pauses it."""
+    if runtime == "simulated":
+        from dbkit.sim import Cluster as SimCluster
+
+        where = dict(cluster=SimCluster(machines=8, profile="distbelief-2012"))
+    else:
+        where = dict(runtime="in-process")
+    with dbkit.DownpourSGD("linear", digits, replicas=1, shards=1, eval_every=50, **where) as job:
+        with pytest.raises(RuntimeError, match="has not started"):
+            job.wait(seconds=1)
+        job.start()
+        with pytest.raises(ValueError, match="seconds=... or steps"):
+            job.wait()
+        steering = threading.Timer(0.3, lambda: job.set(replicas=2))
+        steering.start()
+        before = job.snapshot().step
+        job.wait(steps=400, progress=False)
+        steering.join()
+        assert job.state == "running" and job.snapshot().step >= before + 400
+        assert job.config.replicas == 2
+        deadline = time.monotonic() + 30
+        while job.snapshot().live_replicas != 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job.snapshot().live_replicas == 2
+        job.pause()
+        paused_at = job.snapshot().step
+        job.wait(seconds=3600, progress=False)  # a paused job's clock would not move: returns at once
+        assert job.state == "paused" and job.snapshot().step == paused_at

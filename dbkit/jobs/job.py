@@ -1,6 +1,7 @@
 """The one interface every dbkit job has, and what each algorithm fills in.
 
-``start()`` (non-blocking), ``fit(steps, seconds, progress)``, ``pause()``,
+``start()`` (non-blocking), ``fit(steps, seconds, progress)``, ``wait(seconds, steps)``
+(a running job, left running), ``pause()``,
 ``resume()``, ``set(**changes)``, ``stop()``, ``history``, ``events``,
 ``snapshot()``, ``report()``, and use as a context manager: the CLI and the
 widgets use nothing else. ``dbkit.SyncSGD``, ``dbkit.DownpourSGD`` and
@@ -137,6 +138,37 @@ class Job(JobFigures):
             except Exception:
                 if not self.ended:  # a job that failed (its shards lost) keeps the history it has
                     raise
+        return self.history
+
+    def wait(self, seconds: float | None = None, steps: int | None = None, progress: bool = True) -> list[dict]:
+        """Wait while the running job trains on, for ``seconds`` more of its clock or ``steps`` more steps
+        (over all replicas); unlike ``fit``, the job keeps running afterwards. Returns the history.
+
+        For a notebook: a panel's job runs in the background (``start()``) and a later
+        cell waits on it with a visible budget while the learner steers it. Returns
+        early if the job ends, is stopped or is paused (its clock would not move).
+        """
+        if seconds is None and steps is None:
+            raise ValueError("wait for seconds=... or steps=... (the job runs on either way)")
+        steps, seconds = check("steps", steps), check("seconds", seconds)
+        if self._state == "created":
+            raise RuntimeError("this job has not started: call start() first (or fit() to train and pause)")
+        begin, first = self._seconds(), self._progress()
+        bar = Progress(self, steps, seconds) if progress else None
+        try:
+            while not (self.ended or self._stopped or self._state == "paused"):
+                if self._check_connection():
+                    break
+                if steps is not None and self._progress() - first >= steps:
+                    break
+                if seconds is not None and self._seconds() - begin >= seconds:
+                    break
+                if bar is not None:
+                    bar.update(self._seconds() - begin)
+                time.sleep(0.05)
+        finally:
+            if bar is not None:
+                bar.close()
         return self.history
 
     def pause(self, wait: bool = True) -> None:
