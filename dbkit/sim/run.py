@@ -62,6 +62,8 @@ class SimulatedRun(ABC):
         self.shape = shape or ModelShape.of(network)
         self.cost_only = cost_only
         self.stop_at = stop_at  # a test accuracy at which the run stops (Figs. 4 and 5: time to an accuracy)
+        #: told each evaluation's virtual seconds and test accuracy (the figures' progress lines)
+        self.on_evaluation: Callable[[float, float], None] | None = None
         self.float_scale = self.shape.parameters / network.size if cost_only else 1.0
         self.cost = CostModel(cluster.spec, self.shape)
         self.start, self.jitter = float(start), jitter
@@ -197,6 +199,8 @@ class SimulatedRun(ABC):
             self.last_evaluation = evaluation
         self.sampler.emit(self.events, self.replica_figures() if figures is None else figures, evaluation,
                           step=self.progress())
+        if evaluation is not None and self.on_evaluation is not None:
+            self.on_evaluation(self.sim.now, evaluation.test_accuracy)
         if (evaluation is not None and self.stop_at is not None and self.state == "running"
                 and evaluation.test_accuracy >= self.stop_at):
             self._set_state("finished", f"test accuracy reached {self.stop_at:g}")

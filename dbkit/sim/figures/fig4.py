@@ -19,6 +19,7 @@ from ...data import Dataset, SignalsConfig, make_signals
 from ..api import simulated_run
 from ..layout import Cluster
 from . import paper
+from .ticker import Ticker
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,9 @@ def warm_start(setup: Setup, data: Dataset) -> tuple[np.ndarray, float, float]:
 
 
 def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray, start: float,
-               replicas: int | None = None) -> dict:
-    """One method from the warm start until the target or the budget: its curve and time to the target."""
+               replicas: int | None = None, say: Callable[[str], None] | None = None) -> dict:
+    """One method from the warm start until the target or the budget: its curve and time to the target;
+    ``say`` is given a progress line every few real seconds while it runs."""
     r = replicas or setup.replicas(method)
     began = time.perf_counter()
     if method.algorithm == "sandblaster":
@@ -117,6 +119,8 @@ def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray,
                              n_push=setup.n, eval_every=max(25, 10 * r), seed=setup.seed,
                              warm_start_steps=method.warm_start_steps if r > 1 else 0)
     run = simulated_run(cfg, Cluster(setup.profile), data=data, start=start, initial=initial, stop_at=setup.target)
+    if say is not None:
+        run.on_evaluation = Ticker(say, method.name(r), setup.seconds)
     run.run()
     t = [float(h["t"]) for h in run.history]
     acc = [float(h["test_accuracy"]) for h in run.history]
@@ -141,7 +145,7 @@ def figure4(setup: Setup | None = None, methods: tuple[Method, ...] = METHODS,
     methods
         The curves (default: the paper's five).
     progress
-        Called with a line as each method starts and ends.
+        Called with a line as each method starts and ends, and every few seconds while one runs.
     """
     setup = setup or Setup()
     say = progress or (lambda line: None)
@@ -153,7 +157,7 @@ def figure4(setup: Setup | None = None, methods: tuple[Method, ...] = METHODS,
     for m in methods:
         name = m.name(setup.replicas(m))
         say(f"{name}: {setup.replicas(m)} replica{'s' if setup.replicas(m) != 1 else ''} ...")
-        out[name], roles[m.role] = run_method(m, setup, data, initial, start), name
+        out[name], roles[m.role] = run_method(m, setup, data, initial, start, say=progress), name
         out[name]["role_in_paper"] = m.role
         reached = out[name]["time_to_target"]
         say(f"  {name}: " + (f"reached {setup.target:g} at {reached:.3f} simulated s" if reached is not None

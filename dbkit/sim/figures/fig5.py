@@ -32,13 +32,14 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
     sweep
         Per Fig. 4 method name, the replica counts to run (default ``SWEEP``).
     progress
-        Called with a line as each run ends.
+        Called with a line as each run ends, and every few seconds while one runs.
     """
     setup = setup or Setup()
     sweep = sweep or SWEEP
     say = progress or (lambda line: None)
     began = time.perf_counter()
     data = dataset(setup)
+    say(f"warm start: plain SGD, {setup.warm_steps} steps ...")
     initial, start, warm_accuracy = warm_start(setup, data)
     methods: dict[str, Method] = {m.role: m for m in METHODS}
     out: dict[str, dict] = {}
@@ -48,7 +49,7 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
         name = NAMES.get(key, key)
         row: dict[str, list] = {"replicas": [], "machines": [], "time_to_target": [], "steps": []}
         for r in counts:
-            result = run_method(nearest(methods[key], r), setup, data, initial, start, replicas=r)
+            result = run_method(nearest(methods[key], r), setup, data, initial, start, replicas=r, say=progress)
             row["replicas"].append(r)
             row["machines"].append(result["machines"])
             row["time_to_target"].append(result["time_to_target"])

@@ -1,0 +1,29 @@
+"""Progress lines while a simulated figure runs: a long method run says how far it has got.
+
+A figure runs several simulations, each of which can take tens of real seconds
+(200 replicas, or 2,000 for Sandblaster). ``Ticker`` is told each evaluation's
+simulated seconds and accuracy (``SimulatedRun.on_evaluation``) and passes a
+line to the figure's ``progress`` callback at most every ``every`` real seconds,
+so a notebook cell or the CLI is never silent for long (issue #44).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class Ticker:
+    """Throttled progress lines for one method run of ``budget`` simulated seconds."""
+
+    def __init__(self, say: Callable[[str], None], name: str, budget: float, every: float = 4.0) -> None:
+        self.say, self.name, self.budget, self.every = say, name, float(budget), float(every)
+        self.began = self.last = time.perf_counter()
+
+    def __call__(self, simulated: float, accuracy: float) -> None:
+        now = time.perf_counter()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        self.say(f"  {self.name}: {simulated:.3f} of {self.budget:g} simulated s, test accuracy {accuracy:.3f} "
+                 f"({now - self.began:.0f} s of computing so far)")
