@@ -36,18 +36,20 @@ job.panel()
 # %% [markdown]
 # **What you are looking at.** Top left, the loss falls as seconds pass; top middle, test accuracy climbs toward
 # the dotted line at 55% (the target whose *time to reach* the paper uses to compare methods, its Fig. 4 and 5).
-# Bottom: examples per second (total and per replica), the **staleness** of the pushes (how many updates landed
-# on a shard between a replica's fetch and its push), and megabytes per second on the wire.
+# Bottom: examples per second (total, over the last few seconds), the **staleness** of the pushes (how many
+# updates landed on a shard between a replica's fetch and its push), and megabytes per second on the wire.
 #
 # The problem is `signals`: 1-D signals of ten classes, shifted, scaled and noisy, after MNIST-1D
 # (Greydanus, 2020). A plain MLP tops out around 60-70%, so changes show up on the curve instead of landing on a
 # flat line.
 #
-# **Try it.** Move `replicas` to 4, or `n_push` to 8, while it runs: a dashed line marks every change.
-# The next cell lets it train a little longer, then reads what happened.
+# **Try it now.** The job runs in the background: the next cell only watches it for a while (a progress bar),
+# and it keeps running after the lesson ends, until you press **Stop**. Type 4 into `replicas` (or set `n_push`
+# to 8) on the panel, during the next cell or any time after: a dashed line marks the change, the status line
+# says "applied", and the replicas' count and the staleness answer.
 
 # %%
-job.fit(seconds=15 if small else 40, progress=False)
+job.wait(seconds=15 if small else 40)
 print(job)
 job.history[-1]
 
@@ -62,30 +64,41 @@ job.history[-1]
 # | `04_sandblaster` | How does batch L-BFGS use many machines without waiting for the slowest? (Sec. 4.2) |
 # | `05_partitioning` | When does splitting *one* model over machines pay? (Sec. 3, Fig. 3) |
 # | `06_failures` | What happens when a machine dies mid-training? (Sec. 4.1) |
-# | `07_scaling_out` | The same jobs on a real cluster. |
+# | `07_scaling_out` | The same jobs on a real cluster, and the Dask dashboard. |
+# | `08_at_scale` | The paper's Figs. 3-5 on hundreds of simulated machines; where the shards saturate (Sec. 5) |
+# | `09_after_distbelief` | What the methods after Downpour (SSP, EASGD, backup workers, DiLoCo) buy, and cost. |
 #
 # Every lesson opens with one question, runs the experiment, answers it with a plot, and ends with a cell that
-# checks the lesson held. This machine is not Google's: the paper's shards and replicas each had machines of
+# checks the lesson held. A lesson's panel keeps its job running after **Run All**, so you can steer it once
+# the lesson has run. This machine is not Google's: the paper's shards and replicas each had machines of
 # their own; here they share a few cores, so absolute speeds are small and ratios are what to read.
 
 # %% [markdown]
 # ## Exercise
 #
-# Stop the job, then start a new run with four replicas from the panel's **Start** button (or with
-# `job.new_run(replicas=4)`). Does it reach 55% sooner?
+# Stop the job, then start a new run with four replicas: press **Stop**, type 4 into `replicas`, press
+# **Start** (or run the code below). Does it reach 55% sooner?
 #
 # <details><summary>Solution</summary>
 #
-# `job.stop()`, then `job = job.new_run(replicas=4); job.start(); job.panel()`. On two cores, four replicas
-# share the same two processors as two did, so examples per second grows little; time to 55% changes little or
-# gets worse as staleness grows. With real machines per replica (the paper's setting) it shrinks. Lesson 02
-# measures exactly this.
+# ```python
+# job.stop()
+# job = job.new_run(replicas=4)
+# job.start()
+# display(job.panel())
+# job.wait(seconds=15 if small else 40)
+# print(job, job.report()["time_to_accuracy"])
+# ```
+#
+# On two cores, four replicas share the same two processors as two did, so examples per second grows little;
+# time to 55% changes little or gets worse as staleness grows. With real machines per replica (the paper's
+# setting) it shrinks. Lesson 02 measures exactly this.
 # </details>
 
 # %%
-job.stop()
-report = job.report()
+report = job.report()  # the job runs on: the panel above still steers it
 first, last = report["history"][0], report["history"][-1]
 assert last["test_accuracy"] > first["test_accuracy"] + 0.2, "the tour's run should learn"
-assert report["state"] == "stopped" and len(report["history"]) >= 3
-print(f"lesson held: test accuracy {first['test_accuracy']:.2f} -> {last['test_accuracy']:.2f}")
+assert job.state == "running" and len(report["history"]) >= 3, "the panel's job runs on after the lesson"
+print(f"lesson held: test accuracy {first['test_accuracy']:.2f} -> {last['test_accuracy']:.2f}; "
+      "the job is still running: steer it on the panel, or press Stop")

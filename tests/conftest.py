@@ -8,7 +8,8 @@ import psutil
 import pytest
 
 CLUSTER_FIXTURES = {"local_cluster", "dask_cluster_address", "roomy_cluster", "dask_processes"}
-CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py", "test_recovery.py"}  # they start clusters in subprocesses
+CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py", "test_recovery.py",  # they start clusters in subprocesses
+                   "test_lessons.py"}  # (the lessons: in their kernels)
 
 
 def pytest_configure(config):
@@ -25,11 +26,10 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
     """Tests that start a Dask cluster carry the ``cluster`` marker, so ``pytest -m "not cluster"``
     runs the in-process half alone: those using a cluster fixture, the modules that run dbkit in
-    subprocesses, and the notebooks."""
+    subprocesses, and the lessons."""
     for item in items:
         path = Path(str(item.fspath))
-        if (CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) or path.name in CLUSTER_MODULES
-                or path.suffix == ".ipynb"):
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())) or path.name in CLUSTER_MODULES:
             item.add_marker(pytest.mark.cluster)
 
 

@@ -1,11 +1,11 @@
 """The lessons: each is built the same way (a question, an exercise with a hidden solution, a closing check),
-its executed copy under docs/lessons matches it, and 07_scaling_out runs against a real scheduler.
-
-The other lessons are executed by nbmake (``pytest --nbmake``, in pyproject's addopts), where their closing
-cells assert what the lesson claims.
+runs from a fresh kernel as Run All runs it, with its closing check holding and then its exercise's solution
+running in the same kernel; its executed copy under docs/lessons matches it; 07_scaling_out runs against a
+real scheduler.
 """
 
 import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -19,6 +19,26 @@ NOT_RUN_IN_CI = "07_scaling_out"
 
 def _cells(path: Path) -> list:
     return nbformat.read(path, as_version=4).cells
+
+
+def solution(cells: list) -> str:
+    """The code of the exercise's hidden solution: the ```python block inside its <details>."""
+    exercise = next(c.source for c in cells if c.cell_type == "markdown" and "## Exercise" in c.source)
+    hidden = re.search(r"<details><summary>Solution</summary>(.*?)</details>", exercise, re.S)
+    code = re.search(r"```python\n(.*?)```", hidden.group(1) if hidden else "", re.S)
+    assert code, "the solution shows its code in a ```python block (a test runs it after the lesson)"
+    return code.group(1)
+
+
+def run_with_solution(path: Path, **env: str) -> str:
+    """Execute the lesson from a fresh kernel, then its solution in the same kernel; all text printed."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(solution(nb.cells) + "\nprint('the solution ran')"))
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
 def test_the_ten_lessons_are_there():
@@ -35,6 +55,15 @@ def test_a_lesson_asks_a_question_has_an_exercise_and_checks_itself(lesson):
     assert exercise and "<details><summary>Solution</summary>" in exercise[0].source, "one exercise, solution hidden"
     last = cells[-1]
     assert last.cell_type == "code" and "assert " in last.source and "lesson held" in last.source
+    assert solution(cells).strip()
+
+
+@pytest.mark.parametrize("lesson", [p for p in LESSONS if p.stem != NOT_RUN_IN_CI], ids=lambda p: p.stem)
+def test_a_lesson_holds_under_run_all_and_its_solution_runs_after_it(lesson):
+    """Run All from a fresh kernel (the closing cell asserts what the lesson claims), then the exercise's
+    solution in the same kernel: after Run All the lesson's cluster and panels are still usable."""
+    text = run_with_solution(lesson)
+    assert "lesson held" in text and text.rstrip().endswith("the solution ran")
 
 
 @pytest.mark.parametrize("lesson", [p for p in LESSONS if p.stem != NOT_RUN_IN_CI], ids=lambda p: p.stem)
@@ -53,12 +82,8 @@ def test_the_executed_copy_is_the_lesson_with_its_pictures(lesson):
 
 
 def test_scaling_out_runs_against_a_real_scheduler_and_workers(dask_cluster_address, monkeypatch):
-    from nbclient import NotebookClient
-
     monkeypatch.setenv("DBKIT_SCHEDULER", dask_cluster_address)
-    nb = nbformat.read(ROOT / "notebooks" / f"{NOT_RUN_IN_CI}.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    text = run_with_solution(ROOT / "notebooks" / f"{NOT_RUN_IN_CI}.ipynb")
+    assert text.rstrip().endswith("the solution ran")
     assert f"lesson held: the same job ran on the cluster at {dask_cluster_address}" in text
     assert os.environ["DBKIT_SCHEDULER"] == dask_cluster_address

@@ -380,3 +380,63 @@ def test_which_buttons_may_be_pressed_in_each_state():
     assert on("running", live=1) == ["pause", "stop"]  # losing the only replica would end training
     assert on("paused") == ["lose a replica", "resume", "stop"]
     assert on("finished") == ["start", "stop"] and on("finished", stopped=True) == ["start"]
+
+
+def _steady_with_a_burst(rate=20_000.0, every=0.05, n=60, burst_at=30):
+    """A simulated panel's samples: ``rate`` examples per simulated second, one sample every ``every``
+    simulated seconds, and after a change a sample only 1e-6 s later carrying a catch-up burst of a
+    whole interval's examples (what made one-frame spikes of 1e7-1e9 on lesson 08's panel)."""
+    times, counts, t, c = [], [], 0.0, 0
+    for i in range(n):
+        t += 1e-6 if i == burst_at else every
+        c += int(rate * every)
+        times.append(t)
+        counts.append(c)
+    return times, counts
+
+
+def test_a_catch_up_burst_stays_near_the_steady_rate_once_smoothed():
+    from dbkit.telemetry import trailing_rate
+
+    times, counts = _steady_with_a_burst()
+    raw = [(counts[i] - counts[i - 1]) / (times[i] - times[i - 1]) for i in range(1, len(times))]
+    assert max(raw) > 1e8  # the spike, as a per-sample rate shows it
+    smoothed = [trailing_rate(times[:i + 1], counts[:i + 1]) for i in range(1, len(times))]
+    assert all(20_000 / 1.5 < r < 20_000 * 1.5 for r in smoothed[8:]), smoothed
+    # and through the panel's series, on the status line too
+    now = [0.0]
+    events = EventStream(clock=lambda: now[0], origin=0.0)
+    for t, c, sample_rate in zip(times, counts, [0.0, *raw]):  # each sample's own rate, spike included
+        now[0] = t
+        events.emit(Sample, step=c // 32, examples=c, examples_per_second=sample_rate, batch_loss=1.0, live_replicas=4,
+                    replicas=(), bytes=ByteCounts(c * 10, c * 10), staleness=Histogram(),
+                    staleness_examples=Histogram())
+    run = RunSeries("r", "downpour")
+    run.update(events)
+    assert max(run.rate[8:]) < 20_000 * 1.5 and max(run.fetched[8:]) < 200_000 * 1.5
+    assert run.per_replica[-1] == pytest.approx(run.rate[-1] / 4)
+
+
+def test_the_staleness_axis_follows_the_data_down_as_well_as_up():
+    """Lesson 08's panel after 200 replicas went back to a few: the axis stayed at 400-450 versions while
+    the pushes sat at 0-11. Now each window's range is on the axis, and the axis is not much wider."""
+    fig = LiveFigure("downpour")
+    for counts in ({v: 3 for v in range(380, 431)}, {v: 5 for v in range(0, 12)}, {2: 1, 7: 4}):
+        run = RunSeries("r", "downpour", staleness=Histogram.of(counts), staleness_examples=Histogram.of({32: 1}))
+        fig.detail.update(run)
+        low, high = fig.detail.ax.get_xlim()
+        assert low <= min(counts) and max(counts) <= high <= 2.5 * (max(counts) + 1), (counts, high)
+
+
+def test_a_run_whose_accuracy_falls_after_a_change_says_so_on_the_status_line():
+    events = _stream(n=20)  # accuracy 0.5, 0.6, 0.7, 0.8 at samples 0, 5, 10, 15; n_push 1->4 at sample 10
+    for acc in (0.75, 0.55):
+        events.emit(Sample, step=200, examples=9000, examples_per_second=600.0, batch_loss=1.0, live_replicas=2,
+                    replicas=(), bytes=ByteCounts(0, 0), staleness=Histogram(), staleness_examples=Histogram(),
+                    evaluation=Evaluation(1.0, 1.0, acc))
+    run = RunSeries("r", "downpour")
+    run.update(_prefix(events, 19))
+    assert run.setback() is None  # still climbing
+    run.update(events)
+    line = run.setback()
+    assert line is not None and "fell from 0.80 to 0.55 after n_push 1→4, n_fetch 1→4" in line

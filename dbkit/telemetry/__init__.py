@@ -25,6 +25,7 @@ from .events import (
 from .faults_block import faults_block
 from .partition_plot import plot_partitions
 from .plot import plot_history
+from .rate import trailing_rate
 from .report import REQUIRED, RunRecord, build_report, validate_report, write_report
 from .sampler import Sampler, history
 from .sandblaster_block import sandblaster_block
@@ -36,4 +37,5 @@ __all__ = [
     "TimeToAccuracy", "build_report", "compare_runs", "diverged_at", "plot_history", "plot_lines", "plot_partitions",
     "plot_timelines", "time_to_accuracy", "times_to_accuracy", "RunSummary", "SummaryTable", "summarize",
     "validate_report", "write_report", "history", "sandblaster_block", "faults_block", "WorkerHung",
+    "trailing_rate",
 ]

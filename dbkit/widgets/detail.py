@@ -1,6 +1,7 @@
 """The bottom-middle plot of the panel: the staleness of the last window's pushes (Downpour, sync
-SGD), or the work units of Sandblaster's last batch. Its artists are redrawn every frame over a
-background whose limits only grow (see ``live_figure``)."""
+SGD), with their mean over time in an inset, or the work units of Sandblaster's last batch. Its
+artists are redrawn every frame over a background (see ``live_figure``); the staleness axis follows
+the window's data, shrinking as well as growing, so that a fall in staleness shows (issue #44)."""
 
 from __future__ import annotations
 
@@ -46,19 +47,39 @@ class Detail:
             ax.set_xlabel("versions between fetch and push", fontsize=8)
             ax.set(ylim=(0, 1), xlim=(-0.6, 0.6))
             ax.set_ylabel("fraction", fontsize=8)
+            self.trend_ax = ax.inset_axes([0.56, 0.5, 0.4, 0.3])
+            self.trend_ax.set_title("mean, over time", fontsize=7, pad=2)
+            self.trend_ax.tick_params(labelsize=6)
+            self.trend_ax.set(xlim=(0, 1), ylim=(0, 1))
+            self.trend = self.trend_ax.plot([], [], color="C1", lw=1.2, animated=True)[0]
+            self._trend_limits = (1.0, 1.0)
 
     def artists(self) -> list:
-        return self._artists
+        return [*self._artists, self.trend] if self.algorithm != "sandblaster" else self._artists
 
     def update(self, run: RunSeries) -> bool:
+        grown = self._trend(run) if self.algorithm != "sandblaster" else False
         key = run.batch if self.algorithm == "sandblaster" else (run.staleness, run.staleness_examples)
         if key == self._shown:
-            return False
+            return grown
         self._shown = key
         for a in self._artists:
             a.remove()
         self._artists = []
-        return self._timeline(run) if self.algorithm == "sandblaster" else self._staleness(run)
+        return (self._timeline(run) if self.algorithm == "sandblaster" else self._staleness(run)) or grown
+
+    def _trend(self, run: RunSeries) -> bool:
+        """The mean staleness of each window against time, in the inset; True if its limits grew."""
+        pairs = [(t, m) for t, m in zip(run.t, run.mean_staleness) if m is not None and math.isfinite(m)]
+        self.trend.set_data([p[0] for p in pairs], [p[1] for p in pairs])
+        if not pairs:
+            return False
+        wanted = (nice_above(max(p[0] for p in pairs) * 1.1), nice_above(max(p[1] for p in pairs) * 1.1 + 0.5))
+        if wanted[0] <= self._trend_limits[0] and wanted[1] <= self._trend_limits[1]:
+            return False
+        self._trend_limits = (max(wanted[0], self._trend_limits[0]), max(wanted[1], self._trend_limits[1]))
+        self.trend_ax.set(xlim=(0, self._trend_limits[0]), ylim=(0, self._trend_limits[1]))
+        return True
 
     def _say(self, text: str) -> None:
         self._artists.append(self.ax.text(0.5, 0.5, text, ha="center", va="center", transform=self.ax.transAxes,
@@ -69,19 +90,20 @@ class Detail:
         if not h.count:
             self._say("synchronous: staleness is always 0" if self.algorithm == "sgd" else "no pushes yet")
             return False
-        grown = h.max() + 0.6 > self._xmax
-        if grown:
-            self._xmax = nice_above(h.max() + 1) - 0.4
+        xmax = nice_above(h.max() + 1) - 0.4  # the window's range, not the run's largest so far
+        moved = xmax != self._xmax
+        if moved:
+            self._xmax = xmax
             self.ax.set_xlim(-0.6, self._xmax)
         width = bin_width(self._xmax)
         bins = h.binned(width)
         self._artists += list(self.ax.bar([v + (width - 1) / 2 for v in bins.values],
                                           [c / bins.count for c in bins.counts], color="C0", width=0.8 * width,
                                           animated=True))
-        self._artists.append(self.ax.text(0.98, 0.95, f"mean {h.mean():.1f} versions\nmean {e.mean():.0f} examples",
+        self._artists.append(self.ax.text(0.98, 0.36, f"mean {h.mean():.1f} versions\nmean {e.mean():.0f} examples",
                                           ha="right", va="top", transform=self.ax.transAxes, fontsize=8,
                                           animated=True))
-        return grown
+        return moved
 
     def _timeline(self, run: RunSeries) -> bool:
         batch = run.batch

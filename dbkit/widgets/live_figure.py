@@ -27,6 +27,7 @@ from .series import RunSeries
 
 FADED = dict(alpha=0.3, linewidth=1.0)
 LOSS_RANGE = (1e-4, 1e4)  # a diverging run's losses run off the top of the plot instead of stretching it
+LOG_AXES = {"loss": LOSS_RANGE, "rate": (1e-2, 1e12)}  # axes in decades: (the range they may span)
 
 
 def _positive(xs: list, ys: list) -> tuple[list, list]:
@@ -59,13 +60,13 @@ class LiveFigure:
         self.ax_loss.set(title=f"loss against {self.clock}", yscale="log")
         self.ax_acc.set(title="test accuracy", ylim=(0, 1))
         self.ax_steps.set(title="loss against updates (steps)", yscale="log")
-        self.ax_rate.set(title=f"examples per {per}")
+        self.ax_rate.set(title=f"examples per {per} (last few samples)", yscale="log")
         self.ax_bytes.set(title=f"MB per {per}")
         for ax in axes.flat:
             ax.tick_params(labelsize=8)
             ax.title.set_fontsize(9)
             ax.grid(alpha=0.25)
-        for ax in (self.ax_loss, self.ax_steps):
+        for ax in (self.ax_loss, self.ax_steps, self.ax_rate):
             ax.yaxis.set_minor_locator(NullLocator())
         self.ax_loss.set_xlabel(self.clock, fontsize=8)
         self.ax_steps.set_xlabel("steps", fontsize=8)
@@ -80,6 +81,7 @@ class LiveFigure:
             "steps_batch": line(self.ax_steps, "C0", lw=1),
             "steps_test": line(self.ax_steps, "C1", marker=".", lw=1.5),
             "rate": line(self.ax_rate, "black", lw=1.5, label="total"),
+            "per_replica": line(self.ax_rate, "C1", lw=1.2, ls="--", label="per replica (mean)"),
             "fetched": line(self.ax_bytes, "C0", lw=1.2, label="fetched"),
             "pushed": line(self.ax_bytes, "C3", lw=1.2, label="pushed"),
             "between": line(self.ax_bytes, "C4", lw=1.2, label="between partitions"),
@@ -92,8 +94,9 @@ class LiveFigure:
             self.ax_loss.plot(t, loss, color=color, label=f"earlier: {run.label[:60]}", **FADED)
             self.ax_acc.plot(run.eval_t, run.test_accuracy, color=color, **FADED)
             self.ax_steps.plot(*_positive(run.eval_step, run.test_loss), color=color, **FADED)
-            self.ax_rate.plot(run.t, run.rate, color=color, **FADED)
+            self.ax_rate.plot(*_positive(run.t, run.rate), color=color, **FADED)
         self.ax_loss.legend(fontsize=7, loc="upper right")
+        self.ax_rate.legend(fontsize=7, loc="lower left")
         self.ax_bytes.legend(fontsize=7, loc="upper left")
         self._limits: dict[str, tuple[float, float]] = {}
         self._markers = 0
@@ -139,12 +142,13 @@ class LiveFigure:
         lines["accuracy"].set_data(run.eval_t, run.test_accuracy)
         lines["steps_batch"].set_data(*_positive(run.step, run.batch_loss))
         lines["steps_test"].set_data(*_positive(run.eval_step, run.test_loss))
-        lines["rate"].set_data(run.t, run.rate)
+        lines["rate"].set_data(*_positive(run.t, run.rate))
+        lines["per_replica"].set_data(*_positive(run.t, run.per_replica))
         for replica, (ts, rates) in run.replica_rates.items():
             if replica not in self.replica_lines:
                 self.replica_lines[replica] = self.ax_rate.plot([], [], lw=0.8, alpha=0.8, animated=True,
                                                                 color=f"C{replica % 10}")[0]
-            self.replica_lines[replica].set_data(ts, rates)
+            self.replica_lines[replica].set_data(*_positive(ts, rates))
         lines["fetched"].set_data(run.t, [b / 1e6 for b in run.fetched])
         lines["pushed"].set_data(run.t, [b / 1e6 for b in run.pushed])
         lines["between"].set_data(run.t, [b / 1e6 for b in run.between])
@@ -155,21 +159,22 @@ class LiveFigure:
         t_max = max((max(r.t, default=0.0) for r in runs), default=0.0)
         step_max = max((max(r.step, default=0) for r in runs), default=0)
         losses = [y for r in runs for y in _positive(r.t, r.batch_loss)[1] + _positive(r.eval_t, r.test_loss)[1]]
-        rate_max = max([max(r.rate, default=0.0) for r in runs]
-                       + [max(rs, default=0.0) for _, rs in run.replica_rates.values()])
+        rates = [y for r in runs for y in _positive(r.t, r.rate)[1] + _positive(r.t, r.per_replica)[1]]
+        rates += [y for _, rs in run.replica_rates.values() for y in _positive(rs, rs)[1]]
         bytes_max = max([0.0, *run.fetched, *run.pushed, *run.between]) / 1e6
-        wanted = {"t": (0.0, t_max), "step": (0.0, float(step_max)), "rate": (0.0, rate_max),
-                  "bytes": (0.0, bytes_max)}
+        wanted = {"t": (0.0, t_max), "step": (0.0, float(step_max)), "bytes": (0.0, bytes_max)}
         if losses:
             wanted["loss"] = (min(losses), max(losses))
+        if rates:
+            wanted["rate"] = (min(rates), max(rates))
         changed = False
         for key, (lo, hi) in wanted.items():
             have = self._limits.get(key)
-            if key == "loss":
+            if key in LOG_AXES:
                 if have is not None and have[0] <= lo and hi <= have[1]:
                     continue
                 lo_, hi_ = (min(lo, have[0]), max(hi, have[1])) if have else (lo, hi)
-                lo_, hi_ = max(lo_, LOSS_RANGE[0]), min(max(hi_, lo_), LOSS_RANGE[1])
+                lo_, hi_ = max(lo_, LOG_AXES[key][0]), min(max(hi_, lo_), LOG_AXES[key][1])
                 new = (10.0 ** math.floor(math.log10(lo_)), 10.0 ** math.ceil(math.log10(hi_) + 1e-9))
             else:
                 if have is not None and hi <= have[1]:
@@ -182,7 +187,8 @@ class LiveFigure:
             for ax in (self.ax_loss, self.ax_acc, self.ax_rate, self.ax_bytes):
                 ax.set_xlim(*t)
             self.ax_steps.set_xlim(*step)
-            self.ax_rate.set_ylim(*self._limits["rate"])
+            if "rate" in self._limits:
+                self.ax_rate.set_ylim(*self._limits["rate"])
             self.ax_bytes.set_ylim(*self._limits["bytes"])
             if "loss" in self._limits:
                 self.ax_loss.set_ylim(*self._limits["loss"])

@@ -186,8 +186,10 @@ class Panel:
 
     def _show_status(self, snapshot: Snapshot) -> None:
         """Write the status line (from the refresh thread, or the steering thread when a change is done)."""
+        run = self.run
+        rate = run.rate[-1] if run.rate else None
         with self._status_lock:
-            text = status_html(snapshot, self.note, self.note_error, self.run.reached)
+            text = status_html(snapshot, self.note, self.note_error, run.reached, rate, run.setback())
             if self.status.value != text:
                 self.status.value = text
 
@@ -296,7 +298,8 @@ class Panel:
         return self._png
 
     def text(self) -> str:
-        return (f"dbkit panel: {self.job.describe()}\n{summary(self.job.snapshot())}\n"
+        rate = self.run.rate[-1] if self.run.rate else None
+        return (f"dbkit panel: {self.job.describe()}\n{summary(self.job.snapshot(), self.run.reached, rate)}\n"
                 "(a picture of the last frame; run the notebook for a live panel)")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:

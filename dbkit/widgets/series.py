@@ -10,9 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ps import Histogram
-from ..telemetry import BatchDone, Change, Divergence, EventStream, Relayout, ReplicaEvent, Sample, StateChange
+from ..telemetry import (
+    BatchDone,
+    Change,
+    Divergence,
+    EventStream,
+    Relayout,
+    ReplicaEvent,
+    Sample,
+    StateChange,
+    trailing_rate,
+)
 
 #: how a change of each setting is written on the plots
+REPLICA_LINES = 8  # replicas drawn one line each; beyond, only their mean (200 lines would be noise)
+SETBACK = 0.1  # test accuracy this far below the run's best: the panel says so (a run blown up by a change)
 SHORT = {"n_fetch": "n_fetch", "n_push": "n_push", "lr": "lr", "optimizer": "", "replicas": "replicas",
          "partitions": "partitions", "shards": "shards", "slow_replicas": "slow", "work_unit_size": "unit",
          "backup": "backups", "balance": "balance"}
@@ -50,10 +62,13 @@ class RunSeries:
     # every sample
     t: list[float] = field(default_factory=list)
     step: list[int] = field(default_factory=list)
+    examples: list[int] = field(default_factory=list)
     batch_loss: list[float | None] = field(default_factory=list)
-    rate: list[float] = field(default_factory=list)
+    rate: list[float] = field(default_factory=list)  # examples per second over the last few samples (``rate.py``)
+    per_replica: list[float] = field(default_factory=list)  # ``rate`` over the live replicas
+    mean_staleness: list[float | None] = field(default_factory=list)  # the window's pushes (None: none)
     replica_rates: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
-    fetched: list[float] = field(default_factory=list)  # bytes per second over the window before t
+    fetched: list[float] = field(default_factory=list)  # bytes per second over the last few samples
     pushed: list[float] = field(default_factory=list)
     between: list[float] = field(default_factory=list)
     # every evaluation
@@ -68,7 +83,8 @@ class RunSeries:
     markers: list[Marker] = field(default_factory=list)
     state: str = "created"
     reached: float | None = None  # seconds at which the target accuracy was first reached
-    _last: Sample | None = None
+    _replica_examples: dict[int, tuple[list[float], list[int]]] = field(default_factory=dict)
+    _bytes: dict[str, list[int]] = field(default_factory=dict)  # cumulative, per kind
 
     def update(self, events: EventStream) -> bool:
         """Take the events after ``seq``; True if there were any."""
@@ -101,26 +117,37 @@ class RunSeries:
         else:
             self.markers.append(Marker(t, step, label))
 
+    def setback(self) -> str | None:
+        """A line saying the test accuracy fell well below the run's best (and after which change), or None."""
+        if len(self.test_accuracy) < 2:
+            return None
+        best, now = max(self.test_accuracy), self.test_accuracy[-1]
+        if best - now < SETBACK:
+            return None
+        after = [m.label for m in self.markers if m.t <= self.eval_t[-1] and not m.label[:1].isdigit()]
+        return (f"test accuracy fell from {best:.2f} to {now:.2f}" + (f" after {after[-1]}" if after else "")
+                + ": stale pushes at this rate overshoot (lower lr, n_fetch/n_push or replicas)")
+
     def _sample(self, s: Sample) -> None:
-        earlier = self._last
         self.t.append(s.t)
         self.step.append(s.step)
+        self.examples.append(s.examples)
         self.batch_loss.append(s.batch_loss)
-        self.rate.append(s.examples_per_second)
-        dt = s.t - earlier.t if earlier is not None else 0.0
-        if earlier is not None and dt > 0:
-            for replica, rate in s.rates(earlier).items():
-                ts, rs = self.replica_rates.setdefault(replica, ([], []))
-                ts.append(s.t)
-                rs.append(rate)
-            b, a = s.bytes, earlier.bytes
-            self.fetched.append((b.fetched - a.fetched) / dt)
-            self.pushed.append((b.pushed - a.pushed) / dt)
-            self.between.append((b.between_partitions - a.between_partitions) / dt)
-        else:
-            self.fetched.append(0.0)
-            self.pushed.append(0.0)
-            self.between.append(0.0)
+        self.rate.append(trailing_rate(self.t, self.examples))
+        self.per_replica.append(self.rate[-1] / s.live_replicas if s.live_replicas else 0.0)
+        self.mean_staleness.append(s.staleness.mean() if s.staleness.count else None)
+        for r in s.replicas if len(s.replicas) <= REPLICA_LINES else ():  # each over its own last samples
+            ts, counts = self._replica_examples.setdefault(r.replica, ([], []))
+            ts.append(s.t)
+            counts.append(r.examples)
+            if len(ts) > 1:
+                times, rates = self.replica_rates.setdefault(r.replica, ([], []))
+                times.append(s.t)
+                rates.append(trailing_rate(ts, counts))
+        for name, total in (("fetched", s.bytes.fetched), ("pushed", s.bytes.pushed),
+                            ("between", s.bytes.between_partitions)):
+            self._bytes.setdefault(name, []).append(total)
+            getattr(self, name).append(trailing_rate(self.t, self._bytes[name]))
         if s.staleness.count:
             self.staleness, self.staleness_examples = s.staleness, s.staleness_examples
         if s.evaluation is not None:
@@ -131,4 +158,3 @@ class RunSeries:
             if self.target is not None and self.reached is None and s.evaluation.test_accuracy >= self.target:
                 self.reached = s.t
                 self._mark(s.t, f"{self.target:.0%} at {s.t:.1f} s")
-        self._last = s

@@ -14,15 +14,20 @@ BOKEH_HINT = ("the Dask dashboard is not served: install bokeh>=3.1 where the sc
               "(pip install 'bokeh>=3.1'), then start the job again")
 
 
-def summary(s: Snapshot, reached: float | None = None) -> str:
+def summary(s: Snapshot, reached: float | None = None, rate: float | None = None) -> str:
     """One line: state, replicas, steps, examples per second, the last evaluation, and the time the
-    target accuracy was ``reached`` (seconds; ``None``: not yet) when the run has a target."""
+    target accuracy was ``reached`` (seconds; ``None``: not yet) when the run has a target.
+
+    ``rate``: examples per second over the last few samples (the panel's plotted rate); without it,
+    the last sample's own."""
     parts = [s.state]
     if s.algorithm != "sgd":
         parts.append(f"{s.live_replicas} of {s.config.replicas} replicas live")
     parts.append(f"step {s.step:,}" if s.algorithm != "sandblaster" else f"iteration {s.step}")
     if s.sample is not None and s.state == "running":
-        parts.append(f"{s.sample.examples_per_second:,.0f} examples/s")
+        total = s.sample.examples_per_second if rate is None else rate
+        per = f" ({total / s.live_replicas:,.0f} per replica)" if s.live_replicas > 1 else ""
+        parts.append(f"{total:,.0f} examples/s{per}")
     if s.evaluation is not None:
         parts.append(f"test accuracy {s.evaluation.test_accuracy:.3f}, loss {s.evaluation.test_loss:.3f}")
     target = s.config.target_accuracy
@@ -45,15 +50,19 @@ def last_change(s: Snapshot) -> str:
     return f"{what}: applied {c.applied - c.asked:.2f} s after it was asked"
 
 
-def status_html(s: Snapshot, note: str = "", error: bool = False, reached: float | None = None) -> str:
+def status_html(s: Snapshot, note: str = "", error: bool = False, reached: float | None = None,
+                rate: float | None = None, setback: str | None = None) -> str:
     """The status line: the summary, then the panel's ``note`` (an error in red) or the last change,
-    the job's last error, and what is still being applied."""
-    lines = [f"<b>{html.escape(summary(s, reached))}</b>"]
+    a ``setback`` (accuracy fallen well below its best, in red), the job's last error, and what is
+    still being applied."""
+    lines = [f"<b>{html.escape(summary(s, reached, rate))}</b>"]
     if note:
         colour = "#b00020" if error else "#1b5e20"
         lines.append(f"<span style='color:{colour}'>{html.escape(note)}</span>")
     elif change := last_change(s):
         lines.append(html.escape(change))
+    if setback and s.state in ("running", "paused"):
+        lines.append(f"<span style='color:#b00020'>{html.escape(setback)}</span>")
     if s.simulation is not None:
         lines.append(html.escape(s.simulation.describe()))
     if s.changing:
