@@ -81,10 +81,10 @@ signals = data.load("signals")
 net = nn.build("mlp", signals.n_features, signals.n_classes, l2=1e-4)
 steps = 600 if small else 2000
 with dbkit.SyncSGD(net, signals, lr=0.1, eval_every=steps) as local:
-    local.fit(steps=steps, progress=False)
+    local.fit(steps=steps)
 with dbkit.SyncSGD(net, signals, lr=0.1, eval_every=steps, on_cluster=True, shards=2,
                    client=cluster.client) as remote:
-    remote.fit(steps=steps, progress=False)
+    remote.fit(steps=steps)
 compute_ms = 32e3 / local.report()["examples_per_second"]
 step_ms = 32e3 / remote.report()["examples_per_second"]
 print(f"{net.size:,} parameters: a step computes in {compute_ms:.2f} ms, through shards it takes {step_ms:.2f} ms")
@@ -114,8 +114,19 @@ print("bit-identical:", remote.parameters().tobytes() == local.parameters().toby
 # <details><summary>Solution</summary>
 #
 # The wire's share is `w / (w + c)` with `w = (step_ms - compute_ms) / n`; it is under 10% when
-# `n > 9 * (step_ms - compute_ms) / compute_ms`. For 1M parameters take `step_ms - compute_ms` from the plot
-# (the 2-shard point at 1,000,000, about 6 ms): `n > 9 * 6 / 5`, so `n = 11` or more.
+# `n > 9 * (step_ms - compute_ms) / compute_ms`. For 1M parameters take the wire's cost from the plot (the
+# 2-shard point at 1,000,000 parameters) and a step of 5 ms:
+#
+# ```python
+# import math
+#
+# this_model = math.floor(9 * (step_ms - compute_ms) / compute_ms) + 1
+# wire_1m = costs[2][sizes.index(1_000_000)].fetch_plus_push_ms
+# million = math.floor(9 * wire_1m / 5.0) + 1
+# print(f"this model: n >= {this_model}; 1M parameters, a 5 ms step, {wire_1m:.1f} ms of wire: n >= {million}")
+# ```
+#
+# With the wire at about 6 ms for 1M parameters, `n > 9 * 6 / 5`, so `n = 11` or more.
 # </details>
 
 # %%

@@ -47,20 +47,18 @@ common = dict(client=cluster.client, shards=2, optimizer="adagrad", lr=0.03, eva
 # ## Sync SGD against 1, 3 and 6 replicas
 #
 # The baseline is sync SGD through the same two shards: one replica that fetches and pushes every step and waits
-# for each. The panel shows the 6-replica run live; move `n_push` or `replicas` on it to see the curves answer.
+# for each. Each run shows a progress bar; the panel to steer comes at the end of the lesson, once these
+# measurements are done (a job running beside them would share their two cores).
 
 # %%
 runs = {}
 with dbkit.SyncSGD("signal-local", "signals", on_cluster=True, **common) as sync:
-    sync.fit(seconds=seconds, progress=False)
+    sync.fit(seconds=seconds)
 runs["sync SGD"] = sync.report()
 for replicas in (1, 3, 6):
-    job = dbkit.DownpourSGD("signal-local", "signals", replicas=replicas, **common)
-    if replicas == 6:
-        display(job.panel())
-    job.fit(seconds=seconds, progress=False)
-    job.stop()
-    runs[f"Downpour, {replicas} replica{'s' if replicas > 1 else ''}"] = job.report()
+    with dbkit.DownpourSGD("signal-local", "signals", replicas=replicas, **common) as run:
+        run.fit(seconds=seconds)
+    runs[f"Downpour, {replicas} replica{'s' if replicas > 1 else ''}"] = run.report()
 compare_runs(runs, target=target, title="same budget, same two processes: test accuracy and time to 60%")
 
 # %%
@@ -85,7 +83,8 @@ table
 
 # %%
 replica_runs = [k for k in runs if k.startswith("Downpour")]
-plot_lines([1, 3, 6], {"mean staleness (versions)": [table[k].staleness for k in replica_runs]},
+plot_lines([1, 3, 6], {"mean staleness (versions)": [table[k].staleness for k in replica_runs],
+                       "2R - 1": [2 * r - 1 for r in (1, 3, 6)]},
            xlabel="replicas", ylabel="updates between fetch and push", ax_title="staleness against replicas")
 
 # %% [markdown]
@@ -96,16 +95,19 @@ plot_lines([1, 3, 6], {"mean staleness (versions)": [table[k].staleness for k in
 # `distbelief-2012`), in virtual time: one SGD replica, then 20 and 200 Downpour replicas with Adagrad, each
 # from the same warm start, until the test accuracy reaches 0.4, in the paper's arrangement (16 shards,
 # `n_fetch = n_push = 4`, each method at its best learning rate; docs/benchmarks.md has the sweep). **These are
-# simulated seconds**, beside the real runs above.
+# simulated seconds**, of another model (`mlp`) to another target (0.4), so compare the order of the
+# replica counts, not the seconds, with the real runs above.
 
 # %%
 setup = Setup.at_paper_replicas(small)
-at_scale = figure4(setup, methods=(METHODS[0], METHODS[2], METHODS[4]))
+at_scale = figure4(setup, methods=(METHODS[0], METHODS[2], METHODS[4]), progress=print)
 reached = {m["replicas"]: m["time_to_target"] for m in at_scale["methods"].values()}
 display(Image(plot_figure(at_scale, Path(tempfile.mkdtemp()) / "at_scale.png")))
 real = {r: table[f"Downpour, {r} replica{'s' if r > 1 else ''}"].seconds_to_target for r in (1, 3, 6)}
-print("real, this machine (seconds to 0.6):", {r: None if t is None else round(t, 1) for r, t in real.items()})
-print("simulated, distbelief-2012 (simulated seconds to 0.4):", {r: round(t, 2) for r, t in reached.items()})
+print(f"real, this machine: signal-local, seconds to {target}, by replicas:",
+      {r: None if t is None else round(t, 1) for r, t in real.items()})
+print(f"simulated, profile {at_scale['profile']}: {at_scale['model']} from a warm start, simulated seconds to "
+      f"{setup.target}, by replicas:", {r: round(t, 2) for r, t in reached.items()})
 
 # %% [markdown]
 # **Reading it.** With machines of their own, more replicas reach the accuracy sooner: 20 replicas with Adagrad
@@ -122,25 +124,48 @@ print("simulated, distbelief-2012 (simulated seconds to 0.4):", {r: round(t, 2) 
 # %%
 rates = {"n = 1": runs["Downpour, 3 replicas"]}
 for n in (4, 16):
-    with dbkit.DownpourSGD("signal-local", "signals", replicas=3, n_fetch=n, n_push=n, **common) as job:
-        job.fit(seconds=seconds, progress=False)
-    rates[f"n = {n}"] = job.report()
+    with dbkit.DownpourSGD("signal-local", "signals", replicas=3, n_fetch=n, n_push=n, **common) as run:
+        run.fit(seconds=seconds)
+    rates[f"n = {n}"] = run.report()
 rate_table = SummaryTable(rates)
 display(rate_table)
-plot_lines([1, 4, 16], {"examples per second (thousands)": [rate_table[k].examples_per_second / 1e3 for k in rates],
-                        "staleness in examples (thousands)": [rate_table[k].staleness_examples / 1e3 for k in rates]},
-           xlabel="n_fetch = n_push", ylabel="thousands", logx=True, ax_title="throughput and staleness against n")
+display(plot_lines([1, 4, 16], {"examples per second": [rate_table[k].examples_per_second for k in rates]},
+                   xlabel="n_fetch = n_push", ylabel="examples per second", logx=True,
+                   ax_title="throughput against n"))
+plot_lines([1, 4, 16], {"in examples": [rate_table[k].staleness_examples for k in rates],
+                        "in versions (x 100)": [100 * rate_table[k].staleness for k in rates]},
+           xlabel="n_fetch = n_push", ylabel="mean staleness of a push", logx=True,
+           ax_title="staleness against n: fewer versions, more examples")
 
 # %%
 display(compare_runs(rates, x="step", title="progress per update: accuracy against steps"))
 compare_runs(rates, target=target, title="progress per second: accuracy against seconds")
 
 # %% [markdown]
+# **Staleness, counted two ways.** In versions, staleness *falls* as `n` grows: a version is one push, and
+# with `n = 16` there are sixteen times fewer of them. In examples (what a gradient's parameters missed) it
+# *grows*: each push carries up to 16 steps computed on parameters fetched up to 16 steps before.
+#
 # **Reading it.** Against steps, `n = 1` learns the most per update: its gradients are the freshest. Against
 # seconds, larger `n` wins on this small model, because a step's arithmetic is tiny next to a message
 # (lesson 01), so saving messages is worth more than fresh parameters. A model with more arithmetic per byte
 # moves the best `n` down. The paper picked `n_fetch` and `n_push` per model for exactly this reason.
+
+# %% [markdown]
+# ## Steer it yourself
 #
+# The measurements are done; now a job to drive. It starts six replicas in the background and keeps running
+# after the lesson, until you press **Stop**. While the next cell waits on it (a progress bar), or any time
+# after: set `n_push` and `n_fetch` to 16 and watch the MB per second fall and the mean staleness in the inset
+# change; set `replicas` to 1 and watch the total examples per second drop while the per-replica line rises.
+
+# %%
+live = dbkit.DownpourSGD("signal-local", "signals", replicas=6, **common)
+live.start()
+display(live.panel())
+live.wait(seconds=seconds)
+
+# %% [markdown]
 # ## Exercise
 #
 # Run three replicas with `n_fetch=1, n_push=16` and with `n_fetch=16, n_push=1`. Which matters more here,
@@ -148,14 +173,22 @@ compare_runs(rates, target=target, title="progress per second: accuracy against 
 #
 # <details><summary>Solution</summary>
 #
-# `dbkit.DownpourSGD("signal-local", "signals", replicas=3, n_fetch=1, n_push=16, **common)` and the mirror image, each
-# with `fit(seconds=seconds)`, then `SummaryTable({...})`. Both halve the messages of `n = 1` (one of the two
-# kinds is rare); their examples per second are close. Pushing rarely makes every push carry up to 16 steps of
-# gradient computed on parameters up to that old, which shows as larger staleness in examples.
+# ```python
+# mixed = {}
+# for n_fetch, n_push in ((1, 16), (16, 1)):
+#     with dbkit.DownpourSGD("signal-local", "signals", replicas=3, n_fetch=n_fetch, n_push=n_push,
+#                            **common) as run:
+#         run.fit(seconds=seconds)
+#     mixed[f"n_fetch={n_fetch}, n_push={n_push}"] = run.report()
+# display(SummaryTable(mixed))
+# ```
+#
+# Both halve the messages of `n = 1` (one of the two kinds is rare); their examples per second are close.
+# Pushing rarely makes every push carry up to 16 steps of gradient computed on parameters up to that old, which
+# shows as larger staleness in examples.
 # </details>
 
 # %%
-cluster.close()
 for label in replica_runs:
     assert table[label].test_accuracy > 0.5, f"{label} should converge"
 assert table["Downpour, 6 replicas"].staleness > table["Downpour, 1 replica"].staleness + 1
@@ -164,5 +197,6 @@ assert per_step["n = 16"] < 0.2 * per_step["n = 1"], "fetching and pushing every
 assert rate_table["n = 16"].staleness_examples > rate_table["n = 1"].staleness_examples
 assert all(t is not None for t in reached.values()) and reached[1] > reached[20] > reached[200], \
     f"simulated: more replicas should reach the target sooner: {reached}"
+assert live.state == "running", "the panel's job runs on: steer it above, or press Stop"
 print("lesson held: replicas converge without waiting; staleness grows with replicas, traffic falls with n; "
       "at the paper's scale (simulated), 200 replicas reach the target before 20, and 20 before one")

@@ -12,6 +12,7 @@
 #     language: python
 #     name: python3
 # ---
+
 # %% [markdown]
 # # 7. Scaling out: the same jobs on a real cluster
 #
@@ -51,11 +52,32 @@ address = os.environ.get("DBKIT_SCHEDULER", "tcp://127.0.0.1:8786")  # your sche
 small = data.small()
 job = dbkit.DownpourSGD("signal-local", "signals", scheduler=address, replicas=2, shards=2, optimizer="adagrad",
                         lr=0.03, n_fetch=4, n_push=4, eval_every=200)
-job.fit(seconds=10 if small else 60, progress=False)
+job.fit(seconds=10 if small else 60)
 job.stop()
 report = job.report()
 print("workers:", sorted({r["worker"] for r in report["replicas"]} | {s["worker"] for s in report["shards"]}))
 SummaryTable({"Downpour on " + address: report})
+
+# %% [markdown]
+# ## 3. Watch it on the Dask dashboard
+#
+# The scheduler serves a dashboard (when `bokeh>=3.1` is installed where it runs), and on a real cluster it
+# is the first instrument to read. Run a job again and open the link below beside it:
+#
+# - **Task Stream**: each replica is one long-running task per worker (a bar across the whole run, since its
+#   loop calls `secede()`), and Sandblaster's work units are many short ones, handed to whichever worker is free.
+# - **Workers** (memory, CPU): a worker holding shards holds their parameters (and Adagrad's accumulators,
+#   as much again); a worker whose CPU sits near 100% is the one to add, or to move a shard off.
+# - **Bandwidth** (worker to worker): large while replicas fetch and push every step; watch it fall with
+#   `n_fetch = n_push = 16`.
+#
+# The panel links to the same page (`job.panel()`: "Dask dashboard"). A simulated cluster has no dashboard; the
+# panel says so and shows the simulated shards' figures instead.
+
+# %%
+with dbkit.Cluster(scheduler=address) as watching:
+    link = watching.dashboard_link()
+print("the dashboard:", link or "not served (install bokeh>=3.1 where the scheduler runs)")
 
 # %% [markdown]
 # The panel works the same way (`job.panel()`), and its dashboard link points at the scheduler's dashboard
@@ -119,9 +141,20 @@ SummaryTable({"Downpour on " + address: report})
 # <details><summary>Solution</summary>
 #
 # `dbkit run downpour --scheduler ADDRESS --replicas 1 --seconds 60 --report one.json`, the same with
-# `--replicas 4 --report four.json`, then `json.load` both. With a worker per replica, four replicas should come
-# close to four times the examples per second, until the shards' workers saturate; adding shards (`--shards`)
-# moves that limit.
+# `--replicas 4 --report four.json`, then `json.load` both. In Python, the same two runs:
+#
+# ```python
+# rates = {}
+# for replicas in (1, 4):
+#     with dbkit.DownpourSGD("mlp", "signals", scheduler=address, replicas=replicas, shards=2,
+#                            optimizer="adagrad", lr=0.05) as run:
+#         run.fit(seconds=5 if small else 60)
+#     rates[replicas] = run.report()["examples_per_second"]
+# print({r: round(v) for r, v in rates.items()})
+# ```
+#
+# With a worker per replica, four replicas should come close to four times the examples per second, until the
+# shards' workers saturate; adding shards (`--shards`) moves that limit.
 # </details>
 
 # %%

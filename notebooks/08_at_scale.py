@@ -12,6 +12,7 @@
 #     language: python
 #     name: python3
 # ---
+
 # %% [markdown]
 # # 8. At the paper's scale: do its claims hold on hundreds of machines?
 #
@@ -69,7 +70,7 @@ for point in fig3["paper"]["points"]:
 
 # %%
 setup = Setup.small() if small else Setup()
-fig4 = figure4(setup)
+fig4 = figure4(setup, progress=print)
 display(Image(plot_figure(fig4, pictures / "fig4.png")))
 for name, m in fig4["methods"].items():
     reached = f"{m['time_to_target']:.2f} simulated s" if m["time_to_target"] is not None else "not reached"
@@ -78,7 +79,7 @@ print("paper, slowest to fastest:", ", ".join(fig4["paper"]["order_slowest_to_fa
 print(*fig4["differences"], sep="\n")
 
 # %%
-fig5 = figure5(setup, SMALL_SWEEP if small else None)
+fig5 = figure5(setup, SMALL_SWEEP if small else None, progress=print)
 display(Image(plot_figure(fig5, pictures / "fig5.png")))
 for name, m in fig5["methods"].items():
     points = ", ".join(f"{k} machines: " + (f"{t:.2f} s" if t is not None else "not reached")
@@ -117,16 +118,15 @@ for label, moves, seconds in (("1 replica", {}, 0.3), ("200 replicas, n = 1", {"
         panel.controls[setting].value = value  # what moving the slider does: job.set(setting=value)
         panel.wait_idle(60)
     if label == "200 replicas, n = 100":
-        job.fit(seconds=0.01, progress=False)  # let the queues left by n = 1 drain first
+        job.fit(seconds=0.01)  # let the queues left by n = 1 drain first
     before, loss_before = job.snapshot(), job.evaluate().test_loss
-    job.fit(seconds=seconds, progress=False)
+    job.fit(seconds=seconds)
     after, loss_after = job.snapshot(), job.evaluate().test_loss
     elapsed = after.simulation.virtual_seconds - before.simulation.virtual_seconds
     fall = (loss_before - loss_after) / elapsed
     phases[label] = ((after.step - before.step) / elapsed / after.live_replicas, fall)
     print(f"{label:>22}: {phases[label][0]:,.0f} steps per replica per simulated s; test loss {loss_after:.3f}"
           f", falling {fall:.2f} per simulated s ({after.simulation.describe()})")
-job.stop()
 
 # %% [markdown]
 # **Reading it.** Alone, a replica steps about 700 times per simulated second: its exchange with the shards
@@ -139,6 +139,14 @@ job.stop()
 # about as fast as one alone, 200 times over, yet the loss gains less per step: each gradient was computed on
 # parameters up to 100 steps of every replica old (staleness, lesson 02). This is why the paper's Downpour
 # replicas exchange every few steps, and why Figs. 4 and 5 use 16 shards and `n = 4`.
+#
+# **Drive it on.** The job is paused, not stopped: press **Resume** on the panel and move its sliders. On the
+# examples-per-second plot (log scale) the dashed line is the rate *per replica*: add replicas and the total
+# climbs while the per-replica line falls, most steeply where the four shards saturate; add shards and it
+# lifts. With 200 replicas, raising `n_fetch = n_push` to 16 at this learning rate can make the accuracy fall:
+# each push then carries 16 steps computed on parameters 16 steps of 200 replicas old, and Adagrad's early
+# steps are large, so the stale pushes overshoot. The panel's status line says when the accuracy has fallen
+# well below its best, and after which change; lower `lr` or `n`, or add shards.
 #
 # ## A real run beside a simulated one
 #
@@ -154,10 +162,10 @@ same = dict(replicas=2, shards=2, optimizer="adagrad", lr=0.05, n_fetch=4, n_pus
 side_by_side = {}
 with dbkit.Cluster(n_workers=2) as real_cluster:
     with dbkit.DownpourSGD("mlp", "digits", client=real_cluster.client, **same) as job:
-        job.fit(seconds=3, progress=False)
+        job.fit(seconds=3)
     side_by_side["this machine"] = job.report()
 with dbkit.DownpourSGD("mlp", "digits", cluster=Cluster(profile="here"), **same) as job:
-    job.fit(seconds=3, progress=False)
+    job.fit(seconds=3)
 side_by_side["same settings"] = job.report()
 display(compare_runs(side_by_side, target=0.95, title="the same settings, real and simulated"))
 rates = SummaryTable(side_by_side)
@@ -182,8 +190,17 @@ print(f"simulated examples per second / real: {ratio:.2f}")
 # <details><summary>Solution</summary>
 #
 # More shards: `shards=16` (or 32) spreads the same requests over more parameter-server machines, each serving
-# a smaller slice, so each replica waits less per step. Try it: start the job with `shards=16` and run the
-# same three phases. The steps per replica at 200 replicas and `n = 1` more than double (about 160 per simulated
+# a smaller slice, so each replica waits less per step. Try it:
+#
+# ```python
+# spread = job.new_run(shards=16, replicas=200)
+# spread.fit(seconds=0.06)
+# snap = spread.snapshot()
+# print(f"16 shards, 200 replicas, n = 1: {snap.step / snap.simulation.virtual_seconds / snap.live_replicas:,.0f} "
+#       "steps per replica per simulated s")
+# spread.stop()
+# ```
+# The steps per replica at 200 replicas and `n = 1` more than double (about 160 per simulated
 # second against 64 when we tried it), though they stay far below one replica alone: every step still sends a
 # request to each of the 16 shards. This is Sec. 4.1's reason for
 # sharding: the parameter server's throughput grows with its shards.

@@ -12,6 +12,7 @@
 #     language: python
 #     name: python3
 # ---
+
 # %% [markdown]
 # # 9. After DistBelief: what did the ideas that followed Downpour buy, and what did they cost?
 #
@@ -55,7 +56,7 @@ with dbkit.Cluster(n_workers=2) as cluster:
     for name, settings in METHODS.items():
         with dbkit.DownpourSGD("mlp", "signals", client=cluster.client, replicas=3, shards=2,
                                slow_replicas={0: 4.0}, eval_every=20, target_accuracy=TARGET, **settings) as job:
-            job.fit(seconds=seconds, progress=False)
+            job.fit(seconds=seconds)
         real[name] = job.report()
 display(compare_runs(real, target=TARGET, title="this machine: 3 replicas, replica 0 slowed 4x"))
 table = SummaryTable(real, target=TARGET)
@@ -109,26 +110,34 @@ simulated = {}
 for name, settings in SCALED.items():
     with dbkit.DownpourSGD("mlp", "signals", cluster=Cluster(machines=200, profile="distbelief-2012"),
                            slow_replicas={0: 4.0}, target_accuracy=0.4, **at_scale, **settings) as job:
-        job.fit(seconds=0.8 if small else 3.0, progress=False)
+        job.fit(seconds=0.8 if small else 3.0)
     simulated[name] = job.report()
+    print(f"simulated {name}: {simulated[name]['steps']:,} steps done")
 display(compare_runs(simulated, target=0.4, title="simulated (distbelief-2012): 100 replicas on 200 machines"))
+print("SIMULATED (profile distbelief-2012, 100 replicas on 200 machines; seconds are simulated seconds):")
 display(SummaryTable(simulated, target=0.4))
+sim_table = SummaryTable(simulated, target=0.4)
+steps = {name: sim_table[name].steps for name in simulated}
+reached_sim = [name for name in simulated if sim_table[name].seconds_to_target is not None]
+print(f"fewest steps: {min(steps, key=steps.get)}; most steps: {max(steps, key=steps.get)}; "
+      f"reached 0.4: {', '.join(reached_sim) or 'none'}")
 
 # %% [markdown]
 # **Reading it (simulated).** With 100 replicas the shards are busy, and staleness reaches hundreds of versions:
 #
-# - **Downpour with Adagrad** still reaches the target among the first.
+# The line above the table names, from this run, which method took the fewest and the most steps and which
+# reached 0.4. What makes each one fast or slow:
+#
+# - **Downpour with Adagrad** never waits: its steps are limited only by the shards' service.
 # - **SSP** bounds how many *steps* a replica runs ahead, not how many *versions* its gradient is stale. With
 #   100 replicas, three steps ahead is still dozens of pushes: its staleness is lower than Downpour's, but not
-#   small, and each replica waits for the straggler and for every fetch and push, so it takes far fewer steps
-#   and had not reached the target in this time.
-# - **DiLoCo** takes the most steps, because its replicas seldom wait on the shards, but each step counts for
-#   less.
-# - **Backup sync** takes a round at the pace of the 90th replica, not the straggler's. It is synchronous, so
-#   every round waits for 90 replicas, and it takes the fewest steps.
-# - **EASGD** and the **staleness-aware** rule had not reached the target in this time. EASGD's centre moves by
-#   `alpha` per pull, which must be small with 100 replicas pulling. The staleness-aware rule divides each
-#   step by a staleness near 200.
+#   small, and each replica waits for the straggler and for every fetch and push, so its steps are fewer.
+# - **DiLoCo**'s replicas seldom talk to the shards (once a round of `H` steps), so they step freely, but each
+#   step counts for less.
+# - **Backup sync** takes a round at the pace of the 90th replica, not the straggler's; it is synchronous, so
+#   every round waits for 90 replicas.
+# - **EASGD**'s centre moves by `alpha` per pull, which must be small with 100 replicas pulling; the
+#   **staleness-aware** rule divides each step by a staleness near 200: both move slowly here.
 #
 # Which idea wins depends on what is scarce: bytes (DiLoCo), patience with stragglers (backup sync), or the
 # quality of stale gradients (SSP, staleness-aware rates).
@@ -145,7 +154,7 @@ job = dbkit.DownpourSGD("mlp", "signals", cluster=Cluster(profile="here"), repli
                         replica="ssp", max_staleness=0, optimizer="adagrad", lr=0.05, slow_replicas={0: 4.0})
 panel = job.panel()
 display(panel)
-job.fit(seconds=0.2, progress=False)  # started, then paused: the replicas are there to slow and to renew
+job.fit(seconds=0.2)  # started, then paused: the replicas are there to slow and to renew
 leads = {}
 for s in (0, 2, 8, 1000):
     panel.controls["max_staleness"].value = s  # what moving the slider does: job.set(max_staleness=s)
@@ -153,7 +162,7 @@ for s in (0, 2, 8, 1000):
     live = sorted(r.replica for r in job.replicas() if r.live)  # new replicas, numbered on
     panel.straggler.replica.value, panel.straggler.factor.value = live[0], 4.0  # the first of them is slow
     panel.wait_idle(60)
-    job.fit(seconds=0.5, progress=False)
+    job.fit(seconds=0.5)
     steps = {r.replica: r.steps for r in job.replicas() if r.live}
     leads[s] = max(steps.values()) - steps[live[0]]
     print(f"max_staleness {s:>9,}: the fastest replica is {leads[s]} steps ahead of the straggler "

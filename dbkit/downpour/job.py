@@ -165,8 +165,10 @@ class DownpourSGD(Job):
 
     def describe(self) -> str:
         c, d = self.config, self.config.downpour
-        return (f"downpour: {c.replicas} replicas" + (f" of {d.partitions} partitions each" if d.partitions > 1 else "")
-                + f", {c.shards} shards, n_fetch={d.n_fetch}, n_push={d.n_push}, {c.rule_text()}"
+        return (f"downpour: {c.replicas} replica{'s' if c.replicas != 1 else ''}"
+                + (f" of {d.partitions} partitions each" if d.partitions > 1 else "")
+                + f", {c.shards} shard{'s' if c.shards != 1 else ''}"
+                + f", n_fetch={d.n_fetch}, n_push={d.n_push}, {c.rule_text()}"
                 + (f", warm start {d.warm_start_steps} steps" if d.warm_start_steps else "")
                 + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else ""))
 

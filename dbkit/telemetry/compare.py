@@ -101,7 +101,7 @@ def compare_runs(runs: Mapping[str, Mapping], target: float | None = None, x: st
     seconds = ("simulated seconds" if all(simulated) else "seconds (simulated seconds for dashed lines)"
                if any(simulated) else "seconds")
     ax.set(xlabel=seconds if x == "t" else "steps", ylabel="test accuracy", ylim=(0, 1))
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the axes
     if target is not None:
         ax.axhline(target, color="gray", ls=":", lw=1)
         labels = list(runs)

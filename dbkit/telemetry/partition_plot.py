@@ -36,9 +36,9 @@ def _strip_step(n: int, most: int = 128) -> int:
 def plot_partitions(network, k: int, path: str | Path | None = None):
     """Draw ``network`` split into ``k`` partitions; returns the matplotlib ``Figure`` (saved to ``path`` if given).
 
-    The title of each panel gives the units per partition and how many input
-    activations per example the layer receives from other partitions
-    (``dbkit.partition.describe``); dots mark the outputs other partitions read.
+    The title of each panel gives the units per partition and how many of the
+    layer's outputs another partition reads, which the dots mark (issue #44: the
+    title counted inputs while the dots marked outputs).
     """
     from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
@@ -68,7 +68,7 @@ def plot_partitions(network, k: int, path: str | Path | None = None):
         r = rows[i]
         kind = "dense" if isinstance(layer, Dense) else layer.kind
         ax.set_title(f"layer {i}: {kind}\nunits {r['units_per_partition']}\n"
-                     f"inputs from other partitions: {r['cross_floats_per_example']}/example", fontsize=8)
+                     f"outputs another partition reads (dots): {len(sent):,}", fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
     fig.suptitle(f"{network.name} in {k} partitions (colour: owner; dot: activation another partition reads)",

@@ -10,7 +10,7 @@ def plot_figure(report: dict, path: str | Path) -> Path:
     """Draw a ``figure3``/``figure4``/``figure5`` report to ``path`` (PNG); returns the path."""
     from matplotlib.figure import Figure  # no pyplot: works headless and in any backend
 
-    fig = Figure(figsize=(8, 5), layout="constrained")
+    fig = Figure(figsize=(9.5, 5), layout="constrained")
     ax = fig.subplots()
     kind = report["figure"]
     {"fig3": _fig3, "fig4": _fig4, "fig5": _fig5}[kind](ax, report)
@@ -32,13 +32,19 @@ def _fig3(ax: Any, report: dict) -> None:
                 label=f"{name} ({m['parameters'] / 1e6:,.0f}M, {m['connectivity']})")
     colors = {name: f"C{i}" for i, name in enumerate(report["models"])}
     for p in report["paper"]["points"]:
+        color = colors.get(p["model"], "k")
         marker = "^" if p["relation"] == ">" else "s"
         ax.scatter([p["machines"]], [p["speedup"]], marker=marker, s=90, facecolors="none",
-                   edgecolors=colors.get(p["model"], "k"), linewidths=2, zorder=5, label=p["label"])
+                   edgecolors=color, linewidths=2, zorder=5, label=f"{p['label']} ({p['model']})")
+        if p["relation"] == ">":  # a lower bound: an arrow up from it, in its model's colour, to its model's curve
+            m = report["models"].get(p["model"])
+            top = max(m["speedup"]) if m else p["speedup"] * 2
+            ax.annotate("", xy=(p["machines"], max(top, p["speedup"] * 1.5)), xytext=(p["machines"], p["speedup"]),
+                        arrowprops=dict(arrowstyle="->", color=color, lw=1.5, alpha=0.7), zorder=4)
     ax.set(xscale="log", xlabel="machines per model instance", ylabel="training speed-up (one step)",
            title=f"cost-only, mini-batch of {report['batch']}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the axes
 
 
 def _fig4(ax: Any, report: dict) -> None:
@@ -53,7 +59,7 @@ def _fig4(ax: Any, report: dict) -> None:
            title=f"{report['dataset']}, {report['model']}\npaper, slowest to fastest: {order}")
     ax.title.set_fontsize(8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the axes
 
 
 def _fig5(ax: Any, report: dict) -> None:
@@ -70,4 +76,4 @@ def _fig5(ax: Any, report: dict) -> None:
            title="paper: " + ";\n".join(report["paper"]["findings"]))
     ax.title.set_fontsize(8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the axes
