@@ -6,8 +6,10 @@
 A reader finds the pictures there without running anything (GitHub renders
 ``.ipynb``). The copies keep each output's static form: the control panel's
 live widget view is dropped, its last frame (``image/png``) stays, so the
-page shows the panel as it was when the lesson ended. Prints how long each
-lesson took from a fresh kernel.
+page shows the panel as it was when the lesson ended. Prints, for each lesson
+run from a fresh kernel, its seconds and its longest silence: the longest time
+any cell went without showing something new (an output, or a widget update
+such as a progress bar's), and which cell (issue #44: none over 10 s).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -44,15 +47,50 @@ def static(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def render(name: str) -> float:
-    """Execute ``notebooks/NAME.ipynb`` from a fresh kernel into ``docs/lessons/NAME.ipynb``; its seconds."""
+@dataclass
+class Silences:
+    """When each cell started, showed something and ended (``time.monotonic``)."""
+
+    marks: dict[int, list[float]] = field(default_factory=dict)
+
+    def mark(self, cell_index: int) -> None:
+        self.marks.setdefault(cell_index, []).append(time.monotonic())
+
+    def longest(self) -> tuple[float, int]:
+        """The longest gap between two marks of one cell, and that cell's index."""
+        gaps = [(b - a, i) for i, ts in self.marks.items() for a, b in zip(ts, ts[1:])]
+        return max(gaps, default=(0.0, -1))
+
+
+class TimedClient(NotebookClient):
+    """A ``NotebookClient`` that marks every output and widget message of each cell."""
+
+    def __init__(self, nb: nbformat.NotebookNode, silences: Silences, **kw) -> None:
+        super().__init__(nb, on_cell_execute=lambda cell, cell_index: silences.mark(cell_index),
+                         on_cell_executed=lambda cell, cell_index, execute_reply: silences.mark(cell_index), **kw)
+        self.silences = silences
+
+    def output(self, outs, msg, display_id, cell_index):  # noqa: ANN001 - nbclient's signature
+        self.silences.mark(cell_index)
+        return super().output(outs, msg, display_id, cell_index)
+
+    def handle_comm_msg(self, outs, msg, cell_index):  # noqa: ANN001 - nbclient's signature
+        self.silences.mark(cell_index)
+        return super().handle_comm_msg(outs, msg, cell_index)
+
+
+def render(name: str) -> tuple[float, float, int]:
+    """Execute ``notebooks/NAME.ipynb`` from a fresh kernel into ``docs/lessons/NAME.ipynb``; its seconds,
+    its longest silence in seconds and the (0-based) index of the cell where it was."""
     nb = nbformat.read(SOURCE / f"{name}.ipynb", as_version=4)
+    silences = Silences()
     t = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(SOURCE)}}).execute()
+    TimedClient(nb, silences, timeout=600, kernel_name="python3",
+                resources={"metadata": {"path": str(SOURCE)}}).execute()
     seconds = time.perf_counter() - t
     TARGET.mkdir(parents=True, exist_ok=True)
     nbformat.write(static(nb), TARGET / f"{name}.ipynb")
-    return seconds
+    return (seconds, *silences.longest())
 
 
 def main(argv: list[str]) -> int:
@@ -60,7 +98,8 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     names = argv or sorted(p.stem for p in SOURCE.glob("*.ipynb") if p.stem not in NOT_RUN)
     for name in names:
-        print(f"{name}: {render(name):.1f} s", flush=True)
+        seconds, silence, cell = render(name)
+        print(f"{name}: {seconds:.1f} s, longest silence {silence:.1f} s (cell {cell})", flush=True)
     return 0
 
 
