@@ -130,7 +130,6 @@ print("bit-identical:", remote.parameters().tobytes() == local.parameters().toby
 # </details>
 
 # %%
-cluster.close()
 moved = remote.report()["bytes"]
 assert moved["pushed"] == steps * 4 * net.size, "every step pushes the whole model's gradient, once"
 assert moved["fetched"] >= steps * 4 * net.size, "every step fetches the whole model"

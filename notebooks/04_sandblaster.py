@@ -157,7 +157,6 @@ compare_runs(runs, target=target, title="the same network, machines and time")
 # </details>
 
 # %%
-cluster.close()
 assert abs(ours["final"]["full_batch_loss"] - reference.fun) <= 1e-3 * reference.fun, "L-BFGS should match scipy"
 static, balanced = (list(figures[k][1]["units_per_replica"].values()) for k in ("static split", "load balancing"))
 assert max(static) - min(static) <= figures["static split"][2], "a static split gives each replica a third of a batch"
