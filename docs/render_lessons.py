@@ -63,19 +63,25 @@ class Silences:
 
 
 class TimedClient(NotebookClient):
-    """A ``NotebookClient`` that marks every output and widget message of each cell."""
+    """A ``NotebookClient`` that marks every output of each cell, and every update of a widget the cell
+    itself made (a progress bar's): an earlier cell's panel refreshing meanwhile does not count."""
 
     def __init__(self, nb: nbformat.NotebookNode, silences: Silences, **kw) -> None:
         super().__init__(nb, on_cell_execute=lambda cell, cell_index: silences.mark(cell_index),
                          on_cell_executed=lambda cell, cell_index, execute_reply: silences.mark(cell_index), **kw)
         self.silences = silences
+        self.opened_in: dict[str, int] = {}  # a widget's comm id -> the cell that made it
 
     def output(self, outs, msg, display_id, cell_index):  # noqa: ANN001 - nbclient's signature
         self.silences.mark(cell_index)
         return super().output(outs, msg, display_id, cell_index)
 
     def handle_comm_msg(self, outs, msg, cell_index):  # noqa: ANN001 - nbclient's signature
-        self.silences.mark(cell_index)
+        comm = msg["content"].get("comm_id", "")
+        if msg["msg_type"] == "comm_open":
+            self.opened_in[comm] = cell_index
+        elif self.opened_in.get(comm) == cell_index:
+            self.silences.mark(cell_index)
         return super().handle_comm_msg(outs, msg, cell_index)
 
 

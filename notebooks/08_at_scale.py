@@ -129,14 +129,15 @@ for label, moves, seconds in (("1 replica", {}, 0.3), ("200 replicas, n = 1", {"
           f", falling {fall:.2f} per simulated s ({after.simulation.describe()})")
 
 # %% [markdown]
-# **Reading it.** Alone, a replica steps about 700 times per simulated second: its exchange with the shards
-# takes most of each step. With 200 replicas at `n = 1`, every step sends 8 requests to 4 shards, which serve
-# them as fast as their cores allow: each replica now waits its turn and steps about a tenth as often. The
-# shards, not the replicas, set the pace; still, 200 replicas at a tenth of the pace are 20 times the steps,
-# and the test loss falls several times faster than one replica's did (from the start, where loss falls
-# fastest): time to accuracy answers. At `n = 100`
-# (once the queues left from `n = 1` have drained) the replicas fetch and push a hundredth as often and step
-# about as fast as one alone, 200 times over, yet the loss gains less per step: each gradient was computed on
+# **Reading it** (the three lines above give the numbers; the closing cell checks each comparison). Alone, a
+# replica steps hundreds of times per simulated second: its exchange with the shards takes most of each step.
+# With 200 replicas at `n = 1`, every step sends 8 requests to 4 shards, which serve them as fast as their
+# cores allow: each replica now waits its turn and steps far less often (less than half as often, the check
+# says). The shards, not the replicas, set the pace; still, 200 replicas at a fraction of the pace are many
+# times the steps, and the test loss falls faster than one replica's did (from the start, where loss falls
+# fastest): time to accuracy answers. At `n = 100` (once the queues left from `n = 1` have drained) the
+# replicas fetch and push a hundredth as often and step several times faster than at `n = 1` (more than four
+# times, the check says), yet the loss gains less per step: each gradient was computed on
 # parameters up to 100 steps of every replica old (staleness, lesson 02). This is why the paper's Downpour
 # replicas exchange every few steps, and why Figs. 4 and 5 use 16 shards and `n = 4`.
 #

@@ -167,9 +167,11 @@ for s in (0, 2, 8, 1000):
     leads[s] = max(steps.values()) - steps[live[0]]
     print(f"max_staleness {s:>9,}: the fastest replica is {leads[s]} steps ahead of the straggler "
           f"({steps[live[0]]} steps), simulated")
-job.stop()
 
 # %% [markdown]
+# The job is left paused: press **Resume** on the panel and move `max staleness` yourself, watching the
+# fastest replica's lead over the straggler in the replicas' rates.
+#
 # **Reading it (simulated, `here` profile).** At `s = 0` every replica moves in step with the straggler. With
 # a larger `s` the fast replicas get up to `s` steps ahead and then wait: the bound limits how far ahead they
 # get, and over a long run they go no faster than the straggler. With an unreachable bound, the fast replicas

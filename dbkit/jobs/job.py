@@ -1,10 +1,8 @@
 """The one interface every dbkit job has, and what each algorithm fills in.
 
-``start()`` (non-blocking), ``fit(steps, seconds, progress)``, ``wait(seconds, steps)``
-(a running job, left running), ``pause()``,
-``resume()``, ``set(**changes)``, ``stop()``, ``history``, ``events``,
-``snapshot()``, ``report()``, and use as a context manager: the CLI and the
-widgets use nothing else. ``dbkit.SyncSGD``, ``dbkit.DownpourSGD`` and
+``start()`` (non-blocking), ``fit(steps, seconds, progress)``, ``wait(seconds, steps)`` (the job runs on),
+``pause()``, ``resume()``, ``set(**changes)``, ``stop()``, ``history``, ``events``, ``snapshot()``,
+``report()``, and use as a context manager: the CLI and the widgets use nothing else. ``dbkit.SyncSGD``, ``dbkit.DownpourSGD`` and
 ``dbkit.SandblasterLBFGS`` subclass ``Job`` and provide the hooks below.
 
 Locks, always taken in this order (each declaration says its place, a test
@@ -23,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ..config import RunConfig
@@ -114,16 +113,8 @@ class Job(JobFigures):
             self._set_state("running")
         bar = Progress(self, steps, seconds) if progress else None
         try:
-            while not (self.ended or self._user_paused):
-                if self._check_connection():
-                    break
-                if target is not None and self._progress() >= target:
-                    break
-                if seconds is not None and self._seconds_done(begin, seconds):
-                    break
-                if bar is not None:
-                    bar.update(self._seconds() - begin)
-                time.sleep(0.05)
+            self._poll(lambda: self._user_paused, target,
+                       lambda: seconds is not None and self._seconds_done(begin, seconds), bar, begin)
         finally:
             with self._steer:
                 if not self.ended:
@@ -141,35 +132,35 @@ class Job(JobFigures):
         return self.history
 
     def wait(self, seconds: float | None = None, steps: int | None = None, progress: bool = True) -> list[dict]:
-        """Wait while the running job trains on, for ``seconds`` more of its clock or ``steps`` more steps
-        (over all replicas); unlike ``fit``, the job keeps running afterwards. Returns the history.
-
-        For a notebook: a panel's job runs in the background (``start()``) and a later
-        cell waits on it with a visible budget while the learner steers it. Returns
-        early if the job ends, is stopped or is paused (its clock would not move).
-        """
+        """Wait while the started job trains on for ``seconds`` more of its clock or ``steps`` more steps (over
+        all replicas), and leave it running (``fit`` pauses it); returns the history. For a notebook: a panel's
+        job runs in the background and a later cell waits on it, with a progress bar, while the learner steers
+        it. Returns early if the job ends, is stopped or is paused (its clock would not move)."""
         if seconds is None and steps is None:
             raise ValueError("wait for seconds=... or steps=... (the job runs on either way)")
         steps, seconds = check("steps", steps), check("seconds", seconds)
         if self._state == "created":
             raise RuntimeError("this job has not started: call start() first (or fit() to train and pause)")
-        begin, first = self._seconds(), self._progress()
+        begin = self._seconds()
+        target = None if steps is None else self._progress() + steps
         bar = Progress(self, steps, seconds) if progress else None
         try:
-            while not (self.ended or self._stopped or self._state == "paused"):
-                if self._check_connection():
-                    break
-                if steps is not None and self._progress() - first >= steps:
-                    break
-                if seconds is not None and self._seconds() - begin >= seconds:
-                    break
-                if bar is not None:
-                    bar.update(self._seconds() - begin)
-                time.sleep(0.05)
+            self._poll(lambda: self._stopped or self._state == "paused", target,
+                       lambda: seconds is not None and self._seconds() - begin >= seconds, bar, begin)
         finally:
             if bar is not None:
                 bar.close()
         return self.history
+
+    def _poll(self, halted: Callable[[], bool], target: int | None, done: Callable[[], bool],
+              bar: Progress | None, begin: float) -> None:
+        """Return once the job ended or ``halted()``, its scheduler is lost, ``target`` steps or ``done()``."""
+        while not (self.ended or halted()):
+            if self._check_connection() or (target is not None and self._progress() >= target) or done():
+                return
+            if bar is not None:
+                bar.update(self._seconds() - begin)
+            time.sleep(0.05)
 
     def pause(self, wait: bool = True) -> None:
         """Pause training: replicas push what they accumulated and wait."""

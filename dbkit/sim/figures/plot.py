@@ -38,8 +38,8 @@ def _fig3(ax: Any, report: dict) -> None:
                    edgecolors=color, linewidths=2, zorder=5, label=f"{p['label']} ({p['model']})")
         if p["relation"] == ">":  # a lower bound: an arrow up from it, in its model's colour, to its model's curve
             m = report["models"].get(p["model"])
-            top = max(m["speedup"]) if m else p["speedup"] * 2
-            ax.annotate("", xy=(p["machines"], max(top, p["speedup"] * 1.5)), xytext=(p["machines"], p["speedup"]),
+            at = m["speedup"][m["machines"].index(p["machines"])] if m and p["machines"] in m["machines"] else 0.0
+            ax.annotate("", xy=(p["machines"], max(at, p["speedup"] * 1.5)), xytext=(p["machines"], p["speedup"]),
                         arrowprops=dict(arrowstyle="->", color=color, lw=1.5, alpha=0.7), zorder=4)
     ax.set(xscale="log", xlabel="machines per model instance", ylabel="training speed-up (one step)",
            title=f"cost-only, mini-batch of {report['batch']}")
