@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE, TARGET = ROOT / "notebooks", ROOT / "docs" / "lessons"
 NOT_RUN = {"07_scaling_out"}  # needs a real cluster: shown, not executed
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# run after the lesson: panels whose jobs run on keep their latest frame as their picture
+KEEP_FRAMES = "import dbkit.widgets\ndbkit.widgets.keep_last_frames();"
 
 
 def static(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -90,10 +92,12 @@ def render(name: str) -> tuple[float, float, int]:
     its longest silence in seconds and the (0-based) index of the cell where it was."""
     nb = nbformat.read(SOURCE / f"{name}.ipynb", as_version=4)
     silences = Silences()
+    nb.cells.append(nbformat.v4.new_code_cell(KEEP_FRAMES))
     t = time.perf_counter()
     TimedClient(nb, silences, timeout=600, kernel_name="python3",
                 resources={"metadata": {"path": str(SOURCE)}}).execute()
     seconds = time.perf_counter() - t
+    nb.cells.pop()  # (its only effect: the panels' pictures in the cells above)
     TARGET.mkdir(parents=True, exist_ok=True)
     nbformat.write(static(nb), TARGET / f"{name}.ipynb")
     return (seconds, *silences.longest())

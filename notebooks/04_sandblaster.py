@@ -84,6 +84,7 @@ for label, options in [("static split", dict(balance=False, backup=False)),
         batches[label] = done[-1]
         figures[label] = (float(np.median([b.seconds for b in done])), sb.report()["sandblaster"],
                           len(sb.events.of(BatchDone)))
+    print(f"{label}: {len(done)} batches computed")
 for label, (seconds, sbr, _) in figures.items():
     print(f"{label:<20} batch {seconds:.2f} s, units per replica {sbr['units_per_replica']}, "
           f"backups {sbr['backups_issued']} issued, {sbr['backups_won']} won")

@@ -79,6 +79,10 @@ def test_the_executed_copy_is_the_lesson_with_its_pictures(lesson):
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), \
         "copies keep the panel's picture, not a widget view that needs a kernel"
     assert any("lesson held" in o.get("text", "") for o in outputs)
+    panels = [o["data"]["text/plain"] for o in outputs if o.get("data", {}).get("text/plain", "").startswith(
+        "dbkit panel")]
+    assert not any(" · step 0 · " in p or "\ncreated" in p for p in panels), \
+        "a panel whose job runs on keeps its latest frame in the copy, not its first (render_lessons.py)"
 
 
 def test_scaling_out_runs_against_a_real_scheduler_and_workers(dask_cluster_address, monkeypatch):

@@ -440,3 +440,19 @@ def test_a_run_whose_accuracy_falls_after_a_change_says_so_on_the_status_line():
     run.update(events)
     line = run.setback()
     assert line is not None and "fell from 0.80 to 0.55 after n_push 1→4, n_fetch 1→4" in line
+
+
+def test_a_panel_whose_job_runs_on_keeps_its_latest_frame_as_its_picture(digits):
+    """A lesson's panel job runs on after Run All; a saved (rendered) copy must show the panel as it is
+    then, not its first, empty frame (issue #44)."""
+    job = dbkit.SyncSGD("linear", digits, lr=0.05, seconds=60)
+    try:
+        panel = job.panel()
+        first = panel.png()
+        job.start()
+        until(lambda: job.snapshot().step > 50 and panel.frames >= 2)
+        assert dbkit.widgets.keep_last_frames() == 1
+        assert panel.png() != first and "step 0 " not in panel.text()
+    finally:
+        job.stop()
+    assert dbkit.widgets.keep_last_frames() == 0  # a stopped job's panel kept its last frame when it stopped

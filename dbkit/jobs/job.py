@@ -2,8 +2,8 @@
 
 ``start()`` (non-blocking), ``fit(steps, seconds, progress)``, ``wait(seconds, steps)`` (the job runs on),
 ``pause()``, ``resume()``, ``set(**changes)``, ``stop()``, ``history``, ``events``, ``snapshot()``,
-``report()``, and use as a context manager: the CLI and the widgets use nothing else. ``dbkit.SyncSGD``, ``dbkit.DownpourSGD`` and
-``dbkit.SandblasterLBFGS`` subclass ``Job`` and provide the hooks below.
+``report()``, and use as a context manager: the CLI and the widgets use nothing else. ``dbkit.SyncSGD``,
+``dbkit.DownpourSGD`` and ``dbkit.SandblasterLBFGS`` subclass ``Job`` and provide the hooks below.
 
 Locks, always taken in this order (each declaration says its place, a test
 checks it is said): ``_steer`` (one change, budget, start or stop at a time)

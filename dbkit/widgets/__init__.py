@@ -13,7 +13,7 @@ from .panel import Panel
 from .series import Marker, RunSeries
 from .steering import Steering
 
-__all__ = ["LiveFigure", "Marker", "Panel", "RunSeries", "Steering", "panel"]
+__all__ = ["LiveFigure", "Marker", "Panel", "RunSeries", "Steering", "keep_last_frames", "panel"]
 
 
 def panel(job: Any) -> Panel:
@@ -22,3 +22,15 @@ def panel(job: Any) -> Panel:
     if existing is not None and not existing.closed:
         return existing
     return Panel(job)
+
+
+def keep_last_frames() -> int:
+    """Every panel of a job still running (or paused) in this process keeps its latest frame as its static
+    view, so that a notebook saved now shows the panels as they are (``docs/render_lessons.py`` calls it
+    after a lesson's last cell); returns how many panels."""
+    from ..jobs.running import running
+
+    panels = [j.attached_panel for j in running() if getattr(j, "attached_panel", None) is not None]
+    for p in panels:
+        p.keep_frame()
+    return len(panels)

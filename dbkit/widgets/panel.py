@@ -267,10 +267,15 @@ class Panel:
         if job is not self.job:
             return
         self.stop_refresh()
+        self.keep_frame()
+
+    def keep_frame(self) -> None:
+        """Draw the job as it is now and make that frame the panel's static view (what a saved or rendered
+        notebook shows without a kernel); the live view is unchanged."""
         self.tick()
         if self._display is not None:
             with contextlib.suppress(Exception):
-                self._display.update(self._repr_mimebundle_(), raw=True)  # the static view: the last frame
+                self._display.update(self._repr_mimebundle_(), raw=True)
 
     def close(self) -> None:
         """Stop the panel's threads and close its widgets (the job goes on)."""
