@@ -49,7 +49,7 @@ job.panel()
 # says "applied", and the replicas' count and the staleness answer.
 
 # %%
-job.wait(seconds=15 if small else 40)
+job.wait(seconds=10 if small else 40)
 print(job)
 job.history[-1]
 
@@ -86,7 +86,7 @@ job.history[-1]
 # job = job.new_run(replicas=4)
 # job.start()
 # display(job.panel())
-# job.wait(seconds=15 if small else 40)
+# job.wait(seconds=10 if small else 40)
 # print(job, job.report()["time_to_accuracy"])
 # ```
 #

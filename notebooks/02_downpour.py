@@ -38,7 +38,7 @@ from dbkit.sim.figures import METHODS, Setup, figure4, plot_figure
 from dbkit.telemetry import SummaryTable, compare_runs, plot_lines
 
 small = data.small()
-seconds = 10 if small else 40
+seconds = 8 if small else 40
 target = 0.6
 cluster = dbkit.Cluster(n_workers=2)
 common = dict(client=cluster.client, shards=2, optimizer="adagrad", lr=0.03, eval_every=200, target_accuracy=target)

@@ -81,7 +81,7 @@ class LiveFigure:
             "steps_batch": line(self.ax_steps, "C0", lw=1),
             "steps_test": line(self.ax_steps, "C1", marker=".", lw=1.5),
             "rate": line(self.ax_rate, "black", lw=1.5, label="total"),
-            "per_replica": line(self.ax_rate, "C1", lw=1.2, ls="--", label="per replica (mean)"),
+            "per_replica": line(self.ax_rate, "dimgray", lw=1.2, ls="--", label="per replica (mean)"),
             "fetched": line(self.ax_bytes, "C0", lw=1.2, label="fetched"),
             "pushed": line(self.ax_bytes, "C3", lw=1.2, label="pushed"),
             "between": line(self.ax_bytes, "C4", lw=1.2, label="between partitions"),

@@ -271,7 +271,7 @@ class Panel:
 
     def keep_frame(self) -> None:
         """Draw the job as it is now and make that frame the panel's static view (what a saved or rendered
-        notebook shows without a kernel); the live view is unchanged."""
+        notebook shows without a kernel); a live front end goes on showing the same widgets."""
         self.tick()
         if self._display is not None:
             with contextlib.suppress(Exception):
