@@ -45,8 +45,9 @@ job.panel()
 #
 # **Try it now.** The job runs in the background: the next cell only watches it for a while (a progress bar),
 # and it keeps running after the lesson ends, until you press **Stop**. Type 4 into `replicas` (or set `n_push`
-# to 8) on the panel, during the next cell or any time after: a dashed line marks the change, the status line
-# says "applied", and the replicas' count and the staleness answer.
+# to 8) on the panel, now or any time later (a move made while a cell is still running is applied as soon as
+# that cell ends): a dashed line marks the change, the status line says "applied", and the replicas' count and
+# the staleness answer.
 
 # %%
 job.wait(seconds=10 if small else 40)

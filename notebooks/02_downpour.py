@@ -158,9 +158,9 @@ compare_runs(rates, target=target, title="progress per second: accuracy against 
 # ## Steer it yourself
 #
 # The measurements are done; now a job to drive. It starts six replicas in the background and keeps running
-# after the lesson, until you press **Stop**. While the next cell waits on it (a progress bar), or any time
-# after: set `n_push` and `n_fetch` to 16 and watch the MB per second fall and the mean staleness in the inset
-# change; set `replicas` to 1 and watch the total examples per second drop while the per-replica line rises.
+# after the lesson, until you press **Stop** (a move made while a cell is still running is applied as soon as
+# that cell ends). Set `n_push` and `n_fetch` to 16 and watch the MB per second fall and the mean staleness in
+# the inset change; set `replicas` to 1 and watch the total examples per second drop while the per-replica line rises.
 
 # %%
 live = dbkit.DownpourSGD("signal-local", "signals", replicas=6, **common)

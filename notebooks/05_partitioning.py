@@ -145,10 +145,10 @@ plot_lines(machines,
 #
 # Partitioning and Downpour combine: each partition of a replica exchanges parameters only with the shards that
 # hold its own parameters. Below, one replica of `signal-local` split in two trains on `signals`, in the
-# background: it keeps running after the lesson until you press **Stop**. While the next cell waits on it, or
-# any time after, move `partitions` between 1 and 2 on the panel and watch the purple "between partitions"
-# line on the MB/s plot drop to zero and come back, while examples per second barely move (this model is too
-# small for the split to pay, as measured above).
+# background: it keeps running after the lesson until you press **Stop** (a move made while a cell is still
+# running is applied as soon as that cell ends). Move `partitions` between 1 and 2 on the panel and watch the
+# purple "between partitions" line on the MB/s plot drop to zero and come back, while examples per second
+# barely move (this model is too small for the split to pay, as measured above).
 
 # %%
 job = dbkit.DownpourSGD("signal-local", "signals", client=cluster.client, replicas=1, partitions=2, shards=2,
