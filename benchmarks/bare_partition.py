@@ -38,7 +38,7 @@ def _tune(sock: socket.socket) -> None:
 
 def _worker_class():
     from dbkit.partition import PartitionWorker
-    from dbkit.partition.run_through import run_through
+    from dbkit.runtime.run_through import run_through
 
     class BarePartition(PartitionWorker):
         """``PartitionWorker``'s arithmetic on the calling thread, its slices on one raw socket to its partner."""

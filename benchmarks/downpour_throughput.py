@@ -105,7 +105,7 @@ def floor(parameters: int, optimizer: str) -> dict:
     import numpy as np
 
     from dbkit.downpour.exchange import Exchange
-    from dbkit.runtime.dask.timing import median_ms
+    from dbkit.calibration.timing import median_ms
     from dbkit.ps import ParameterShard, local_shards, make_rule
     from raw_wire import raw_round_trip
 

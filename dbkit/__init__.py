@@ -1,6 +1,7 @@
 """dbkit: DistBelief (Dean et al., NIPS 2012) on Dask, for teaching and experiments.
 
-Importing ``dbkit`` is cheap and loads no dask: the subpackages ``dbkit.nn``,
+Importing ``dbkit`` is cheap and loads no dask (it registers dbkit's own update rules and
+replica loops, ``registered.py``): the subpackages ``dbkit.nn``,
 ``dbkit.data``, ``dbkit.ps``, ``dbkit.partition``, ``dbkit.downpour``, ``dbkit.sandblaster`` and ``dbkit.sync_sgd``
 are numpy only, and the jobs load what they need when first used.
 
@@ -27,6 +28,8 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
+
+from . import registered  # noqa: E402,F401  dbkit's own rules and replica loops, by name
 
 
 def __getattr__(name):

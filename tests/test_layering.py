@@ -89,3 +89,66 @@ def test_a_whole_simulation_loads_no_dask_widgets_or_matplotlib():
            "r = simulate(RunConfig.make(algorithm='downpour', replicas=3, shards=2, steps=30), Cluster('here'))\n"
            "assert r['simulated'] and figure3()['models']")
     assert loaded_after(run) == ""
+
+
+# ---- the house: no circle across folders, the runtime below the algorithms, every upward arrow named ----------
+
+#: the upward arrows docs/reference.md names, each with its reason (its "The layers" table)
+NAMED_UPWARD = {
+    "dbkit.config -> dbkit.downpour.replica_kinds",
+    "dbkit.jobs.job -> dbkit.downpour.replica_kinds",
+    "dbkit.jobs.job -> dbkit.widgets",
+    "dbkit.jobs.job -> dbkit.widgets.panel",
+    "dbkit.jobs.machines -> dbkit.sim.job_run",
+    "dbkit.partition.downpour_partition -> dbkit.downpour.exchange",
+    "dbkit.partition.downpour_partition -> dbkit.downpour.schedule",
+    "dbkit.partition.lead -> dbkit.downpour.schedule",
+    "dbkit.partition.replica -> dbkit.downpour.schedule",
+    "dbkit.telemetry.events -> dbkit.sandblaster.records",
+    "dbkit.telemetry.partition_plot -> dbkit.partition",
+    "dbkit.telemetry.partition_plot -> dbkit.partition.ownership",
+    "dbkit.telemetry.sandblaster_block -> dbkit.sandblaster.coordinator",
+    "dbkit.telemetry.sandblaster_block -> dbkit.sandblaster.dispatcher",
+}
+
+
+def test_no_import_circle_crosses_folders():
+    from .import_graph import circles, directory, imports
+
+    modules, edges = imports()
+    crossing = [c for c in circles(edges, sorted(modules)) if len({directory(m, modules) for m in c}) > 1]
+    assert crossing == [], crossing
+
+
+def test_the_runtime_imports_no_algorithm():
+    from .import_graph import ALGORITHMS, folder, imports
+
+    modules, edges = imports()
+    bad = sorted(f"{a} -> {b}" for a, targets in edges.items() if folder(a, modules).startswith("runtime")
+                 for b in targets if folder(b, modules).split("/")[0] in ALGORITHMS)
+    assert bad == [], bad
+
+
+def test_every_upward_arrow_is_named_with_its_reason():
+    from pathlib import Path
+
+    from .import_graph import upward_arrows
+
+    found = upward_arrows()
+    assert sorted(found - NAMED_UPWARD) == [], "a new import runs up the layers (name it in docs/reference.md)"
+    assert sorted(NAMED_UPWARD - found) == [], "an arrow named here is gone: strike it from the list and the docs"
+    table = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
+    for arrow in found:
+        a, b = (s.removeprefix("dbkit.") for s in arrow.split(" -> "))
+        assert f"`{a}`" in table and f"`{b}`" in table, arrow
+
+
+def test_the_graph_sees_an_arrow_a_function_import_and_skips_type_checking():
+    # The guardrails above mean something only if the reader sees what they look for.
+    from .import_graph import RANK, folder, imports
+
+    modules, edges = imports()
+    assert "dbkit.jobs" in edges["dbkit.downpour.job"]  # a module-level relative import
+    assert "dbkit.widgets.panel" in edges["dbkit.jobs.job"]  # inside Job.panel()
+    assert "dbkit.jobs" not in edges["dbkit.widgets.panel"]  # only under TYPE_CHECKING
+    assert RANK[folder("dbkit.downpour.job", modules)] > RANK[folder("dbkit.ps.shard", modules)]

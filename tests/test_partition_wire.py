@@ -19,11 +19,11 @@ from dbkit.partition.boundary_wire import ACCEPTED, REFUSED, BoundaryEnd
 from dbkit.partition.downpour_partition import DownpourPartition
 from dbkit.partition.lead import lead
 from dbkit.partition.replica import PartitionedDownpourReplica
-from dbkit.partition.run_through import run_through
 from dbkit.ps import ParameterShard, ShardedParameters
 from dbkit.ps.layout import balanced_layout
 from dbkit.ps.records import WireAddress
 from dbkit.ps.wire_frames import WireError
+from dbkit.runtime.run_through import run_through
 
 
 def _batch(n_features, n_classes, seed=0, n=8):

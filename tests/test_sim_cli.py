@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from dbkit.runtime.sim.memory import check_memory
+from dbkit.runtime.sim.profile import write
 from dbkit.sim import ProfileError, load_profile
-from dbkit.sim.memory import check_memory
-from dbkit.sim.profile import write
 from dbkit.telemetry import validate_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -123,7 +123,7 @@ def test_calibrate_quick_writes_a_profile_the_simulator_reads(tmp_path):
 def test_the_calibration_fit_s_cost_only_steps_take_the_virtual_time_steps_with_numbers_take(n):
     """``dbkit calibrate`` fits the rig's costs to real steps by simulating one replica many times; it does
     so cost-only (ten times sooner). Virtual time does not depend on the numbers: the same step time."""
-    from dbkit.sim.calibrate_fit import simulated_step
+    from dbkit.calibration.fit import simulated_step
 
     here = load_profile("distbelief-2012")
     with_numbers = simulated_step(here, n, 120, cost_only=False)

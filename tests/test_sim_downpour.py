@@ -7,13 +7,13 @@ import pytest
 
 from dbkit import data, nn
 from dbkit.config import RunConfig
+from dbkit.runtime.sim.compute import TimedNetwork
+from dbkit.runtime.sim.cost import CostModel
+from dbkit.runtime.sim.engine import Simulation
+from dbkit.runtime.sim.layout import lay_out
+from dbkit.runtime.sim.shape import ModelShape
 from dbkit.sim import Cluster, load_profile
-from dbkit.sim.compute import TimedNetwork
-from dbkit.sim.cost import CostModel
 from dbkit.sim.downpour import SimulatedDownpour
-from dbkit.sim.engine import Simulation
-from dbkit.sim.layout import lay_out
-from dbkit.sim.shape import ModelShape
 from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import validate_report
 
@@ -190,7 +190,7 @@ def test_a_step_on_many_threads_follows_amdahls_law(digits, threads):
 
 
 def test_short_work_beside_a_computation_runs_at_its_next_release_and_the_next_computation_pays():
-    from dbkit.sim.machines import Cores, Machine
+    from dbkit.runtime.sim.machines import Cores, Machine
 
     plain = Machine("w", Cores(1), 1e9)
     assert plain.compute(0.0, 1.0) == 1.0
@@ -211,12 +211,12 @@ def test_a_simulated_shard_end_writes_fetched_parameters_into_the_clients_array(
 
     from dbkit.ps import ParameterShard, ShardedParameters, balanced_layout
     from dbkit.ps.client import owned_end
-    from dbkit.sim.cost import CostModel
-    from dbkit.sim.engine import Simulation
-    from dbkit.sim.machines import Cores, Machine, Network
-    from dbkit.sim.shape import ModelShape
-    from dbkit.sim.shard_end import ShardEnd
-    from dbkit.sim.shard_service import ShardService
+    from dbkit.runtime.sim.cost import CostModel
+    from dbkit.runtime.sim.engine import Simulation
+    from dbkit.runtime.sim.machines import Cores, Machine, Network
+    from dbkit.runtime.sim.shape import ModelShape
+    from dbkit.runtime.sim.shard_end import ShardEnd
+    from dbkit.runtime.sim.shard_service import ShardService
 
     net = nn.build("mlp", 8, 3)
     initial, grad = net.init_params(0), np.linspace(-1, 1, net.size, dtype=np.float32)

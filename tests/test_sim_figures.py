@@ -8,10 +8,10 @@ import pytest
 from dbkit import nn
 from dbkit.config import RunConfig
 from dbkit.partition import needs, ownership
+from dbkit.runtime.sim.partitioned_step import _needs, grid, partitioned_step
 from dbkit.sim import Cluster, ModelShape, load_profile, simulate
 from dbkit.sim.figures import figure3, figure4, figure5, plot_figure
 from dbkit.sim.figures.fig4 import Method, Setup
-from dbkit.sim.partitioned_step import _needs, grid, partitioned_step
 from dbkit.telemetry import validate_report
 
 

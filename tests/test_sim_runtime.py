@@ -9,11 +9,11 @@ from dbkit.config import RunConfig
 from dbkit.downpour.fleet import Fleet
 from dbkit.downpour.placement import Placement
 from dbkit.runtime.sim import SimSession
+from dbkit.runtime.sim.cost import CostModel
+from dbkit.runtime.sim.engine import Simulation
+from dbkit.runtime.sim.layout import lay_out
+from dbkit.runtime.sim.shape import ModelShape
 from dbkit.sim import Cluster
-from dbkit.sim.cost import CostModel
-from dbkit.sim.engine import Simulation
-from dbkit.sim.layout import lay_out
-from dbkit.sim.shape import ModelShape
 from dbkit.sync_sgd import SGDTrainer
 
 

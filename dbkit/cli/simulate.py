@@ -128,9 +128,9 @@ NOT_SIMULATED = (("scheduler", None, "--scheduler"), ("checkpoint_dir", None, "-
 
 def calibrate_from_args(args: argparse.Namespace) -> int:
     """Measure, save as the ``here`` profile (and to ``--out``), print what was measured; exit status."""
-    from ..runtime.dask.calibration import time_control_plane
-    from ..sim.calibrate import calibrate
-    from ..sim.profile import user_folder, write
+    from ..calibration.calibrate import calibrate
+    from ..calibration.control_plane import time_control_plane
+    from ..runtime.sim.profile import user_folder, write
 
     print("Dask's control plane on a 2-worker LocalCluster ...")
     control, worker_steps, host_load, real_steps = time_control_plane(args.quick)

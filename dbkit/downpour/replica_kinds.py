@@ -46,12 +46,10 @@ def register_replica(cls: type[DownpourReplica]) -> type[DownpourReplica]:
 
 def replica_class(name: str) -> type[DownpourReplica]:
     """The replica loop registered as ``name``, or ``ValueError`` listing those registered."""
-    load_builtins()
     return LOOPS.get(name)
 
 
 def registered_replicas() -> tuple[str, ...]:
-    load_builtins()
     return LOOPS.names()
 
 
@@ -65,14 +63,5 @@ def knob_defaults(cls: Any) -> dict[str, Any]:
 
 def describe_replicas() -> str:
     """One line per registered replica loop: its name, first docstring line and knobs (``--help``)."""
-    load_builtins()
     return LOOPS.describe()
 
-
-def load_builtins() -> None:
-    """Register dbkit's own rules and loops (SGD, Adagrad, Downpour's loop, and the descendants in
-    ``dbkit.after``): each module registers what it holds as it is first imported."""
-    import dbkit.after  # noqa: F401
-    import dbkit.ps.rules  # noqa: F401
-
-    from . import replica  # noqa: F401

@@ -29,7 +29,9 @@ def open_session(config: RunConfig, machines: ClusterFactory | None, client: Any
 def new_job(cls: type, args: tuple, cluster: Any, settings: dict[str, Any], base: RunConfig | None) -> Any:
     """The job classes' ``__new__``: a ``dbkit.sim.SimulatedJob`` (the same interface, in simulated time) when
     ``cluster`` is a ``dbkit.sim.Cluster``, else a new, not yet initialised, ``cls``."""
-    if cluster is not None and type(cluster).__module__.startswith("dbkit.sim"):
+    from ..runtime.sim.layout import Cluster as SimulatedCluster
+
+    if isinstance(cluster, SimulatedCluster):
         from ..sim.job_run import simulated_job
 
         job = simulated_job(cls.algorithm, cluster, args, settings, base)  # type: ignore[attr-defined]

@@ -20,11 +20,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..runtime.places import partition_places
 from .alignment import AlignedLayout, aligned_layout
 from .downpour_partition import DownpourPartition, PartitionStep
 from .execute import PartitionedNetwork
 from .ownership import Ownership, ownership
-from .places import partition_places
 from .replica import PartitionedDownpourReplica
 from .traffic import boundary_floats, describe, inputs_used, needs
 from .worker import PartitionWorker

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..downpour.schedule import StepActions
+from ..runtime.run_through import run_through
 from .downpour_partition import DownpourPartition
-from .run_through import run_through
 from .worker import PartitionWorker
 
 Result = tuple[dict[str, Any], "np.ndarray | None"]  # a partition's result (JSON) and its values

@@ -19,12 +19,12 @@ import numpy as np
 from ..data import Dataset
 from ..nn import Network
 from ..ps import ShardLayout, resolve
+from ..runtime.places import partition_places
 from ..runtime.protocol import Runtime
 from ..runtime.shards import ShardHandles
 from .actors import PartitionActor, wireable
 from .alignment import AlignedLayout
 from .ownership import Ownership
-from .places import partition_places
 from .traffic import boundary_floats, inputs_used
 
 

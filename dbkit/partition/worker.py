@@ -26,11 +26,11 @@ import numpy as np
 
 from ..nn import softmax_cross_entropy
 from ..ps.records import WireAddress
+from ..runtime.run_through import on_event_loop, run_through
 from .boundary_link import BoundaryLink, End
 from .event_box import EventBox
 from .narrow import narrow_layers, own_segments, segment_views
 from .ownership import Ownership
-from .run_through import on_event_loop, run_through
 from .traffic import inputs_used, needs
 
 

@@ -125,21 +125,13 @@ def register_rule(cls: type[UpdateRule]) -> type[UpdateRule]:
 
 def rule_class(name: str) -> type[UpdateRule]:
     """The registered rule called ``name``, or ``ValueError`` listing those registered."""
-    load_builtins()
     return RULES.get(name)
 
 
 def registered_rules() -> tuple[str, ...]:
     """The names of every registered rule, in the order they were registered."""
-    load_builtins()
     return RULES.names()
 
-
-def load_builtins() -> None:
-    """Register dbkit's own rules (SGD, Adagrad, and the descendants' in ``dbkit.after``) once."""
-    from ..downpour.replica_kinds import load_builtins as load
-
-    load()
 
 
 def make_rule(optimizer: str | UpdateRule, lr: float | None = None, **knobs: Any) -> UpdateRule:
@@ -157,5 +149,4 @@ def make_rule(optimizer: str | UpdateRule, lr: float | None = None, **knobs: Any
 
 def describe_rules() -> str:
     """One line per registered rule: its name, the first line of its docstring and its knobs (``--help``)."""
-    load_builtins()
     return RULES.describe()

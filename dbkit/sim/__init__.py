@@ -9,14 +9,14 @@ set, stop, events, snapshot and report, in simulated seconds, in the background.
 Numpy and greenlet only: no Dask.
 """
 
+from ..runtime.sim.cost import CostModel
+from ..runtime.sim.engine import Simulation, SimulationError
+from ..runtime.sim.layout import Cluster
+from ..runtime.sim.profile import Profile, ProfileError
+from ..runtime.sim.profile import load as load_profile
+from ..runtime.sim.shape import ModelShape
 from .api import simulate, simulated_run
-from .cost import CostModel
-from .engine import Simulation, SimulationError
 from .job import SimulatedJob
-from .layout import Cluster
-from .profile import Profile, ProfileError
-from .profile import load as load_profile
-from .shape import ModelShape
 
 __all__ = ["Cluster", "CostModel", "ModelShape", "Profile", "ProfileError", "SimulatedJob", "Simulation",
            "SimulationError", "load_profile", "simulate", "simulated_run"]

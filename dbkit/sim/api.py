@@ -10,12 +10,12 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import resolve_job
 from ..nn import Network
+from ..runtime.sim.layout import Cluster
+from ..runtime.sim.memory import check_memory
+from ..runtime.sim.shape import ModelShape
 from .downpour import simulated_downpour
-from .layout import Cluster
-from .memory import check_memory
 from .run import SimulatedRun
 from .sandblaster import SimulatedSandblaster
-from .shape import ModelShape
 
 RUNS: dict[str, Callable[..., SimulatedRun]] = {"downpour": simulated_downpour, "sandblaster": SimulatedSandblaster}
 

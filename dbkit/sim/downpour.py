@@ -15,7 +15,7 @@ replicas, ends the run when its budget is spent (steps, seconds, a target
 accuracy; a job's cap, shared among the replicas so that the total is exact)
 and carries out the job's changes (``apply_change``) at the instant they are
 asked. A partitioned replica's partitions are placed by the job's ``PartitionPlacement``: on each
-partition's machine the real ``DownpourPartition`` (``dbkit.sim.partition``), its layers' arithmetic timed
+partition's machine the real ``DownpourPartition`` (``dbkit.partition.simulated``), its layers' arithmetic timed
 there, its boundary slices on the network, each call to it served in a task of its own.
 """
 
@@ -33,14 +33,14 @@ from ..downpour.fleet import Fleet
 from ..downpour.placement import Placement
 from ..partition import Ownership
 from ..partition.actors import PartitionActor
+from ..partition.simulated import SimulatedPartitionActor
+from ..runtime.sim.layout import lay_out
+from ..runtime.sim.machines import Machine
+from ..runtime.sim.poll_timer import PollTimer
+from ..runtime.sim.sync import Mailbox
 from ..training.figures import ReplicaFigures
-from .layout import lay_out
-from .machines import Machine
-from .partition import SimulatedPartitionActor
-from .poll_timer import PollTimer
 from .run import SimulatedRun
 from .step_budget import StepBudget
-from .sync import Mailbox
 
 if TYPE_CHECKING:
     from ..runtime.sim import SimSession

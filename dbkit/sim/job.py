@@ -29,13 +29,13 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Job, Monitor, Simulated, Snapshot, resolve_job
 from ..nn import Network
+from ..runtime.sim.layout import Cluster
+from ..runtime.sim.memory import check_memory
 from ..telemetry import EventStream, ReplicaEvent, Sample
 from ..training.figures import ReplicaFigures
 from .downpour import SimulatedDownpour
 from .driver import SimulationDriver, VirtualClock
 from .job_run import make_run, run_config
-from .layout import Cluster
-from .memory import check_memory
 from .run import SimulatedRun
 
 #: what ``set()`` changes while a simulated job trains, and what only before it starts

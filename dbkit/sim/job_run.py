@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
+from ..runtime.sim.layout import Cluster
 from ..telemetry import EventStream
 from .downpour import simulated_downpour
-from .layout import Cluster
 from .run import SimulatedRun
 from .sandblaster import SimulatedSandblaster
 

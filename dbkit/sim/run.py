@@ -22,16 +22,16 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
 from ..ps import ShardFigures
+from ..runtime.sim.cost import CostModel
+from ..runtime.sim.engine import Simulation
+from ..runtime.sim.gradient_batch import GradientBatch
+from ..runtime.sim.layout import Cluster, Layout
+from ..runtime.sim.shape import ModelShape
+from ..runtime.sim.shard_service import ShardService
+from ..runtime.sim.sync import Parking
 from ..telemetry import ByteCounts, EventStream, RunRecord, Sampler, StateChange, build_report, history
 from ..training.evaluate import Evaluation, Evaluator
 from ..training.figures import ReplicaFigures
-from .cost import CostModel
-from .engine import Simulation
-from .gradient_batch import GradientBatch
-from .layout import Cluster, Layout
-from .shape import ModelShape
-from .shard_service import ShardService
-from .sync import Parking
 
 NAN = float("nan")
 

@@ -23,6 +23,7 @@ from ..config import RunConfig
 from ..jobs import Gate
 from ..ps import ShardedParameters
 from ..runtime.shards import start_shards
+from ..runtime.sim.layout import lay_out
 from ..sandblaster.batch import UnitBatch
 from ..sandblaster.changes import batch_done
 from ..sandblaster.coordinator import LBFGSCoordinator
@@ -32,7 +33,6 @@ from ..sandblaster.replica_actors import ReplicaActors, actor_name
 from ..sandblaster.work_units import default_unit_size
 from ..telemetry import ByteCounts, sandblaster_block
 from ..training.figures import ReplicaFigures
-from .layout import lay_out
 from .run import SimulatedRun
 
 if TYPE_CHECKING:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...sim.machines import Machine
-from ...sim.shard_end import CallCosts, ShardEnd
-from ...sim.shard_service import ShardService, VirtualFuture
+from .machines import Machine
+from .shard_end import CallCosts, ShardEnd
+from .shard_service import ShardService, VirtualFuture
 
 
 class ActorEnd(ShardEnd):

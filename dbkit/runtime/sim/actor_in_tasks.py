@@ -4,22 +4,30 @@ A Dask actor whose methods are coroutines (a partition: its step waits for its p
 and for its shards) interleaves its calls on its worker's event loop: a partner's ``receive`` is served
 while the step it feeds waits. So here each call that reaches the actor starts a task on its machine
 (``task_side`` answers there, as in a task submitted to it), runs the method (to its end, if it is a
-coroutine: ``dbkit.sim.partition.finish``) and sends the answer back. A parameter shard's queue
-(``dbkit.sim.shard_service.ShardService``) serves its calls one at a time instead.
+coroutine: ``finish`` below) and sends the answer back. A parameter shard's queue
+(``dbkit.runtime.sim.shard_service.ShardService``) serves its calls one at a time instead.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ...sim.cost import CostModel
-from ...sim.engine import Simulation
-from ...sim.machines import Machine, Network
-from ...sim.partition import finish
-from ...sim.shard_service import Request
+from ..run_through import run_through
+from .cost import CostModel
+from .engine import Simulation, SimulationError
+from .machines import Machine, Network
+from .shard_service import Request
 from .task_side import SimTaskSide, bind
+
+
+def finish(coroutine: Coroutine) -> Any:
+    """Run a coroutine that waits only in virtual time (through greenlets) to its end; its value."""
+    try:
+        return run_through(coroutine)
+    except RuntimeError as e:
+        raise SimulationError("a simulated partition awaited something that is not virtual time") from e
 
 
 class ActorInTasks:

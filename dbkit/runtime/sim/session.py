@@ -2,7 +2,7 @@
 
 The drivers that run a job on Dask or in process (``Fleet``, ``Placement``)
 run here unchanged, as tasks of a simulation: every actor placed is dbkit's
-own object behind a queue on its machine (``dbkit.sim.shard_service``: a
+own object behind a queue on its machine (``dbkit.runtime.sim.shard_service``: a
 call is a message, served in turn, answered at a virtual time), every task
 submitted is a greenlet on its machine (a replica's loop, with a network
 whose gradients take the machine's modelled time), and the driver's polls and
@@ -28,18 +28,18 @@ from typing import Any
 import numpy as np
 
 from ...ps import ParameterShard
-from ...sim.compute import TimedNetwork
-from ...sim.cost import CostModel
-from ...sim.engine import Simulation
-from ...sim.gradient_batch import GradientBatch
-from ...sim.layout import Layout
-from ...sim.machines import Machine
-from ...sim.shard_service import ShardService
 from ..inprocess.cluster import NoWires
 from ..registry import ActorRegistry
 from ..run_here import run_here
 from .actor_end import ActorEnd, Placed
 from .actor_in_tasks import ActorInTasks
+from .compute import TimedNetwork
+from .cost import CostModel
+from .engine import Simulation
+from .gradient_batch import GradientBatch
+from .layout import Layout
+from .machines import Machine
+from .shard_service import ShardService
 from .task import SimTask
 from .task_side import SimTaskSide, VirtualTime
 from .wakeups import Wakeups
@@ -156,7 +156,7 @@ class SimSession:
 
     def stand_in(self, cls: type, make: Callable[..., Any]) -> None:
         """Place ``make(machine, *args, **kwargs)`` where ``cls(*args, **kwargs)`` is asked for: an actor whose
-        methods wait in virtual time (a partition's stand-in, ``dbkit.sim.partition``), served in tasks."""
+        methods wait in virtual time (a partition's stand-in, ``dbkit.partition.simulated``), served in tasks."""
         self._stand_ins[cls] = make
 
     def actor(self, key: str) -> Any:

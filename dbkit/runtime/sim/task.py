@@ -13,7 +13,7 @@ from typing import Any
 
 import greenlet
 
-from ...sim.engine import Simulation
+from .engine import Simulation
 from .task_side import SimTaskSide, bind
 
 

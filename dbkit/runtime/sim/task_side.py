@@ -1,7 +1,7 @@
 """A task's own side of a simulated machine: its virtual clock, the actors beside it, its arithmetic.
 
 Every task of a simulated session (a replica's loop, a driver's) is a greenlet
-of the simulation (``dbkit.sim.engine``); each knows its side through a
+of the simulation (``dbkit.runtime.sim.engine``); each knows its side through a
 greenlet-local table, as an in-process task knows its own through a
 thread-local. Greenlet and nothing of the simulator are imported here, so
 ``dbkit.runtime.task_side`` can look this side up first on every runtime.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import greenlet
 
 if TYPE_CHECKING:
-    from ...sim.engine import Simulation
+    from .engine import Simulation
     from .session import SimSession
 
 T = TypeVar("T")
@@ -125,10 +125,10 @@ class SimTaskSide:
 
 
 def _virtual_lock() -> type:
-    """``dbkit.sim.sync.VirtualLock``, imported once it is first needed (the simulator imports this package)."""
+    """``dbkit.runtime.sim.sync.VirtualLock``, imported once it is first needed (the simulator imports this package)."""
     global _VIRTUAL_LOCK
     if _VIRTUAL_LOCK is None:
-        from ...sim.sync import VirtualLock
+        from .sync import VirtualLock
 
         _VIRTUAL_LOCK = VirtualLock
     return _VIRTUAL_LOCK

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import greenlet
 
-from ...sim.engine import Simulation
+from .engine import Simulation
 
 if TYPE_CHECKING:
     from .task import SimTask

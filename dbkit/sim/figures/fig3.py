@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from ..partitioned_step import partitioned_step
-from ..profile import Profile, load
-from ..shape import ModelShape
+from ...runtime.sim.partitioned_step import partitioned_step
+from ...runtime.sim.profile import Profile, load
+from ...runtime.sim.shape import ModelShape
 from . import paper
 
 MODELS = ("speech-42m", "image-80m", "image-330m", "image-1.7b")

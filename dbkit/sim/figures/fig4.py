@@ -16,8 +16,8 @@ import numpy as np
 
 from ...config import RunConfig
 from ...data import Dataset, SignalsConfig, make_signals
+from ...runtime.sim.layout import Cluster
 from ..api import simulated_run
-from ..layout import Cluster
 from . import paper
 from .ticker import Ticker
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...nn import Network
+from ..nn import Network
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ..runtime.dask.cluster import Cluster
 
 _names = count()
 BLOCK = 4  # steps of one configuration in a row when several are timed interleaved (the first not counted)
@@ -62,9 +62,9 @@ def time_roundtrip(cluster: Cluster, parameters: int, shards: int, repeats: int 
     Downpour's replicas do by default. The shards are started for the
     measurement and released after it.
     """
-    from ...ps import ShardedParameters
-    from ...ps.wire_client import WireShard
-    from ..shards import start_shards
+    from ..ps import ShardedParameters
+    from ..ps.wire_client import WireShard
+    from ..runtime.shards import start_shards
 
     if not 1 <= shards <= parameters:
         raise ValueError(f"need 1 <= shards <= parameters, got {shards} shards for {parameters} parameters")
@@ -122,7 +122,7 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
     BLAS thread) once per step, so all ratios come from one run under the same
     conditions.
     """
-    from ...partition.actor_network import ActorPartitionedNetwork
+    from ..partition.actor_network import ActorPartitionedNetwork
 
     workers = cluster.workers()
     if not 1 <= k <= len(workers):
@@ -206,8 +206,8 @@ def _lead_steps(keys: dict[int, str], steps: int, baseline: tuple | None,
     (``dbkit.partition.lead``), and the whole network's, interleaved in blocks; seconds each."""
     from threadpoolctl import threadpool_limits
 
-    from ...partition.lead import lead
-    from ..task_side import task_side
+    from ..partition.lead import lead
+    from ..runtime.task_side import task_side
 
     side = task_side()
     leads: dict[int, Any] = {kk: side.local(key) for kk, key in keys.items()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..ps.update_rule import rule_class
+from ...ps.update_rule import rule_class
 from .profile import Profile
 from .shape import LayerShape, ModelShape
 

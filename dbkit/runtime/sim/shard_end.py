@@ -2,7 +2,7 @@
 
 ``ShardEnd`` has the methods ``ShardedParameters`` calls (``fetch``, ``push``,
 ``push_fetch``, Sandblaster's vector commands); each sends a ``Request`` to
-the shard's queue (``dbkit.sim.shard_service.ShardService``) across the
+the shard's queue (``dbkit.runtime.sim.shard_service.ShardService``) across the
 simulated network and returns a ``VirtualFuture`` answered when the reply
 arrives. So ``ShardedParameters``, ``Pending`` and a replica's ``Exchange``
 run unchanged.
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..ps.owned_end import OwnedEnd
+from ...ps.owned_end import OwnedEnd
 from .machines import Machine
 from .shard_service import Request, ShardService, VirtualFuture
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..partition import partition_places
+from ..places import partition_places
 from .machines import Cores, Machine, Network
 from .profile import MachineSpec, Profile, load
 

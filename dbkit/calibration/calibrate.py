@@ -14,7 +14,7 @@ What is measured, each with one BLAS thread as dbkit's replicas run:
   model sizes: what one fetch and push costs the replica's worker, the
   shards' worker, and a shard on the replica's own worker, per message size;
 - **the control plane** (Dask: actor calls, tasks, boundary messages
-  between partitions), measured by ``dbkit.runtime.dask.calibration`` and passed in.
+  between partitions), measured by ``dbkit.calibration.control_plane`` and passed in.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from ..nn import build
-from .calibrate_fit import fit_to_real_steps
-from .calibrate_rig import RigTimes
-from .profile import ComputeSpec, MachineSpec, MessageSpec, Profile, ShardSpec
-from .shape import ModelShape
+from ..runtime.sim.profile import ComputeSpec, MachineSpec, MessageSpec, Profile, ShardSpec
+from ..runtime.sim.shape import ModelShape
+from .fit import fit_to_real_steps
+from .rig import RigTimes
 
 PRESETS = (("linear", "digits"), ("mlp", "digits"), ("speech", "speech"), ("image-local", "digits"),
            ("signal-local", "signals"))
@@ -145,7 +145,7 @@ def time_contention(quick: bool = False) -> float:
     and three replicas taking turns on one core against one alone (the digits MLP)."""
     import os
 
-    from .calibrate_rig import time_together
+    from .rig import time_together
 
     if not hasattr(os, "sched_setaffinity"):
         return 0.0
@@ -160,7 +160,7 @@ def time_releases(quick: bool = False) -> dict[str, tuple[float, float]]:
     (``calibrate_rig.time_release``)."""
     import os
 
-    from .calibrate_rig import time_release
+    from .rig import time_release
 
     if not hasattr(os, "sched_setaffinity"):
         return {}
@@ -180,7 +180,7 @@ def time_exchanges(shard: dict[str, float], gradients: dict[str, list[float]], q
     - the rig's rows as measured;
     - per model, ``(parameters, seconds)`` of a replica's own work per step beyond its gradient.
     """
-    from .calibrate_rig import RIG_MODELS, ShardProcess, shard_sizes, time_replica
+    from .rig import RIG_MODELS, ShardProcess, shard_sizes, time_replica
 
     table, rows, extras = [], [], []
     seconds, rounds = (0.5, 1) if quick else (0.8, 3)

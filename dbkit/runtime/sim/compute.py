@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..nn import Network
+from ...nn import Network
 from .cost import CostModel
 from .engine import Simulation
 from .gradient_batch import GradientBatch

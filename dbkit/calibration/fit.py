@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .profile import Profile
+from ..runtime.sim.profile import Profile
 
 
 def simulated_step(profile: Profile, n: int, steps: int = 400, model: str = "mlp", dataset: str = "digits",
@@ -21,9 +21,9 @@ def simulated_step(profile: Profile, n: int, steps: int = 400, model: str = "mlp
     Cost-only by default: a step's virtual time does not depend on the numbers (the same to the last bit
     with them, ten times sooner; a test checks)."""
     from ..config import RunConfig
+    from ..runtime.sim.layout import Cluster
+    from ..sim.api import simulated_run
     from ..telemetry import Sample
-    from .api import simulated_run
-    from .layout import Cluster
 
     cfg = RunConfig.make(algorithm="downpour", model=model, dataset=dataset, replicas=1, shards=2, n_fetch=n,
                          n_push=n, optimizer="sgd", lr=1e-6, batch_size=32, steps=steps, eval_every=max(1, steps // 8))

@@ -14,29 +14,19 @@ partitions wait for each other as they would on separate machines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 import greenlet
 import numpy as np
 
-from ..partition import Ownership
-from ..partition.downpour_partition import DownpourPartition
-from ..partition.run_through import run_through
 from ..runtime.shards import ShardHandles, connect
-from .compute import TimedNetwork
-from .cost import CostModel
-from .engine import Simulation, SimulationError
-from .machines import Machine, Network
-from .shape import LayerShape, layer_shape
-
-
-def finish(coroutine: Coroutine) -> Any:
-    """Run a coroutine that waits only in virtual time (through greenlets) to its end; its value."""
-    try:
-        return run_through(coroutine)
-    except RuntimeError as e:
-        raise SimulationError("a simulated partition awaited something that is not virtual time") from e
+from ..runtime.sim.compute import TimedNetwork
+from ..runtime.sim.cost import CostModel
+from ..runtime.sim.engine import Simulation
+from ..runtime.sim.machines import Machine, Network
+from ..runtime.sim.shape import LayerShape, layer_shape
+from . import Ownership
+from .downpour_partition import DownpourPartition
 
 
 class SimulatedPartition(DownpourPartition):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..nn import Dense, Layer, LocallyConnected, LocallyConnected1D, LocallyConnected2D, Network
+from ...nn import Dense, Layer, LocallyConnected, LocallyConnected1D, LocallyConnected2D, Network
 
 
 @dataclass(frozen=True)

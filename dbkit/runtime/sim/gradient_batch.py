@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..nn import Network
+from ...nn import Network
 
 
 @dataclass

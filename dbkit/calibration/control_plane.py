@@ -11,8 +11,8 @@ from itertools import count
 
 import numpy as np
 
-from ..shards import start_shards
-from .cluster import Cluster
+from ..runtime.dask.cluster import Cluster
+from ..runtime.shards import start_shards
 from .timing import median_ms
 
 _keys = count()
@@ -24,8 +24,8 @@ def _nothing() -> int:
 
 def _peer_calls(key: str, worker: str, calls: int) -> float:
     """From a task: the median round trip of ``calls`` actor calls to the shard ``key`` on ``worker``."""
-    from ...ps import ParameterShard
-    from ..task_side import task_side
+    from ..ps import ParameterShard
+    from ..runtime.task_side import task_side
 
     shard = task_side().remote(ParameterShard, worker, key)
     times = []
@@ -46,7 +46,7 @@ def _window(cluster: Cluster, model: str, dataset: str, replicas: int, n: int, s
     ``seconds`` after its start: wall seconds, ``measure()``'s change over them, and the steps taken."""
     import threading
 
-    from ...downpour.job import DownpourSGD
+    from ..downpour.job import DownpourSGD
 
     with DownpourSGD(model, dataset, replicas=replicas, shards=2, n_fetch=n, n_push=n, optimizer="sgd", lr=1e-6,
                      batch_size=32, client=cluster.client, eval_every=10**9) as job:
@@ -64,8 +64,8 @@ def _window(cluster: Cluster, model: str, dataset: str, replicas: int, n: int, s
 
 def time_worker_steps(cluster: Cluster, seconds: float = 1.5) -> dict[str, float]:
     """Seconds per step of one replica with no exchange (n_fetch = n_push = 10**5) in a real worker, for
-    the models the calibration rig times in a bare process (``dbkit.sim.calibrate_rig.RIG_MODELS``)."""
-    from ...sim.calibrate_rig import RIG_MODELS
+    the models the calibration rig times in a bare process (``dbkit.calibration.rig.RIG_MODELS``)."""
+    from .rig import RIG_MODELS
 
     out = {}
     for model, dataset in RIG_MODELS:
