@@ -54,7 +54,8 @@ def measure(net: nn.Network, k: int, steps: int, batch: int = 32, transport: str
     The three are interleaved step after step (``time_partitioned_step`` with ``whole=True``), so a slow
     spell of the machine hits them alike and their ratios are measured in one run.
     """
-    from dbkit.runtime.dask import Cluster, time_partitioned_step
+    from dbkit.calibration import time_partitioned_step
+    from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=k) as cluster:
         s = time_partitioned_step(cluster, net, k, steps, batch, whole=True, transport=transport)

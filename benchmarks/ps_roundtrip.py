@@ -22,7 +22,7 @@ TARGET_MS = 7.0  # issue #12; loopback moves 4 MB one way in ~2.3 ms here, so ~4
 
 
 def measure(cluster, size: int, shards: int, repeats: int, transport: str = "actor") -> dict:
-    from dbkit.runtime.dask import time_roundtrip
+    from dbkit.calibration import time_roundtrip
 
     r = time_roundtrip(cluster, size, shards, repeats, transport)
     return {"parameters": size, "shards": shards, "transport": transport, "megabytes": r.megabytes,

@@ -10,7 +10,7 @@ what is allowed, and the value given.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -214,3 +214,35 @@ def register_knob(knob: Setting) -> None:
         raise ValueError(f"knob {knob.name!r} is already a setting of another meaning ({held.help or held.kind}); "
                          "give it another name")
     SETTINGS[knob.name] = knob
+
+
+# ---- knobs: an update rule's or a replica loop's own settings, each declared once ---------------------------
+def knob(default: Any, kind: str, lo: float | None = None, hi: float | None = None, **options: Any) -> Any:
+    """A knob declared once, as a dataclass field: its ``default``, and the ``Setting`` named after the field
+    (``kind``, range and ``options`` such as ``help``) from which its check, its keyword and its place in the
+    settings table follow (``knobs_of``)::
+
+        @dataclass(frozen=True)
+        class EASGDKnobs(Knobs):
+            tau: int = knob(4, "int", 1, 100_000, help="EASGD: steps between two elastic exchanges")
+    """
+    return field(default=default, metadata={"knob": dict(kind=kind, lo=lo, hi=hi, **options)})
+
+
+def knobs_of(cls: type) -> tuple[Setting, ...]:
+    """The ``Setting`` of each ``knob(...)`` field of the dataclass ``cls``, in the order declared."""
+    return tuple(Setting(f.name, **f.metadata["knob"]) for f in fields(cls) if "knob" in f.metadata)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """A replica loop's own settings: subclass it with one ``knob(...)`` field each. Made from the loop's
+    keyword arguments, each value checked against its ``Setting`` (out of range: a ``ValueError`` naming it)."""
+
+    def __post_init__(self) -> None:
+        for s in knobs_of(type(self)):
+            object.__setattr__(self, s.name, s.check(getattr(self, s.name)))
+
+    def values(self) -> dict[str, Any]:
+        """Each knob's value, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -28,7 +28,7 @@ import numpy as np
 import dbkit
 from dbkit import data, nn
 from dbkit.ps import ParameterShard
-from dbkit.runtime.dask import time_roundtrip
+from dbkit.calibration import time_roundtrip
 from dbkit.telemetry import plot_lines
 
 small = data.small()

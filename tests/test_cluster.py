@@ -156,7 +156,7 @@ def test_local_workers_sample_their_profile_every_100ms_and_the_driver_keeps_its
 
 def test_timing_a_roundtrip_and_a_partitioned_step_cleans_up_after_itself(local_cluster):
     from dbkit import nn
-    from dbkit.runtime.dask import time_partitioned_step, time_roundtrip
+    from dbkit.calibration import time_partitioned_step, time_roundtrip
 
     r = time_roundtrip(local_cluster, 1000, 2, repeats=3)
     assert (r.parameters, r.shards, r.megabytes) == (1000, 2, 0.004)

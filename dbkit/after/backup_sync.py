@@ -20,13 +20,20 @@ With ``b = 0`` every round waits for all: synchronous SGD.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..downpour.replica import DownpourReplica
 from ..downpour.replica_kinds import register_replica
-from ..settings import Setting, check
+from ..settings import Knobs, knob
+
+
+@dataclass(frozen=True)
+class BackupSyncKnobs(Knobs):
+    backups: int = knob(1, "int", 0, 10_000,
+                        help="backup sync: b, the latest gradients of each round that are dropped (0: synchronous SGD)")
 
 
 @register_replica
@@ -34,15 +41,12 @@ class BackupSyncReplica(DownpourReplica):
     """Synchronous SGD with b backup workers (Chen et al. 2016): the first N - b gradients of a round count."""
 
     name: ClassVar[str] = "backup-sync"
-    knobs: ClassVar[tuple[Setting, ...]] = (
-        Setting("backups", "int", 0, 10_000,
-                help="backup sync: b, the latest gradients of each round that are dropped (0: synchronous SGD)"),)
+    Knobs = BackupSyncKnobs
+    knob: BackupSyncKnobs
     optimizers: ClassVar[tuple[str, ...] | None] = ("sgd",)
-    backups: int = 1
 
-    def __init__(self, *args: Any, backups: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.backups = check("backups", backups)
         self.round = 0  # the round this replica computes for next
         self.joined = False
         self.late = 0  # gradients dropped: they came after their round's first N - b
@@ -77,7 +81,7 @@ class BackupSyncReplica(DownpourReplica):
         if self.owed:
             self.clock.sleep(self.owed)
             self.owed = 0.0
-        rank, needed, current = server.arrive(self.round, self.backups)
+        rank, needed, current = server.arrive(self.round, self.knob.backups)
         if rank < needed:
             # applied only once the round's counted gradients have all arrived: each was computed on the
             # parameters the round started from, so no push of this round lands before another's fetch

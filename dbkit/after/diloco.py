@@ -26,7 +26,7 @@ import numpy as np
 from ..downpour.replica import DownpourReplica
 from ..downpour.replica_kinds import register_replica
 from ..ps.update_rule import UpdateRule, register_rule
-from ..settings import Setting, check
+from ..settings import Knobs, knob
 
 
 @register_rule
@@ -35,10 +35,8 @@ class NesterovMomentum(UpdateRule):
     """Nesterov momentum (Sutskever et al. 2013), DiLoCo's outer rule: v = mu v + g; p -= lr (g + mu v)."""
 
     name: ClassVar[str] = "nesterov"
-    knobs: ClassVar[tuple[Setting, ...]] = (
-        Setting("momentum", "float", 0.0, 0.9999, help="Nesterov: the momentum mu kept on the shards"),)
     keeps_state: ClassVar[bool] = True
-    momentum: float = 0.9
+    momentum: float = knob(0.9, "float", 0.0, 0.9999, help="Nesterov: the momentum mu kept on the shards")
 
     def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int = 0) -> None:
         assert state is not None
@@ -48,32 +46,28 @@ class NesterovMomentum(UpdateRule):
         params -= np.float32(self.lr) * (grad + mu * state)
 
 
+@dataclass(frozen=True)
+class DiLoCoKnobs(Knobs):
+    inner_steps: int = knob(8, "int", 1, 100_000, help="DiLoCo: H, the inner steps between two outer steps")
+    outer_lr: float = knob(0.7, "float", 0.0, 100.0, lo_open=True,
+                           help="DiLoCo: the rate the shards apply the outer gradient with (its lr is the inner rate)")
+    inner_optimizer: str = knob("adamw", "choice", choices=("adamw", "sgd"), help="DiLoCo: the replica's inner steps")
+    weight_decay: float = knob(0.0, "float", 0.0, 1.0, help="DiLoCo: AdamW's decoupled weight decay")
+
+
 @register_replica
 class DiLoCoReplica(DownpourReplica):
     """DiLoCo (Douillard et al. 2023): H inner AdamW steps, then the parameter delta pushed as an outer gradient."""
 
     name: ClassVar[str] = "diloco"
-    knobs: ClassVar[tuple[Setting, ...]] = (
-        Setting("inner_steps", "int", 1, 100_000, help="DiLoCo: H, the inner steps between two outer steps"),
-        Setting("outer_lr", "float", 0.0, 100.0, lo_open=True,
-                help="DiLoCo: the rate the shards apply the outer gradient with (its lr is the inner rate)"),
-        Setting("inner_optimizer", "choice", choices=("adamw", "sgd"), help="DiLoCo: the replica's inner steps"),
-        Setting("weight_decay", "float", 0.0, 1.0, help="DiLoCo: AdamW's decoupled weight decay"),
-    )
+    Knobs = DiLoCoKnobs
+    knob: DiLoCoKnobs
     shard_rate: ClassVar[str | None] = "outer_lr"
-    inner_steps: int = 8
-    outer_lr: float = 0.7
-    inner_optimizer: str = "adamw"
-    weight_decay: float = 0.0
     betas = (0.9, 0.999)
     eps = 1e-8
 
-    def __init__(self, *args: Any, inner_steps: int = 8, outer_lr: float = 0.7, inner_optimizer: str = "adamw",
-                 weight_decay: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.inner_steps, self.outer_lr = check("inner_steps", inner_steps), check("outer_lr", outer_lr)
-        self.inner_optimizer, self.weight_decay = check("inner_optimizer", inner_optimizer), check(
-            "weight_decay", weight_decay)
         self.start: np.ndarray | None = None  # the parameters this round started from (theta)
         self.inner_done = self.round_examples = 0
         self.m = np.zeros(self.network.size, dtype=np.float32)  # AdamW's moments, kept across rounds
@@ -100,14 +94,14 @@ class DiLoCoReplica(DownpourReplica):
         self.counters.stepped(float(loss), len(y))
         self.inner_done += 1
         self.round_examples += len(y)
-        if self.inner_done >= self.inner_steps:
+        if self.inner_done >= self.knob.inner_steps:
             self.push_round(fetch=True)
         return float(loss)
 
     def inner_step(self, params: np.ndarray, grad: np.ndarray) -> None:
         """AdamW (Loshchilov and Hutter 2019) at the replica's lr, or plain SGD (``inner_optimizer``)."""
         lr = np.float32(self.lr)
-        if self.inner_optimizer == "sgd":
+        if self.knob.inner_optimizer == "sgd":
             params -= lr * grad
             return
         b1, b2 = self.betas
@@ -118,8 +112,8 @@ class DiLoCoReplica(DownpourReplica):
         self.v += np.float32(1 - b2) * grad * grad
         m_hat = self.m / np.float32(1 - b1**self.t)
         v_hat = self.v / np.float32(1 - b2**self.t)
-        if self.weight_decay:
-            params -= lr * np.float32(self.weight_decay) * params
+        if self.knob.weight_decay:
+            params -= lr * np.float32(self.knob.weight_decay) * params
         params -= lr * m_hat / (np.sqrt(v_hat) + np.float32(self.eps))
 
     def push_round(self, fetch: bool) -> None:

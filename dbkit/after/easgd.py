@@ -23,13 +23,21 @@ takes the centre and the centre the replica's parameters before the step.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..downpour.replica import DownpourReplica
 from ..downpour.replica_kinds import register_replica
-from ..settings import Setting, check
+from ..settings import Knobs, knob
+
+
+@dataclass(frozen=True)
+class EASGDKnobs(Knobs):
+    tau: int = knob(4, "int", 1, 100_000, help="EASGD: steps between two elastic exchanges with the centre")
+    alpha: float = knob(0.1, "float", 0.0, 1.0, lo_open=True,
+                        help="EASGD: the moving rate, how far the replica and the centre move towards each other")
 
 
 @register_replica
@@ -37,19 +45,13 @@ class EASGDReplica(DownpourReplica):
     """EASGD (Zhang et al. 2015): local SGD, and every tau steps an elastic exchange of alpha (x - centre)."""
 
     name: ClassVar[str] = "easgd"
-    knobs: ClassVar[tuple[Setting, ...]] = (
-        Setting("tau", "int", 1, 100_000, help="EASGD: steps between two elastic exchanges with the centre"),
-        Setting("alpha", "float", 0.0, 1.0, lo_open=True,
-                help="EASGD: the moving rate, how far the replica and the centre move towards each other"),
-    )
+    Knobs = EASGDKnobs
+    knob: EASGDKnobs
     shard_rate: ClassVar[str | None] = "alpha"
     optimizers: ClassVar[tuple[str, ...] | None] = ("sgd",)
-    tau: int = 4
-    alpha: float = 0.1
 
-    def __init__(self, *args: Any, tau: int = 4, alpha: float = 0.1, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.tau, self.alpha = check("tau", tau), check("alpha", alpha)
         self.centre: np.ndarray | None = None  # the centre as last fetched
         self.t = 0  # this replica's steps (the paper's t^i)
         self.examples_since = 0
@@ -72,7 +74,7 @@ class EASGDReplica(DownpourReplica):
             self.counters.dropped()
             self.params = None
             return float("nan")
-        if self.t % self.tau == 0:
+        if self.t % self.knob.tau == 0:
             self.pull_and_push(x)
         x -= np.float32(self.lr) * grad
         self.t += 1
@@ -90,5 +92,5 @@ class EASGDReplica(DownpourReplica):
         towards_x = self.centre - x
         ex.accrue(towards_x, self.examples_since)
         self.examples_since = 0
-        x += np.float32(self.alpha) * towards_x  # x - alpha (x - c)
+        x += np.float32(self.knob.alpha) * towards_x  # x - alpha (x - c)
         ex.push(and_fetch=False)

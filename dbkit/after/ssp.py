@@ -29,11 +29,19 @@ replica's latest unpushed steps are on it, not on the shards.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..downpour.replica import DownpourReplica
 from ..downpour.replica_kinds import register_replica
-from ..settings import Setting, check
+from ..settings import Knobs, knob
+
+
+@dataclass(frozen=True)
+class SSPKnobs(Knobs):
+    max_staleness: int | None = knob(
+        3, "int", 0, 1_000_000, optional=True,
+        help="SSP: s, the steps a replica may run ahead of the slowest (0: synchronous; None: Downpour)")
 
 
 @register_replica
@@ -41,23 +49,21 @@ class SSPReplica(DownpourReplica):
     """Stale Synchronous Parallel (Ho et al. 2013): a replica more than s steps ahead of the slowest waits."""
 
     name: ClassVar[str] = "ssp"
-    knobs: ClassVar[tuple[Setting, ...]] = (
-        Setting("max_staleness", "int", 0, 1_000_000, optional=True,
-                help="SSP: s, the steps a replica may run ahead of the slowest (0: synchronous; None: Downpour)"),)
-    max_staleness: int | None = 3
+    Knobs = SSPKnobs
+    knob: SSPKnobs
 
-    def __init__(self, *args: Any, max_staleness: int | None = 3, **kwargs: Any) -> None:
-        s = check("max_staleness", max_staleness)
-        if s is not None:  # the bounds need each fetch and push done when the clocks say so
-            kwargs["overlap"] = False
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.max_staleness = s
         self.waits = 0  # looks at shard 0 that found this replica had to wait (it then looked again)
         self.slowest = 0  # the slowest live replica's clock, as last told
         self.earliest_read = -1  # the earliest step a live replica has read for, as last told
         self.params_slowest = -1  # the slowest clock known when the parameters it computes on were fetched
         self.stepping = 0  # the step under way (counted from 0)
         self.joined = False
+
+    def may_overlap(self) -> bool:
+        """The bounds need each fetch and push done when the clocks say so: no overlap under a finite s."""
+        return self.knob.max_staleness is None
 
     def join(self) -> None:
         """Be counted among the live replicas from now on (the first step does it; a test may do it first, so
@@ -72,7 +78,7 @@ class SSPReplica(DownpourReplica):
     def step(self) -> float:
         """One step within the window of ``max_staleness`` (its steps 1 to 4 above): Downpour's step, with
         fetches and pushes waited for, between the waits."""
-        s = self.max_staleness
+        s = self.knob.max_staleness
         if s is None:
             return super().step()
         c = self.stepping = self.counters.steps
@@ -88,12 +94,12 @@ class SSPReplica(DownpourReplica):
 
     def about_to_compute(self) -> None:
         """2. The parameters for step ``stepping`` are in place: tell shard 0."""
-        if self.max_staleness is not None:
+        if self.knob.max_staleness is not None:
             self.earliest_read = self.server.began(self.stepping)
 
     def about_to_push(self) -> None:
         """3. A replica still to read for a step before ``stepping - s`` must not see this push: wait."""
-        s, c = self.max_staleness, self.stepping
+        s, c = self.knob.max_staleness, self.stepping
         if s is not None and self.earliest_read < c - s:
             self.waits += 1
             self.wait_until(lambda: self.read_by_all(c, c - s), look_first=False)
@@ -118,6 +124,6 @@ class SSPReplica(DownpourReplica):
     def flush(self) -> None:
         """Push what was accumulated, and leave: nobody waits for a paused or stopped replica."""
         super().flush()
-        if self.max_staleness is not None and self.joined:
+        if self.knob.max_staleness is not None and self.joined:
             self.server.leave()
             self.joined = False

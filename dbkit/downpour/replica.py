@@ -27,6 +27,7 @@ from ..data import MiniBatches
 from ..nn import Network
 from ..ps import PushAnswer
 from ..runtime.clock import REAL_TIME, Clock
+from ..settings import Knobs as NoKnobs
 from ..settings import Setting
 from ..training.figures import ReplicaCounters, ReplicaFigures
 from .exchange import Exchange
@@ -59,19 +60,26 @@ class DownpourReplica:
         Fetch and push in the background (the paper's client); ``False`` waits for each.
 
     A subclass registered with ``register_replica`` (``dbkit.downpour.replica_kinds``)
-    is another replica loop over the same parts; ``knobs`` are its own settings.
+    is another replica loop over the same parts. Its own settings are declared once, as the fields of its
+    ``Knobs`` (a frozen dataclass of ``dbkit.settings.knob(...)`` fields): they arrive as keyword arguments,
+    checked, in ``self.knob``; ``knobs`` (their ``Setting``s) follow from them when it is registered.
     """
 
     name: ClassVar[str] = "downpour"
-    knobs: ClassVar[tuple[Setting, ...]] = ()
+    Knobs: ClassVar[type[NoKnobs]] = NoKnobs  # its own settings, declared once (none for Downpour's own loop)
+    knobs: ClassVar[tuple[Setting, ...]] = ()  # their Settings (``register_replica`` derives them)
+    knob: NoKnobs  # their values
     shard_rate: ClassVar[str | None] = None  # the knob that sets the shards' rate (None: the run's lr)
     optimizers: ClassVar[tuple[str, ...] | None] = None  # the shard rules it is meant for (None: any)
 
     def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
                  n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0, max_nonfinite: int = 20,
                  overlap: bool = True, **knobs: Any) -> None:
-        if knobs:
-            raise ValueError(f"replica {self.name!r} has no setting {', '.join(sorted(knobs))}")
+        unknown = sorted(set(knobs) - set(self.Knobs.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"replica {self.name!r} has no setting {', '.join(unknown)}")
+        self.knob = self.Knobs(**knobs)  # each checked (out of range: a ValueError naming it)
+        overlap = overlap and self.may_overlap()
         self.index = index
         self.network, self.server = network, server
         self.schedule = Schedule(n_fetch, n_push, lr)
@@ -80,6 +88,11 @@ class DownpourReplica:
         self.counters = ReplicaCounters(max_nonfinite)
         self.exchange = Exchange(server, network.size, overlap, self.took_params, self._answered)
         self.clock: Clock = REAL_TIME  # its runtime's (virtual on a simulated cluster): ``run_replica`` sets it
+
+    def may_overlap(self) -> bool:
+        """Whether this loop's fetches and pushes may run in the background (``overlap``); a loop whose steps
+        must wait for them (SSP's bounds) says no."""
+        return True
 
     @property
     def under_way(self) -> bool:

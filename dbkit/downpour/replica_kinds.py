@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..named_classes import NamedClasses
+from ..settings import knobs_of
 
 if TYPE_CHECKING:
     from .replica import DownpourReplica
@@ -37,6 +38,8 @@ def register_replica(cls: type[DownpourReplica]) -> type[DownpourReplica]:
 
     if not (isinstance(cls, type) and issubclass(cls, DownpourReplica)):
         raise TypeError(f"register_replica takes a subclass of DownpourReplica, got {cls!r}")
+    if "knobs" not in cls.__dict__:  # declared once, as its ``Knobs``' fields
+        cls.knobs = knobs_of(cls.Knobs)
     own = [k.name for k in cls.knobs]
     if cls.shard_rate is not None and cls.shard_rate not in own:
         raise ValueError(f"{cls.__name__}: shard_rate {cls.shard_rate!r} is not one of its knobs {own}")
@@ -57,7 +60,8 @@ def knob_defaults(cls: Any) -> dict[str, Any]:
     """The default of each of ``cls``'s knobs (a class attribute of the same name, or the dataclass field's)."""
     import dataclasses
 
-    fields = {f.name: f.default for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+    declared = getattr(cls, "Knobs", cls)  # a loop's knobs are its ``Knobs``' fields, a rule's its own
+    fields = {f.name: f.default for f in dataclasses.fields(declared)} if dataclasses.is_dataclass(declared) else {}
     return {k.name: fields.get(k.name, getattr(cls, k.name, None)) for k in cls.knobs}
 
 

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..settings import OPTIMIZERS, Setting, check
+from ..settings import OPTIMIZERS, check, knob
 from .update_rule import UpdateRule, register_rule
 
 
@@ -42,14 +42,10 @@ class Adagrad(UpdateRule):
     """
 
     name: ClassVar[str] = "adagrad"
-    knobs: ClassVar[tuple[Setting, ...]] = (
-        Setting("eps", "float", 0.0, 1.0, lo_open=True, help="Adagrad: added to sqrt(accumulator)"),
-        Setting("initial_accumulator", "float", 0.0, 1e6, help="Adagrad: every accumulator's first value"),
-    )
     keeps_state: ClassVar[bool] = True
     state_nonnegative: ClassVar[bool] = True
-    eps: float = 1e-8
-    initial_accumulator: float = 0.1
+    eps: float = knob(1e-8, "float", 0.0, 1.0, lo_open=True, help="Adagrad: added to sqrt(accumulator)")
+    initial_accumulator: float = knob(0.1, "float", 0.0, 1e6, help="Adagrad: every accumulator's first value")
 
     def new_state(self, size: int) -> np.ndarray | None:
         return np.full(size, self.initial_accumulator, dtype=np.float32)

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..named_classes import NamedClasses
-from ..settings import Setting, check
+from ..settings import Setting, check, knobs_of
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class UpdateRule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lr", check("lr", self.lr))
-        for knob in self.knobs:
+        for knob in {**{k.name: k for k in knobs_of(type(self))}, **{k.name: k for k in self.knobs}}.values():
             object.__setattr__(self, knob.name, knob.check(getattr(self, knob.name)))
 
     @property
@@ -111,6 +111,8 @@ def register_rule(cls: type[UpdateRule]) -> type[UpdateRule]:
     """
     if not (isinstance(cls, type) and issubclass(cls, UpdateRule)) or not dataclasses.is_dataclass(cls):
         raise TypeError(f"register_rule takes a dataclass subclass of UpdateRule, got {cls!r}")
+    if "knobs" not in cls.__dict__:  # declared once, as ``knob(...)`` fields
+        cls.knobs = knobs_of(cls)
     fields = {f.name for f in dataclasses.fields(cls)}
     for knob in cls.knobs:
         if knob.name not in fields:

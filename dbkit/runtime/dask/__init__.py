@@ -1,5 +1,6 @@
-"""The Dask runtime: the only code in dbkit that imports Dask (``Cluster``, its wires and a task's side),
-and what is measured through it (``time_roundtrip``, ``time_partitioned_step``, the simulator's calibration).
+"""The Dask runtime: the only code in dbkit that imports Dask (``Cluster``, its wires and a task's side).
+What is measured through it (``time_roundtrip``, ``time_partitioned_step``, the simulator's calibration) is
+``dbkit.calibration``'s.
 
 Names load when first used, so importing this package loads no Dask.
 """
@@ -10,9 +11,7 @@ import importlib
 from typing import Any
 
 _LAZY = {"Cluster": ".cluster", "ClusterError": ".scheduler", "SchedulerAddressError": ".scheduler",
-         "probe_scheduler": ".scheduler", "DaskTaskSide": ".task_side",
-         "time_roundtrip": ".timing", "time_partitioned_step": ".timing", "RoundTrip": ".timing",
-         "PartitionStep": ".timing", "time_control_plane": ".calibration"}
+         "probe_scheduler": ".scheduler", "DaskTaskSide": ".task_side"}
 
 __all__ = sorted(_LAZY)
 
