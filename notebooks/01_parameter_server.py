@@ -27,8 +27,8 @@ import numpy as np
 
 import dbkit
 from dbkit import data, nn
-from dbkit.ps import ParameterShard
 from dbkit.calibration import time_roundtrip
+from dbkit.ps import ParameterShard
 from dbkit.telemetry import plot_lines
 
 small = data.small()

@@ -29,8 +29,8 @@ from IPython.display import display
 
 import dbkit
 from dbkit import data, nn
-from dbkit.partition import describe
 from dbkit.calibration import time_partitioned_step
+from dbkit.partition import describe
 from dbkit.sim.figures import figure3
 from dbkit.telemetry import Chart, SummaryTable, plot_lines, plot_partitions
 
