@@ -10,9 +10,10 @@ from .settings import SETTINGS, register_choice, register_knob
 
 
 class NamedClasses:
-    """The classes registered as the choices of setting ``setting`` (``what`` names one in messages)."""
+    """The classes registered as the choices of setting ``setting`` (``what`` names one in messages; no
+    ``setting``: chosen by code, not by a run's settings, as a loop names its coordinator)."""
 
-    def __init__(self, setting: str, what: str, example: str) -> None:
+    def __init__(self, setting: str | None, what: str, example: str) -> None:
         self.setting, self.what, self.example = setting, what, example
         self._classes: dict[str, Any] = {}
 
@@ -24,16 +25,17 @@ class NamedClasses:
         taken = self._classes.get(name)
         if taken is not None and taken.__qualname__ != cls.__qualname__:
             raise ValueError(f"the {self.what} name {name!r} is taken by {taken.__module__}.{taken.__qualname__}")
-        for knob in cls.knobs:
+        for knob in getattr(cls, "knobs", ()):
             register_knob(knob)
         self._classes[name] = cls
-        register_choice(self.setting, name)
+        if self.setting is not None:
+            register_choice(self.setting, name)
 
     def get(self, name: str) -> Any:
         """The class registered as ``name``, or ``ValueError`` listing those registered."""
         cls = self._classes.get(name) if isinstance(name, str) else None
         if cls is None:
-            raise ValueError(f"{self.setting} must be one of {self.names()}, got {name!r}")
+            raise ValueError(f"{self.setting or self.what} must be one of {self.names()}, got {name!r}")
         return cls
 
     def names(self) -> tuple[str, ...]:
@@ -44,6 +46,7 @@ class NamedClasses:
         lines = []
         for name, cls in self._classes.items():
             doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-            knobs = ", ".join(f"--{k.name.replace('_', '-')} ({SETTINGS[k.name].allowed()})" for k in cls.knobs)
+            knobs = ", ".join(f"--{k.name.replace('_', '-')} ({SETTINGS[k.name].allowed()})"
+                              for k in getattr(cls, "knobs", ()))
             lines.append(f"{name}: {doc}" + (f" [{knobs}]" if knobs else ""))
         return "\n".join(lines)

@@ -2,8 +2,11 @@
 and a replica made over in-process shards with a client of its own (as each replica has in a job)."""
 
 import threading
+import weakref
 
+from dbkit.after.replica_clocks import ReplicaClocks
 from dbkit.data import MiniBatches, load
+from dbkit.downpour.coordinators import CoordinatorEnd
 from dbkit.nn import build
 from dbkit.ps import ShardedParameters
 
@@ -22,11 +25,22 @@ def batches(i: int) -> MiniBatches:
     return MiniBatches(X[rows(i)], Y[rows(i)], 16, seed=i)
 
 
+_CLOCKS: "weakref.WeakKeyDictionary[object, ReplicaClocks]" = weakref.WeakKeyDictionary()
+
+
+def clocks(server) -> ReplicaClocks:
+    """The one coordinator (``ReplicaClocks``) the replicas over ``server``'s shards share, as a job places one."""
+    if server not in _CLOCKS:
+        _CLOCKS[server] = ReplicaClocks()
+    return _CLOCKS[server]
+
+
 def replica(cls, i: int, server, lr: float, own: ShardedParameters | None = None, **knobs):
     """Replica ``i`` of loop ``cls`` over ``server``'s shards, named ``replica{i}``, waiting for each call (its
-    client ``own``, if given, is one of the shards' clients)."""
+    client ``own``, if given, is one of the shards' clients), with the coordinator its loop names."""
     own = own or ShardedParameters(server.shards, server.layout, name=f"replica{i}")
-    return cls(i, NET, X[rows(i)], Y[rows(i)], own, 16, lr=lr, seed=i, overlap=False, **knobs)
+    co = CoordinatorEnd(clocks(server)) if cls.coordinator_name == "replica-clocks" else None
+    return cls(i, NET, X[rows(i)], Y[rows(i)], own, 16, lr=lr, seed=i, overlap=False, coordinator=co, **knobs)
 
 
 class PushOrder:

@@ -24,7 +24,7 @@ def _replica(i: int, server, backups: int) -> BackupSyncReplica:
 
 def _in_threads(replicas, steps: int) -> None:
     for r in replicas:  # each counted among the live before any round starts, as a job's replicas nearly are
-        r.server.tick(0)
+        r.coordinator.tick(r.label, 0)
         r.joined = True
     threads = [threading.Thread(target=lambda r=r: [r.step() for _ in range(steps)], daemon=True) for r in replicas]
     for t in threads:

@@ -44,6 +44,7 @@ class BackupSyncReplica(DownpourReplica):
     Knobs = BackupSyncKnobs
     knob: BackupSyncKnobs
     optimizers: ClassVar[tuple[str, ...] | None] = ("sgd",)
+    coordinator_name: ClassVar[str | None] = "replica-clocks"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -62,10 +63,10 @@ class BackupSyncReplica(DownpourReplica):
 
     def step(self) -> float:
         """One round: wait for the last to be over, fetch, compute, and push if among the first N - b."""
-        server, ex = self.server, self.exchange
+        co, me, ex = self.coordinator, self.label, self.exchange
         start = self.clock.now()  # the loop times the whole step, waits included: so does ``lag``
         if not self.joined:
-            server.tick(0)  # counted among the live replicas from now on
+            co.tick(me, 0)  # counted among the live replicas from now on
             self.joined = True
         self.round = max(self.round, self.wait_for_round(self.round))
         began = self.clock.now()
@@ -81,16 +82,16 @@ class BackupSyncReplica(DownpourReplica):
         if self.owed:
             self.clock.sleep(self.owed)
             self.owed = 0.0
-        rank, needed, current = server.arrive(self.round, self.knob.backups)
+        rank, needed, current = co.arrive(me, self.round, self.knob.backups)
         if rank < needed:
             # applied only once the round's counted gradients have all arrived: each was computed on the
             # parameters the round started from, so no push of this round lands before another's fetch
-            self.wait_until(lambda: server.decided(self.round))
+            self.wait_until(lambda: co.decided(self.round))
             grad *= np.float32(1.0 / needed)  # the shards' SGD step on it is the mean's
             ex.accrue(grad, len(y))
             ex.push(and_fetch=False)
             ex.flush()  # applied on every shard before the round counts it
-            current = server.land(self.round)
+            current = co.land(self.round)
         else:
             self.late += 1
         self.counters.stepped(float(loss), len(y))
@@ -101,11 +102,11 @@ class BackupSyncReplica(DownpourReplica):
     def wait_for_round(self, round_: int) -> int:
         """Wait until every round before ``round_`` is over; returns the current round (one call to shard 0
         when it is already over)."""
-        current = self.server.current_round()
+        current = self.coordinator.current()
 
         def over() -> bool:
             nonlocal current
-            current = self.server.current_round()
+            current = self.coordinator.current()
             return current >= round_
 
         if current < round_:
@@ -116,5 +117,5 @@ class BackupSyncReplica(DownpourReplica):
         """Nothing is held between rounds; a paused or stopped replica leaves, and the rounds go on without it."""
         self.exchange.flush()
         if self.joined:
-            self.server.leave()
+            self.coordinator.leave(self.label)
             self.joined = False

@@ -12,7 +12,7 @@ step ``c - 1``, as synchronous SGD does. Unbounded (``max_staleness=None`` in a
 ``RunConfig``, or any s as large as the run) is Downpour (DistBelief Sec. 4.1),
 where a fast replica never waits and a slow one's gradients grow stale.
 
-The clocks live on shard 0 (``dbkit.ps.replica_clocks``). Each step a replica
+The clocks live in a coordinator beside shard 0 (``dbkit.after.replica_clocks``). Each step a replica
 
 1. waits until it is at most ``s`` steps ahead of the slowest (``tick``);
 2. fetches afresh if its parameters were fetched before every replica had
@@ -49,6 +49,7 @@ class SSPReplica(DownpourReplica):
     """Stale Synchronous Parallel (Ho et al. 2013): a replica more than s steps ahead of the slowest waits."""
 
     name: ClassVar[str] = "ssp"
+    coordinator_name: ClassVar[str | None] = "replica-clocks"
     Knobs = SSPKnobs
     knob: SSPKnobs
 
@@ -69,7 +70,7 @@ class SSPReplica(DownpourReplica):
         """Be counted among the live replicas from now on (the first step does it; a test may do it first, so
         that all start together)."""
         if not self.joined:
-            self.slowest, self.joined = self.server.tick(self.counters.steps), True
+            self.slowest, self.joined = self.coordinator.tick(self.label, self.counters.steps), True
 
     def took_params(self, params) -> None:
         super().took_params(params)
@@ -89,13 +90,13 @@ class SSPReplica(DownpourReplica):
         if self.params_slowest < c - s:  # 2. fetched before every replica had finished step c - s - 1
             self.schedule.fetch_afresh()
         loss = super().step()  # 3. and 4. (without overlap: the push has landed on return)
-        self.slowest = self.server.tick(self.counters.steps)
+        self.slowest = self.coordinator.tick(self.label, self.counters.steps)
         return loss
 
     def about_to_compute(self) -> None:
         """2. The parameters for step ``stepping`` are in place: tell shard 0."""
         if self.knob.max_staleness is not None:
-            self.earliest_read = self.server.began(self.stepping)
+            self.earliest_read = self.coordinator.began(self.label, self.stepping)
 
     def about_to_push(self) -> None:
         """3. A replica still to read for a step before ``stepping - s`` must not see this push: wait."""
@@ -106,7 +107,7 @@ class SSPReplica(DownpourReplica):
 
     def caught_up(self, done: int, s: int) -> bool:
         """Ask shard 0 for the slowest clock again: True once ``done`` steps are at most ``s`` ahead of it."""
-        self.slowest = self.server.tick(done)
+        self.slowest = self.coordinator.tick(self.label, done)
         if done - self.slowest > s:
             self.waits += 1
             return False
@@ -115,7 +116,7 @@ class SSPReplica(DownpourReplica):
     def read_by_all(self, mine: int, step: int) -> bool:
         """Ask shard 0 again (this replica computes step ``mine``): True once every live replica has read for
         ``step`` or a later step."""
-        self.earliest_read = self.server.began(mine)
+        self.earliest_read = self.coordinator.began(self.label, mine)
         if self.earliest_read < step:
             self.waits += 1
             return False
@@ -125,5 +126,5 @@ class SSPReplica(DownpourReplica):
         """Push what was accumulated, and leave: nobody waits for a paused or stopped replica."""
         super().flush()
         if self.knob.max_staleness is not None and self.joined:
-            self.server.leave()
+            self.coordinator.leave(self.label)
             self.joined = False

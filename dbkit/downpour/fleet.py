@@ -92,11 +92,12 @@ class Fleet:
                                             partitions=placed.handles, floats_per_example=p.parts.floats_per_example,
                                             wired=placed.wired, key=key)
         else:
+            loop = replica_class(c.downpour.replica)
             future = self.cluster.submit_on(
                 worker, run_replica, index, str(control.key), self.network, self.data.X_train[rows],
                 self.data.y_train[rows], p.handles(), c.batch_size, c.seed + index, c.downpour.max_nonfinite,
-                overlap=c.downpour.overlap, loop=replica_class(c.downpour.replica), knobs=c.replica_settings(),
-                key=key)
+                overlap=c.downpour.overlap, loop=loop, knobs=c.replica_settings(),
+                coordinator=p.coordinator_for(loop.coordinator_name), key=key)
         s = settings  # its figures until it publishes its own
         self.book.add(index, worker, future, ReplicaFigures(index, n_fetch=s.n_fetch, n_push=s.n_push, lr=s.lr,
                                                             slow=s.slow, epoch=s.epoch))
@@ -287,7 +288,7 @@ class Fleet:
     def _drop_ended_clocks(self) -> None:
         """A replica that ended without leaving (lost, failed, diverged) must not hold the others back: loops
         that wait for the slowest (``dbkit.after.ssp``) would wait for it for ever."""
-        if self.config.downpour.replica == "downpour":  # Downpour's replicas keep no clock: nothing to drop
+        if replica_class(self.config.downpour.replica).coordinator_name is None:  # nobody waits for anybody
             return
         ended = {i for i, e in self.book.entries.items() if not e.live} - self.left_clocks
         if ended:

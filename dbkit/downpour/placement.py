@@ -26,6 +26,7 @@ from ..ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, Up
 from ..ps.client_calls import CALL_TIMEOUT
 from ..runtime.protocol import Runtime
 from ..runtime.shards import ShardHandles, handles_of, start_shards
+from .coordinators import coordinator_class
 from .last_read import LastRead
 
 
@@ -51,6 +52,11 @@ class Placement:
         self.parts = PartitionPlacement(cluster, network, self.ownership, self.alignment,
                                         lambda: self.replica_workers, self.transport)
         self.server: ShardedParameters | None = None
+        # the coordinator of the replicas' loop, if it names one: (key, worker, class), its proxy, how many placed
+        self._coordinator: tuple[str, str, type] | None = None
+        self._coordinator_proxy: Any = None
+        self._coordinators = 0
+        self._coordinator_name: str | None = None
         # lock order: after Fleet.launching and Job._sample_lock, before the book's, the registry's and the
         # runtime's (the server and its layout while they are replaced)
         self._lock = threading.RLock()
@@ -134,16 +140,37 @@ class Placement:
         with self._lock:
             return self.last_read.shard_figures(self.server) if self.server is not None else []
 
-    def forget_replicas(self, indices: list[int]) -> None:
-        """Shard 0 drops these replicas' clocks (``dbkit.ps.replica_clocks``); a lost shard 0 knows none."""
+    def coordinator_for(self, name: str | None) -> tuple[str, str, type] | None:
+        """The coordinator a replica loop names (``dbkit.downpour.coordinators``), placed beside shard 0 the first
+        time it is asked for, and again if its worker is gone: its ``(key, worker, class)``, for a replica to
+        reach it (``None``: the loop names none)."""
+        if name is None:
+            return None
+        cls = coordinator_class(name)
         with self._lock:
-            server = self.server
-        if server is None:
+            placed = self._coordinator
+            if placed is not None and placed[2] is cls and placed[1] in self.cluster.workers():
+                return placed
+            assert self.server is not None
+            worker = self.server.workers[0]
+            self._coordinators += 1
+            old, self._coordinator_name = self._coordinator_name, f"coordinator{self._coordinators}-{name}"
+            proxy = self.cluster.place_actor(self._coordinator_name, cls, worker=worker)
+            self._coordinator, self._coordinator_proxy = (str(proxy.key), worker, cls), proxy
+        if old is not None:
+            self.cluster.registry.release(old)
+        return self._coordinator
+
+    def forget_replicas(self, indices: list[int]) -> None:
+        """The coordinator forgets these replicas (they ended): nobody waits for them."""
+        with self._lock:
+            proxy = self._coordinator_proxy
+        if proxy is None:
             return
         for i in indices:
             try:
-                server.leave(f"replica{i}")
-            except Exception:  # noqa: BLE001 - a lost shard is the recovery's to notice
+                resolve(proxy.leave(f"replica{i}"), CALL_TIMEOUT)
+            except Exception:  # noqa: BLE001 - a lost worker is the recovery's to notice
                 return
 
     def set_lr(self, lr: float) -> None:
@@ -309,5 +336,8 @@ class Placement:
         with self._lock:
             self.server = None
             names, self._shard_names = self._shard_names, []
+            if self._coordinator_name is not None:
+                names.append(self._coordinator_name)
+            self._coordinator = self._coordinator_proxy = self._coordinator_name = None
         self.parts.release_all()
         self.cluster.registry.release(*names)

@@ -58,6 +58,9 @@ class DownpourReplica:
         Non-finite gradients in a row after which the replica has ``diverged``.
     overlap : bool
         Fetch and push in the background (the paper's client); ``False`` waits for each.
+    coordinator : optional
+        Its end of the coordinator its loop names (``coordinator_name``): what replicas share besides
+        parameters (``dbkit.downpour.coordinators``).
 
     A subclass registered with ``register_replica`` (``dbkit.downpour.replica_kinds``)
     is another replica loop over the same parts. Its own settings are declared once, as the fields of its
@@ -71,16 +74,21 @@ class DownpourReplica:
     knob: NoKnobs  # their values
     shard_rate: ClassVar[str | None] = None  # the knob that sets the shards' rate (None: the run's lr)
     optimizers: ClassVar[tuple[str, ...] | None] = None  # the shard rules it is meant for (None: any)
+    #: the coordinator its replicas share (``dbkit.downpour.coordinators``; None: they share only parameters)
+    coordinator_name: ClassVar[str | None] = None
 
     def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
                  n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0, max_nonfinite: int = 20,
-                 overlap: bool = True, **knobs: Any) -> None:
+                 overlap: bool = True, coordinator: Any = None, **knobs: Any) -> None:
         unknown = sorted(set(knobs) - set(self.Knobs.__dataclass_fields__))
         if unknown:
             raise ValueError(f"replica {self.name!r} has no setting {', '.join(unknown)}")
         self.knob = self.Knobs(**knobs)  # each checked (out of range: a ValueError naming it)
         overlap = overlap and self.may_overlap()
         self.index = index
+        self.label = f"replica{index}"  # what its coordinator knows it by
+        #: its end of the coordinator its loop names (each call returns the answer), or None
+        self.coordinator = coordinator
         self.network, self.server = network, server
         self.schedule = Schedule(n_fetch, n_push, lr)
         self.batches = MiniBatches(X, y, batch_size, seed=seed)

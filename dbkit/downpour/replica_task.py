@@ -19,6 +19,7 @@ from ..partition.replica import PartitionedDownpourReplica
 from ..runtime.shards import ShardHandles, connect
 from ..runtime.task_side import task_side
 from ..training.figures import ReplicaFigures, ReplicaSettings
+from .coordinators import CoordinatorEnd
 from .replica import DownpourReplica
 from .replica_kinds import replica_class
 from .replica_loop import run_replica_loop
@@ -60,7 +61,8 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
                 shards: ShardHandles | None, batch_size: int, seed: int, max_nonfinite: int,
                 partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0,
                 overlap: bool = True, wired: bool = False, loop: str | type[DownpourReplica] = "downpour",
-                knobs: dict[str, Any] | None = None) -> ReplicaFigures:
+                knobs: dict[str, Any] | None = None, coordinator: tuple[str, str, type] | None = None
+                ) -> ReplicaFigures:
     """The body of one replica task: run its loop until told to stop; returns its final figures.
 
     A whole replica trains on ``X, y`` with ``shards``; a partitioned one drives
@@ -68,7 +70,8 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     hold their data and shards themselves: ``wired`` ones through its partition 0,
     on this worker, with one message to each partner per step. A whole replica runs the replica loop
     ``loop`` (a class, sent by value if it was defined in a notebook, or its registered name:
-    ``dbkit.downpour.replica_kinds``) with its ``knobs``.
+    ``dbkit.downpour.replica_kinds``) with its ``knobs`` and its end of the ``coordinator`` its loop names
+    (``(key, worker, class)``: ``dbkit.downpour.coordinators``).
     """
     side = task_side()
     side.leave_slot()
@@ -89,8 +92,12 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
         assert X is not None and y is not None and shards is not None
         server = connect(shards, name=f"replica{index}", threaded=overlap)
         cls = replica_class(loop) if isinstance(loop, str) else loop
+        co = None
+        if coordinator is not None:
+            key, where, kind = coordinator
+            co = CoordinatorEnd(side.local(key) or side.remote(kind, where, key))
         replica = cls(index, side.computing(network), X, y, server, batch_size, s.n_fetch, s.n_push, s.lr,
-                      seed=seed, max_nonfinite=max_nonfinite, overlap=overlap, **(knobs or {}))
+                      seed=seed, max_nonfinite=max_nonfinite, overlap=overlap, coordinator=co, **(knobs or {}))
         replica.clock = side.time  # a loop that waits for others waits in its runtime's time
 
     def publish(figures: ReplicaFigures) -> None:

@@ -204,36 +204,6 @@ class ShardedParameters:
         figures = [resolve(p) for p in [s.figures() for s in self.shards]]
         return [dataclasses.replace(f, worker=w) for w, f in zip(self.workers, figures)]
 
-    # ---- what replicas ask of each other, through shard 0 (``dbkit.ps.replica_clocks``) ----------------
-    def tick(self, clock: int) -> int:
-        """This client's replica has finished ``clock`` steps: the slowest live replica's clock."""
-        return int(resolve(self.shards[0].tick(self.name, clock)))
-
-    def began(self, step: int) -> int:
-        """This client's replica has read its parameters for step ``step``: the earliest step a live replica
-        has begun."""
-        return int(resolve(self.shards[0].began(self.name, step)))
-
-    def leave(self, name: str | None = None) -> None:
-        """This client's replica (or the one called ``name``) no longer trains: nobody waits for it."""
-        resolve(self.shards[0].leave(self.name if name is None else name))
-
-    def arrive(self, round_: int, backups: int) -> tuple[int, int, int]:
-        """This replica brings its gradient for ``round_``: its rank, how many count, the current round."""
-        rank, needed, current = resolve(self.shards[0].arrive(self.name, round_, backups))
-        return int(rank), int(needed), int(current)
-
-    def decided(self, round_: int) -> bool:
-        """Whether round ``round_``'s counted gradients have all arrived (they may be applied now)."""
-        return bool(resolve(self.shards[0].decided(round_)))
-
-    def land(self, round_: int) -> int:
-        """This replica's counted gradient of ``round_`` is applied on every shard: the current round."""
-        return int(resolve(self.shards[0].land(round_)))
-
-    def current_round(self) -> int:
-        return int(resolve(self.shards[0].current_round()))
-
     def set_lr(self, lr: float) -> None:
         for p in [s.set_lr(lr) for s in self.shards]:
             resolve(p)

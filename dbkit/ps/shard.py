@@ -24,7 +24,6 @@ import numpy as np
 from .checkpoint import ShardState, write_shard
 from .histogram import Histogram, coarse
 from .records import PushAnswer, ShardFigures
-from .replica_clocks import ReplicaClocks
 from .rules import check_lr
 from .update_rule import UpdateRule, make_rule
 from .vector_checkpoint import VectorState, write_vectors
@@ -78,7 +77,6 @@ class ParameterShard(VectorOps):
         self.bytes_pushed = 0
         self.vectors: dict[str, np.ndarray] = {}  # named vectors for Sandblaster (dbkit.ps.vectors)
         self.landed: dict[str, set] = {}  # work units accumulated into each named vector
-        self.clocks = ReplicaClocks()  # replicas' clocks and arrivals (shard 0's are the ones asked)
         # lock order: leaf (parameters, accumulators, version and counters; a fetch or push holds it alone)
         self._lock = threading.Lock()
 
@@ -90,37 +88,6 @@ class ParameterShard(VectorOps):
         """This shard's version, without taking its lock: the driver's heartbeat (a hung machine answers
         nothing, a busy shard still answers at once)."""
         return self.version
-
-    # what replicas ask of each other through shard 0 (``dbkit.ps.replica_clocks``: SSP, backup workers); as
-    # actor methods, each is one short call, and none takes the parameters' lock
-    def tick(self, pusher: str, clock: int) -> int:
-        """``pusher`` has finished ``clock`` steps: the slowest live replica's clock (``ReplicaClocks.tick``)."""
-        return self.clocks.tick(pusher, clock)
-
-    def began(self, pusher: str, step: int) -> int:
-        """``pusher`` has read for step ``step``: the earliest step a live replica has begun
-        (``ReplicaClocks.began``)."""
-        return self.clocks.began(pusher, step)
-
-    def leave(self, pusher: str) -> None:
-        """``pusher`` no longer trains: nobody waits for it (``ReplicaClocks.leave``)."""
-        self.clocks.leave(pusher)
-
-    def arrive(self, pusher: str, round_: int, backups: int) -> tuple[int, int, int]:
-        """``pusher``'s ``(rank, needed, current round)`` in a synchronous round (``ReplicaClocks.arrive``)."""
-        return self.clocks.arrive(pusher, round_, backups)
-
-    def decided(self, round_: int) -> bool:
-        """Whether round ``round_``'s counted gradients have all arrived (``ReplicaClocks.decided``)."""
-        return self.clocks.decided(round_)
-
-    def land(self, round_: int) -> int:
-        """A counted gradient of ``round_`` is applied everywhere: the current round (``ReplicaClocks.land``)."""
-        return self.clocks.land(round_)
-
-    def current_round(self) -> int:
-        """The first round not yet over (``ReplicaClocks.current``)."""
-        return self.clocks.current()
 
     def fetch(self, into: np.ndarray | None = None) -> tuple[int, np.ndarray]:
         """Return ``(version, copy of the parameters)``; never an alias. With ``into`` (this shard's size,

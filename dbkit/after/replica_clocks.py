@@ -1,8 +1,8 @@
-"""What replicas may ask of a parameter shard about each other: their clocks, and who arrived first in a round.
+"""The coordinator of SSP and backup sync: the replicas' clocks, and who arrived first in a round.
 
 Downpour's replicas never talk to each other (DistBelief Sec. 4.1). The ideas
-that bound or drop stale work need a little shared knowledge, and the shards
-are the one place every replica already talks to, so shard 0 keeps it:
+that bound or drop stale work need a little shared knowledge; this coordinator
+(``dbkit.downpour.coordinators``), placed beside shard 0, keeps it:
 
 - **Stale Synchronous Parallel** (Ho et al. 2013) needs each replica's clock
   (the steps it has finished) and the slowest live one's (``tick``), and the
@@ -21,10 +21,16 @@ the driver makes one that was lost leave (``dbkit.downpour.fleet``).
 from __future__ import annotations
 
 import threading
+from typing import ClassVar
+
+from ..downpour.coordinators import register_coordinator
 
 
+@register_coordinator
 class ReplicaClocks:
     """The clocks of the live replicas and, per round, the order they arrived in."""
+
+    name: ClassVar[str] = "replica-clocks"
 
     def __init__(self) -> None:
         # lock order: leaf (clocks and arrivals; taken alone, never with the shard's own lock)
