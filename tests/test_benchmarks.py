@@ -264,3 +264,10 @@ def test_after_distbelief(tmp_path):
     # DiLoCo pushes once a round of 8 steps: far fewer bytes per example than Downpour's push every step
     pushed = {name: r["median"][name]["bytes_pushed_per_example"] for name in names}
     assert pushed["diloco"] < pushed["downpour-adagrad"] / 3
+
+
+def test_thread_count(tmp_path):
+    r = run("thread_count", "--replicas", "3", "--shards", "2", "--workers", "2", "--seconds", "1",
+            tmp_path=tmp_path)
+    assert r["threads"] > r["cluster_alone"] > 0  # the job's own threads come on top of Dask's
+    assert sum(r["by_name"].values()) == r["threads"]

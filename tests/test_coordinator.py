@@ -76,7 +76,7 @@ def test_the_extension_is_under_sixty_lines():
     assert len(body.strip().splitlines()) < 60
 
 
-@pytest.fixture(params=["dask", "in-process", "simulated"])
+@pytest.fixture(params=[pytest.param("dask", marks=pytest.mark.cluster), "in-process", "simulated"])
 def runtime(request):
     """Where the job runs: the shared LocalCluster, two in-process workers, or a simulated cluster."""
     if request.param == "dask":
@@ -106,3 +106,22 @@ def test_a_barrier_keeps_a_slow_replica_within_k_steps_on_every_runtime(runtime,
     else:  # at most one barrier apart, each replica's share of the cap notwithstanding
         assert max(steps) - min(steps) <= 2 * k, steps
     assert job.report()["config"]["replica_loop"]["name"] == loop
+
+
+def test_a_loop_naming_an_unknown_coordinator_is_refused_before_any_replica_is_replaced():
+    from dbkit.runtime import InProcessCluster
+
+    @register_replica
+    class Lonely(DownpourReplica):
+        """A loop whose coordinator nobody registered."""
+
+        name: ClassVar[str] = "test-lonely"
+        coordinator_name: ClassVar[str | None] = "test-no-such-coordinator"
+
+    with InProcessCluster(2) as machines, dbkit.DownpourSGD("linear", "digits", cluster=machines, replicas=2,
+                                                               lr=0.05) as job:
+        job.start()
+        with pytest.raises(ValueError, match="coordinator must be one of"):
+            job.set(replica="test-lonely")
+        assert job.config.downpour.replica == "downpour"
+        assert job.snapshot().live_replicas == 2  # nothing was replaced

@@ -15,6 +15,6 @@ shows how to write one more.
   an elastic force every tau steps (Zhang et al. 2015).
 """
 
-from . import backup_sync, diloco, easgd, ssp, staleness_aware
+from . import backup_sync, diloco, easgd, replica_clocks, ssp, staleness_aware
 
-__all__ = ["backup_sync", "diloco", "easgd", "ssp", "staleness_aware"]
+__all__ = ["backup_sync", "diloco", "easgd", "replica_clocks", "ssp", "staleness_aware"]

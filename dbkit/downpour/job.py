@@ -35,9 +35,11 @@ from ..settings import check
 from ..telemetry import Relayout
 from ..training.figures import ReplicaFigures
 from .changes import apply_change, relayout
+from .coordinators import coordinator_class
 from .fleet import Fleet
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
+from .replica_kinds import replica_class
 from .resources import DownpourResources
 from .watch import Watch, WatchLink
 
@@ -252,6 +254,9 @@ class DownpourSGD(Job):
 
     def _check(self, config: RunConfig) -> None:
         check_layout(self.network, config)
+        loop = replica_class(config.downpour.replica)
+        if loop.coordinator_name is not None:  # refused before any replica is replaced
+            coordinator_class(loop.coordinator_name)
         known = self._fleet.known() if self._fleet is not None else set(range(config.replicas))
         bad = sorted(i for i, _ in config.slow_replicas if i not in known)
         if bad:
