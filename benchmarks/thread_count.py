@@ -20,17 +20,24 @@ from pathlib import Path
 from common import write_json
 
 
-def threads(pids: list[int]) -> Counter[str]:
-    """The threads of ``pids``, counted by name (digits dropped: ``dbkit-wire-serve``, ``Dask-Default-Thread``)."""
-    names: Counter[str] = Counter()
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                name = (task / "comm").read_text().strip()
-            except OSError:
-                continue
-            names["".join(c for c in name if not c.isdigit()).rstrip("-_ ")] += 1
-    return names
+def threads(pids: list[int]) -> int:
+    """The threads of ``pids`` (``/proc/<pid>/task``: every thread, Python's and the libraries' own)."""
+    return sum(len(list(Path(f"/proc/{pid}/task").glob("*"))) for pid in pids)
+
+
+def python_threads() -> Counter[str]:
+    """Python's threads of this process, by name with its digits dropped (``dbkit-wire-serve``)."""
+    import threading
+
+    return Counter("".join(c for c in t.name if not c.isdigit()).strip("-_ ") for t in threading.enumerate())
+
+
+def named(cluster) -> Counter[str]:
+    """Python's threads of this process and of every worker, by name."""
+    total = python_threads()
+    for counts in cluster.client.run(python_threads).values():
+        total.update(counts)
+    return total
 
 
 def family() -> list[int]:
@@ -54,20 +61,19 @@ def main() -> None:
     from dbkit.runtime.dask import Cluster
 
     with Cluster(n_workers=args.workers) as cluster:
-        floor = threads(family())
+        base, base_named = threads(family()), named(cluster)
         with dbkit.DownpourSGD("linear", "digits", client=cluster.client, replicas=args.replicas,
                                shards=args.shards, lr=0.05) as job:
             job.fit(seconds=args.seconds, progress=False)
             job.resume(wait=True)
-            running = threads(family())
-    total, base = sum(running.values()), sum(floor.values())
-    print(f"{args.replicas} replicas, {args.shards} shards, {args.workers} workers: {total} threads "
-          f"(the cluster alone: {base}; the job's: {total - base})")
-    for name, n in (running - floor).most_common():
+            total, by_name = threads(family()), named(cluster)
+    print(f"{args.replicas} replicas, {args.shards} shards, {args.workers} workers: {total} threads across "
+          f"{args.workers + 1} processes (the cluster alone: {base}; the job's: {total - base}); Python's by name:")
+    for name, n in (by_name - base_named).most_common():
         print(f"  {n:4d}  {name}")
     write_json(args.json, "thread_count", {"replicas": args.replicas, "shards": args.shards,
                                            "workers": args.workers, "threads": total, "cluster_alone": base,
-                                           "by_name": dict(running)})
+                                           "python_threads_by_name": dict(by_name)})
 
 
 if __name__ == "__main__":

@@ -270,4 +270,4 @@ def test_thread_count(tmp_path):
     r = run("thread_count", "--replicas", "3", "--shards", "2", "--workers", "2", "--seconds", "1",
             tmp_path=tmp_path)
     assert r["threads"] > r["cluster_alone"] > 0  # the job's own threads come on top of Dask's
-    assert sum(r["by_name"].values()) == r["threads"]
+    assert sum(r["python_threads_by_name"].values()) <= r["threads"]  # (the libraries' threads are not Python's)
