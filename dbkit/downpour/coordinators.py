@@ -6,7 +6,7 @@ the shards stay the paper's parameter server. The ideas that came after bound or
 drop stale work with a little shared knowledge: SSP's clocks, backup sync's
 rounds, a barrier. That knowledge lives in a coordinator: an actor of its own,
 placed by the job beside shard 0 (``Placement.coordinator_for``) when the
-replica loop names one (``coordinator = "replica-clocks"``), and reached by each
+replica loop names one (``coordinator_name = "replica-clocks"``), and reached by each
 of its replicas as ``self.coordinator``, whose every method call returns the
 coordinator's answer, on Dask, in process and in virtual time alike.
 
