@@ -15,18 +15,20 @@ the job holds on the cluster, released once. Lock order: the job's ``_steer`` ->
 from __future__ import annotations
 
 import functools
+import math
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..config import RunConfig
 from ..data import Dataset
-from ..jobs import FinalState, Job, JobThread, Monitor, job_from_checkpoint, resolve_job
+from ..jobs import FinalState, Job, Monitor, job_from_checkpoint, resolve_job
 from ..jobs.folders import check_workers_can_write
-from ..jobs.machines import new_job, open_session
+from ..jobs.machines import open_session
 from ..nn import Network
 from ..partition import AlignedLayout
 from ..ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
@@ -41,7 +43,10 @@ from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
 from .replica_kinds import replica_class
 from .resources import DownpourResources
+from .step_budget import StepBudget
 from .watch import Watch, WatchLink
+
+T = TypeVar("T")
 
 
 class DownpourSGD(Job):
@@ -70,8 +75,9 @@ class DownpourSGD(Job):
     client, scheduler : optional
         An existing ``distributed.Client`` or a scheduler address; default: a LocalCluster.
     cluster : optional
-        Machines that are not Dask's (``dbkit.runtime.InProcessCluster``): the job opens a session on them
-        and leaves them running when it stops. Give at most one of ``client``, ``scheduler``, ``cluster``.
+        Machines that are not Dask's (``dbkit.runtime.InProcessCluster``, or a simulated
+        ``dbkit.sim.Cluster``, on which it runs in virtual time): the job opens a session on them and
+        leaves them running when it stops. Give at most one of ``client``, ``scheduler``, ``cluster``.
     config : RunConfig, optional
         Base settings; keyword arguments (any ``RunConfig`` setting) override it.
     replica_workers, shard_workers : list of str, optional
@@ -94,9 +100,6 @@ class DownpourSGD(Job):
         """The settings a DownpourSGD starts from (keyword settings change them)."""
         return RunConfig.make(algorithm="downpour", optimizer="adagrad", replicas=2, shards=2)
 
-    def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> DownpourSGD:
-        return new_job(cls, args, cluster, settings, cls.defaults())  # a dbkit.sim.Cluster: a SimulatedJob
-
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, client: Any = None,
                  scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,
                  replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
@@ -105,6 +108,8 @@ class DownpourSGD(Job):
         config, dataset, network = resolve_job("downpour", model, data, base, dict(scheduler=scheduler, **settings))
         self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
         check_layout(network, config)  # refuses partitions the network or shards cannot take
+        if self._machines is not None:
+            self._machines.admit(network, config)
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self.tag = uuid.uuid4().hex[:10]
@@ -116,6 +121,8 @@ class DownpourSGD(Job):
         self._recovery = Recovery(config.checkpoint_dir, config.checkpoint_every, network.fingerprint(), self._link)
         self._start_from: Checkpoint | None = None
         self._watch: Watch | None = None  # the monitor's and the heartbeat's ticks, once started
+        self._fleet_paused = False  # the replicas were told to pause (a simulated cluster holds its time instead)
+        self._budget: StepBudget | None = None  # a fit's steps, shared exactly (on a simulated cluster)
 
     # ---- accessors --------------------------------------------------------------------------
     @property
@@ -126,9 +133,10 @@ class DownpourSGD(Job):
 
     def parameter_state(self) -> tuple[np.ndarray, np.ndarray | None]:
         """Parameters and Adagrad accumulators gathered from the shards, in the network's order."""
-        if self._placement is None or self.stopped:
+        placement = self._placement
+        if placement is None or self.stopped:
             raise RuntimeError("parameter_state needs a running job")
-        return self._placement.parameter_state()
+        return self._read(placement.parameter_state)
 
     def add_replicas(self, k: int = 1) -> list[int]:
         """Start ``k`` more replicas while training runs; returns their numbers."""
@@ -160,8 +168,9 @@ class DownpourSGD(Job):
             if len(live) < 2 or index not in live:
                 raise ValueError(f"lose_replica needs a live replica other than the last one, so that training "
                                  f"goes on (live replicas: {live}), got {index!r}")
-            assert self._fleet is not None and index is not None
-            self._fleet.crash(index)
+            fleet = self._fleet
+            assert fleet is not None and index is not None
+            self._on_cluster(lambda: fleet.crash(index))
             self._note_transitions()
             return index
 
@@ -172,18 +181,41 @@ class DownpourSGD(Job):
                 + f", {c.shards} shard{'s' if c.shards != 1 else ''}"
                 + f", n_fetch={d.n_fetch}, n_push={d.n_push}, {c.rule_text()}"
                 + (f", warm start {d.warm_start_steps} steps" if d.warm_start_steps else "")
-                + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else ""))
+                + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else "")
+                + (f" (simulated, {sim.profile})" if (sim := self._simulation()) is not None else ""))
+
+    def _simulation(self) -> Any:
+        """A simulated cluster's profile, machines and clocks (before it starts: its profile and machines)."""
+        if self._res.cluster is None and self._machines is not None:
+            return self._machines.simulation()
+        return super()._simulation()
 
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
+        cluster = self._res.cluster = open_session(self.config, self._machines, self._client, self.tag,
+                                                   network=self.network)
+        self.events.use_clock(cluster.time.now)  # (virtual seconds on a simulated cluster)
+        self._sample(evaluate=True)  # the history starts from the untrained model (or the checkpoint's)
+        self._monitor.evaluated(0, 0.0, self.config.eval_every)
+        cluster.call(lambda: self._place(cluster, paused))
+        self.events.use_clock(cluster.time.now)  # t counts from the replicas' start
+        self._monitor.hurry(self.events.now())
+        self._res.monitor = cluster.every(self, DownpourSGD._tick, "dbkit-downpour-monitor",
+                                          on_error=Job._thread_failed)
+        self._res.heartbeat = cluster.every(self, DownpourSGD._pulse, "dbkit-downpour-heartbeat",
+                                            on_error=Job._thread_failed)
+
+    def _place(self, cluster: Runtime, paused: bool) -> None:
+        """Shards, then replicas, on ``cluster`` (at a simulated instant on a simulated one)."""
         c, net = self.config, self.network
-        cluster = self._res.cluster = open_session(c, self._machines, self._client, self.tag)
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)
         self.dashboard = cluster.dashboard_link()
-        placement = self._placement = self._res.placement = Placement(cluster, net, c, self._shard_workers or workers,
-                                                                      self._replica_workers or workers)
+        shard_workers = self._shard_workers or cluster.shard_places(c.shards) or workers
+        replica_workers = (self._replica_workers or cluster.replica_places(0, c.replicas, c.downpour.partitions)
+                           or workers)
+        placement = self._placement = self._res.placement = Placement(cluster, net, c, shard_workers, replica_workers)
         ckpt = self._start_from
         if ckpt is None:
             placement.place_shards(net.init_params(c.seed), c.rule(), c.shard_lr())
@@ -194,23 +226,27 @@ class DownpourSGD(Job):
                                    a.from_server(ckpt.opt_state) if same_rule and ckpt.opt_state is not None
                                    else None, versions=ckpt.manifest.versions)
         fleet = self._fleet = self._res.fleet = Fleet(cluster, placement, net, self.data, c, self.tag)
-        self._sample(evaluate=True)  # the history starts from the untrained model
-        self._monitor.evaluated(0, self.events.now(), c.eval_every)
-        self._monitor.hurry(self.events.now())
+        cluster.hold(paused)  # (a simulated cluster's time stands still too)
+        self._fleet_paused = paused  # replicas start paused when the job starts so: the first fit caps them first
+        if cluster.holds_time:  # virtual time: a fit's steps kept exactly, shared among the replicas
+            self._budget = StepBudget(fleet, cluster.time.now)
         fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0, paused=paused)
         link = WatchLink(self.events, lambda: self.config, lambda: self.ended, lambda: self.stopped,
                          self._check_connection, self._sample, self._diverged, self._failed, self.sample_every)
         self._watch = Watch(fleet, placement, self._monitor, self._recovery, cluster, link)
-        self._res.monitor = JobThread(self, DownpourSGD._tick, "dbkit-downpour-monitor", on_error=Job._thread_failed)
-        self._res.monitor.start()
-        self._res.heartbeat = JobThread(self, DownpourSGD._pulse, "dbkit-downpour-heartbeat",
-                                        on_error=Job._thread_failed)
-        self._res.heartbeat.start()
 
-    def _tick(self) -> float | None:  # the monitor thread's body (it holds the job weakly between ticks)
-        return self._watch.tick() if self._watch is not None else None
+    def _tick(self) -> float | None:  # the monitor's body (it holds the job weakly between ticks)
+        if self._watch is None:
+            return None
+        wait = self._watch.tick()
+        if self._budget is not None and not self.ended:
+            self._budget.review(self._progress())
+        target, cluster = self._monitor.target, self._res.cluster
+        if target is not None and cluster is not None and self._progress() >= target:
+            cluster.rest()  # at a fit's step target: a simulated cluster's time stands still there
+        return wait
 
-    def _pulse(self) -> float | None:  # the heartbeat thread's body
+    def _pulse(self) -> float | None:  # the heartbeat's body
         return self._watch.pulse() if self._watch is not None else None
 
     def _note_transitions(self) -> None:
@@ -223,18 +259,42 @@ class DownpourSGD(Job):
     def _cluster(self) -> Runtime | None:
         return self._res.cluster
 
+    def _on_cluster(self, fn: Callable[[], T]) -> T:
+        """``fn()``, the drivers' work, on the job's runtime (at the current instant on a simulated cluster)."""
+        cluster = self._res.cluster
+        return cluster.call(fn) if cluster is not None else fn()
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        """``fn()``, reading figures or parameters (on a simulated cluster: an observer's, in no virtual time)."""
+        cluster = self._res.cluster
+        return cluster.read(fn) if cluster is not None else fn()
+
     def _read_shards(self) -> tuple[ShardFigures, ...]:
-        return tuple(self._placement.shard_figures()) if self._placement is not None else ()
+        placement = self._placement
+        return tuple(self._read(placement.shard_figures)) if placement is not None else ()
 
     def _cap(self, steps: int | None) -> int | None:
-        assert self._fleet is not None
-        self._monitor.aim_at(self._fleet.set_caps(steps))
+        fleet, budget = self._fleet, self._budget
+        assert fleet is not None
+        if budget is not None:  # exactly ``steps`` more over all replicas (virtual time)
+            self._read(lambda: fleet.poll(settle=False))
+            target = None if steps is None else fleet.total_steps() + steps
+            self._on_cluster(lambda: budget.aim(math.inf if target is None else target))
+            self._monitor.aim_at(target)
+        else:
+            self._monitor.aim_at(self._on_cluster(lambda: fleet.set_caps(steps)))
         self._monitor.hurry(self.events.now())
         return self._monitor.target
 
     def _hold(self, paused: bool) -> None:
-        assert self._fleet is not None
-        self._fleet.hold(paused)
+        fleet, cluster = self._fleet, self._res.cluster
+        assert fleet is not None and cluster is not None
+        cluster.hold(paused)
+        if not cluster.holds_time or self._fleet_paused != paused:  # (virtual time stands still: the replicas
+            self._on_cluster(lambda: fleet.hold(paused))              # with it, once they have started)
+            self._fleet_paused = paused
+        if paused:
+            self._refresh()  # the replicas' figures where they stopped
 
     def _progress(self) -> int:
         return self._fleet.total_steps() if self._fleet is not None else 0
@@ -242,15 +302,20 @@ class DownpourSGD(Job):
     def _refresh(self) -> None:
         fleet = self._fleet
         if fleet is not None and not self.stopped:
-            fleet.poll(settle=False)
+            self._read(lambda: fleet.poll(settle=False))
 
     def _replica_figures(self) -> dict[int, ReplicaFigures]:
-        return self._fleet.figures() if self._fleet is not None else {}
+        figures = self._fleet.figures() if self._fleet is not None else {}
+        if self._state == "paused":  # held: as a replica says once it has taken the pause
+            return {i: f.but(state="paused") if f.state == "running" else f for i, f in figures.items()}
+        return figures
 
     def _parameters(self) -> np.ndarray:
-        if self._placement is None:
-            return self.network.init_params(self.config.seed)
-        return self._placement.parameters()
+        placement = self._placement
+        if placement is None:  # what the shards will start from
+            ckpt = self._start_from
+            return self.network.init_params(self.config.seed) if ckpt is None else self.layout.from_server(ckpt.params)
+        return self._read(placement.parameters)
 
     def _check(self, config: RunConfig) -> None:
         check_layout(self.network, config)
@@ -268,14 +333,29 @@ class DownpourSGD(Job):
                            replica_workers=self._replica_workers, shard_workers=self._shard_workers)
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
-        assert self._fleet is not None and self._placement is not None
-        apply_change(changes, self.config, new, self._fleet, self._placement,
-                     functools.partial(relayout, self.config, new, self._fleet, self._placement, self._recovery,
-                                       self._link))
-        self._note_transitions()
+        fleet, placement, cluster = self._fleet, self._placement, self._res.cluster
+        assert fleet is not None and placement is not None and cluster is not None
+
+        def apply() -> None:
+            if "replicas" in changes:  # machines of their own for the new replicas, where the machines say so
+                k = new.downpour.partitions
+                first = len(placement.replica_workers) // k
+                places = cluster.replica_places(first, fleet.book.next_index() + new.replicas, k)
+                if places:
+                    placement.add_replica_workers(places)
+            apply_change(changes, self.config, new, fleet, placement,
+                         functools.partial(relayout, self.config, new, fleet, placement, self._recovery, self._link))
+            if self._budget is not None:
+                self._budget.share()
+            self._note_transitions()
+
+        self._on_cluster(apply)
         self._monitor.hurry(self.events.now())
 
     def _gather(self, stopping: bool) -> FinalState:
+        return (self._on_cluster if stopping else self._read)(lambda: self._gather_here(stopping))
+
+    def _gather_here(self, stopping: bool) -> FinalState:
         fleet, placement, cluster = self._fleet, self._placement, self._res.cluster
         assert fleet is not None and placement is not None and cluster is not None
         if stopping:
@@ -304,7 +384,8 @@ class DownpourSGD(Job):
         with self._steer:
             if self._placement is None or self.stopped:
                 raise RuntimeError("checkpoint() needs a job that has started and not been stopped")
-            if self._recovery.save(self._placement, self.config, str(path)) is None:
+            placement = self._placement
+            if self._on_cluster(lambda: self._recovery.save(placement, self.config, str(path))) is None:
                 raise RuntimeError(f"a parameter shard did not answer: no complete checkpoint in {path}")
         return Path(path)
 

@@ -17,8 +17,7 @@ from .running import AnotherJobRunning, running, stop_all
 from .setup import job_from_checkpoint, resolve_job
 from .snapshot import FinalState, Simulated, Snapshot
 from .stopwatch import Stopwatch
-from .thread import JobThread
 
 __all__ = ["AnotherJobRunning", "ChangeQueue", "ChangeRequest", "ENDED", "FinalState", "Gate", "Job", "JobFigures",
-           "JobHooks", "JobThread", "Monitor", "Simulated", "Snapshot", "Stopping", "Stopwatch", "job_from_checkpoint",
+           "JobHooks", "Monitor", "Simulated", "Snapshot", "Stopping", "Stopwatch", "job_from_checkpoint",
            "resolve_job", "running", "stop_all"]

@@ -25,7 +25,7 @@ from ..training.evaluate import Evaluation, Evaluator
 from ..training.figures import ReplicaFigures
 from .hooks import JobHooks
 from .last_known import LastKnown
-from .snapshot import FinalState
+from .snapshot import FinalState, Simulated
 from .stopwatch import Stopwatch
 
 ENDED = ("finished", "diverged", "failed", "stopped")
@@ -114,9 +114,13 @@ class JobFigures(JobHooks):
                 final, last_known = self._known_final(), f"{type(e).__name__}: {e}"
         if self._known.lost is not None:
             last_known = self._known.lost
+        fields = self._runtime_fields()
+        wall, train = time.perf_counter() - self._wall0, self._clock.seconds
+        if fields.get("simulated"):  # the seconds of a simulated cluster's clock
+            wall = train = fields["simulation"]["virtual_seconds"]
         record = RunRecord(
             algorithm=self.algorithm, state=self._state, config=self.config.to_dict(),
-            wall_seconds=time.perf_counter() - self._wall0, train_seconds=self._clock.seconds,
+            wall_seconds=wall, train_seconds=train,
             final=self.evaluator.final(final.params), history=self.history, replicas=final.replicas,
             shards=final.shards, bytes=self._bytes(final),
             model={"name": self.network.name, "parameters": self.network.size,
@@ -125,9 +129,20 @@ class JobFigures(JobHooks):
             extra=self._report_blocks(final), steps=self._progress(),
             ended=self._known.lost or (self._state if self.ended else None))
         report = build_report(record)
+        report.update(fields)
         if last_known is not None:
             report["last_known"] = last_known
         return report
+
+    def _runtime_fields(self) -> dict:
+        """What the job's runtime adds to its report (a simulated cluster: ``simulated``, its profile)."""
+        cluster = self._cluster()
+        return cluster.report_fields() if cluster is not None else {}
+
+    def _simulation(self) -> Simulated | None:
+        """A simulated cluster's profile, machines and clocks (``None``: real machines, or not started)."""
+        cluster = self._cluster()
+        return cluster.simulation() if cluster is not None else None
 
     def _gather_now(self) -> FinalState:
         """``_gather`` without stopping; remembers the shard figures it read."""

@@ -6,11 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+from ..runtime.every import Stopping
 from ..training.figures import NO_CAP
 
-
-class Stopping(Exception):
-    """The job is stopping: the training loop unwinds."""
+__all__ = ["Gate", "Stopping"]
 
 
 class Gate:

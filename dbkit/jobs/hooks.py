@@ -61,16 +61,21 @@ class JobHooks(ABC):
         """Parameters and figures now; with ``stopping``, first stop the replicas (they push what they have)."""
 
     def _seconds(self) -> float:
-        """The clock ``fit(seconds=...)`` counts (a simulated job's: virtual seconds)."""
-        return time.monotonic()
+        """The clock ``fit(seconds=...)`` counts: its runtime's (a simulated cluster's: virtual seconds)."""
+        cluster = self._cluster()
+        return cluster.time.now() if cluster is not None else time.monotonic()
 
-    def _cap_seconds(self, seconds: float, begin: float) -> None:
-        """``fit``, begun at ``begin``, trains until ``begin + seconds`` on ``_seconds``' clock (a simulated job
-        stops there exactly)."""
+    def _cap_seconds(self, seconds: float | None, begin: float) -> None:
+        """``fit``, begun at ``begin``, trains until ``begin + seconds`` on ``_seconds``' clock (a simulated
+        cluster's time stops there exactly); ``None``: no such limit."""
+        cluster = self._cluster()
+        if cluster is not None:
+            cluster.stop_time_at(None if seconds is None else begin + seconds)
 
     def _seconds_done(self, begin: float, seconds: float) -> bool:
-        """Whether a ``fit`` that began at ``begin`` on ``_seconds``' clock has trained its ``seconds``."""
-        return self._seconds() - begin >= seconds
+        """Whether a ``fit`` that began at ``begin`` on ``_seconds``' clock has trained its ``seconds`` (to the
+        rounding of ``begin + seconds``, where a simulated cluster's time stopped)."""
+        return self._seconds() - begin >= seconds - 1e-9 * max(1.0, abs(begin))
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
         """Apply validated ``changes`` to the running job (``new`` is the config after them)."""

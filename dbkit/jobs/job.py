@@ -105,8 +105,7 @@ class Job(JobFigures):
             if self.ended:
                 return self.history
             target = self._cap(steps)
-            if seconds is not None:
-                self._cap_seconds(seconds, begin)
+            self._cap_seconds(seconds, begin)  # (None: a limit an earlier fit set is lifted)
             self._user_paused = False
             self._hold(False)
             self._clock.start()
@@ -255,7 +254,8 @@ class Job(JobFigures):
         return Snapshot(self.algorithm, self._state, self.events.now(), self.config, self._progress(),
                         tuple(self._known_replicas()), self.events.last(Sample), self._last_eval,
                         {k: v for k, v in self._changes.pending().items()}, self.events.last(Change),
-                        errors.message if errors is not None else None, len(self.events), self.dashboard)
+                        errors.message if errors is not None else None, len(self.events), self.dashboard,
+                        self._simulation())
 
     # ---- the Dask scheduler ----------------------------------------------------------------
     def _check_connection(self, grace: float = 2.0) -> bool:

@@ -10,12 +10,12 @@ from ..runtime.protocol import ClusterFactory, Runtime
 
 
 def open_session(config: RunConfig, machines: ClusterFactory | None, client: Any, tag: str,
-                 threads_per_worker: int = 1) -> Runtime:
+                 threads_per_worker: int = 1, network: Any = None) -> Runtime:
     """The job's session: on ``machines`` (``cluster=``, left running after the job), on ``config.workers``
     in-process workers of the job's own (``runtime="in-process"``, closed with it), or on Dask (``client``,
     ``config.scheduler``, or a LocalCluster of ``config.workers`` processes)."""
     if machines is not None:
-        return machines.session(tag)
+        return machines.session(tag, network=network, config=config)
     if config.runtime == "in-process":
         from ..runtime.inprocess import InProcessCluster
 

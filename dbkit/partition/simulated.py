@@ -15,6 +15,7 @@ partitions wait for each other as they would on separate machines.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import greenlet
 import numpy as np
@@ -23,9 +24,11 @@ from ..runtime.shards import ShardHandles, connect
 from ..runtime.sim.compute import TimedNetwork
 from ..runtime.sim.cost import CostModel
 from ..runtime.sim.engine import Simulation
+from ..runtime.sim.job_session import STAND_INS
 from ..runtime.sim.machines import Machine, Network
 from ..runtime.sim.shape import LayerShape, layer_shape
 from . import Ownership
+from .actors import PartitionActor
 from .downpour_partition import DownpourPartition
 
 
@@ -125,3 +128,12 @@ class SimulatedPartitionActor(SimulatedPartition):
                             batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
         server = connect(shards, name=name)
         return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=self.machine.name, overlap=overlap)
+
+
+def _stand_in(session: Any, machine: Machine, index: int, ownership: Ownership) -> SimulatedPartitionActor:
+    """What a simulated session places for a ``PartitionActor``: the real partition, timed on ``machine``."""
+    return SimulatedPartitionActor(index, ownership, session.sim, machine, session.layout.network, session.cost,
+                                   session.actor, threads=session.threads_per_task)
+
+
+STAND_INS[PartitionActor] = _stand_in

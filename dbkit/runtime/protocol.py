@@ -127,6 +127,56 @@ class Runtime(Protocol):
         """Release every actor this session placed; safe to call twice."""
         ...
 
+    # ---- the job's own loops and time (``dbkit.runtime.real_machines``; in virtual time: ``sim.job_session``)
+    def every(self, owner: Any, body: Callable[[Any], float | None], name: str,
+              on_error: Callable[[Any, BaseException], None] | None = None) -> Any:
+        """``body(owner)`` again and again, waiting the seconds it returns, until ``None`` (a thread on real
+        machines, a task in virtual time); ``owner`` is held weakly between two calls. Its ``halt()`` ends it."""
+        ...
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """``fn()``: the drivers' work (placing, steering, reading the shards) now, or at a simulated instant."""
+        ...
+
+    def read(self, fn: Callable[[], T]) -> T:
+        """``fn()`` reading the job's figures or parameters (on a simulated cluster, as an observer: in no
+        virtual time)."""
+        ...
+
+    @property
+    def holds_time(self) -> bool:
+        """Whether ``hold`` stops the runtime's time (virtual time: a paused job is held there, and a ``fit``'s
+        steps are kept exactly); on real machines the replicas are told to pause."""
+        ...
+
+    def hold(self, held: bool) -> None:
+        """Stop the runtime's time while the job is paused, or let it go on (virtual time only)."""
+        ...
+
+    def stop_time_at(self, seconds: float | None) -> None:
+        """Let the runtime's time go no further than ``seconds`` (a ``fit``'s; virtual time only)."""
+        ...
+
+    def rest(self) -> None:
+        """The job reached its step target: its time stands still until ``hold(False)`` (virtual time only)."""
+        ...
+
+    def shard_places(self, shards: int) -> list[str] | None:
+        """The workers the shards go to, where the machines decide (``None``: the driver spreads them)."""
+        ...
+
+    def replica_places(self, first: int, end: int, partitions: int) -> list[str] | None:
+        """The workers replicas ``first .. end - 1`` go to, where the machines decide (``None``: the driver's)."""
+        ...
+
+    def simulation(self) -> Any:
+        """A simulated cluster's profile, machines and clocks (``None`` on real machines)."""
+        ...
+
+    def report_fields(self) -> dict[str, Any]:
+        """What a report says beside DESIGN.md's fields (a simulated run: ``simulated``, its profile)."""
+        ...
+
 
 class TaskSide(Protocol):
     """What a task running on a worker asks of that worker."""
@@ -176,9 +226,18 @@ class TaskSide(Protocol):
 
 
 class ClusterFactory(Protocol):
-    """What a job may be given as ``cluster=``: machines it opens one session on, and leaves running."""
+    """What a job may be given as ``cluster=``: machines it opens one session on, and leaves running; the
+    job's ``network`` and ``config`` shape a simulated cluster's session (its cost model, its layout)."""
 
-    def session(self, tag: str = "") -> Runtime: ...
+    def session(self, tag: str = "", **job: Any) -> Runtime: ...
+
+    def admit(self, network: Any, config: Any) -> None:
+        """Refuse (``ValueError``), before anything starts, a job these machines cannot run."""
+        ...
+
+    def simulation(self) -> Any:
+        """Simulated machines' profile and count (``None``: real machines)."""
+        ...
 
 
 def given_cluster(cluster: Any, client: Any, scheduler: str | None, runtime: str = "dask") -> ClusterFactory | None:
@@ -190,7 +249,7 @@ def given_cluster(cluster: Any, client: Any, scheduler: str | None, runtime: str
         return None
     if client is not None or scheduler is not None:
         raise ValueError("give one of cluster=, client= and scheduler=, not several")
-    if not callable(getattr(cluster, "session", None)):
+    if not callable(getattr(cluster, "session", None)) or not callable(getattr(cluster, "admit", None)):
         raise TypeError(f"cluster= takes dbkit's own machines (dbkit.runtime.InProcessCluster), got "
                         f"{type(cluster).__name__}; for a Dask cluster pass client= or scheduler=")
     return cluster

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..config import RunConfig
 from ..data import Dataset
-from ..jobs import FinalState, Gate, Job, JobThread, job_from_checkpoint, resolve_job
+from ..jobs import FinalState, Gate, Job, job_from_checkpoint, resolve_job
 from ..jobs.folders import check_workers_can_write
 from ..jobs.heartbeat import Heartbeat, drop_hung, workers_of_shards
 from ..jobs.machines import new_job, open_session
@@ -26,6 +26,7 @@ from ..nn import Network
 from ..ps import ShardFigures, balanced_layout
 from ..ps.checkpoint import writable
 from ..ps.vector_checkpoint import VectorState
+from ..runtime.every import EveryThread
 from ..runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ..runtime.shards import start_shards
 from ..telemetry import ByteCounts, faults_block, sandblaster_block
@@ -165,14 +166,15 @@ class SandblasterLBFGS(Job):
                                                                      s.iterations, s.gtol, s.ftol)
         if saved:
             self._coordinator.restore(saved[0])
-        self._res.thread = JobThread(self, SandblasterLBFGS._iterate, "dbkit-sandblaster", on_error=Job._thread_failed)
+        self._res.thread = EveryThread(self, SandblasterLBFGS._iterate, "dbkit-sandblaster",
+                                       on_error=Job._thread_failed)
         self._res.thread.start()
-        self._res.heartbeat = JobThread(self, SandblasterLBFGS._pulse, "dbkit-sandblaster-heartbeat",
+        self._res.heartbeat = EveryThread(self, SandblasterLBFGS._pulse, "dbkit-sandblaster-heartbeat",
                                         on_error=Job._thread_failed)
         self._res.heartbeat.start()
 
     def _iterate(self) -> float | None:
-        """One L-BFGS iteration on the coordinator's thread (``JobThread`` calls it with the job)."""
+        """One L-BFGS iteration on the coordinator's thread (``EveryThread`` calls it with the job)."""
         coordinator = self._coordinator
         assert coordinator is not None
         if not self._gate.open_for(self._progress()):

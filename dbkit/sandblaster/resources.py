@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import gc
 
-from ..jobs import Gate, JobThread
+from ..jobs import Gate
 from ..jobs.heartbeat import Heartbeat
 from ..ps import ShardedParameters
+from ..runtime.every import EveryThread
 from ..runtime.protocol import Runtime
 from .batch import UnitBatch
 from .coordinator import LBFGSCoordinator
@@ -18,8 +19,8 @@ class SandblasterResources:
 
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
-        self.thread: JobThread | None = None
-        self.heartbeat: JobThread | None = None
+        self.thread: EveryThread | None = None
+        self.heartbeat: EveryThread | None = None
         self.pings: Heartbeat | None = None  # the heartbeat thread's pings, each holding a shard's proxy
         self.batch: UnitBatch | None = None
         self.coordinator: LBFGSCoordinator | None = None

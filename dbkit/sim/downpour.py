@@ -40,7 +40,7 @@ from ..runtime.sim.poll_timer import PollTimer
 from ..runtime.sim.sync import Mailbox
 from ..training.figures import ReplicaFigures
 from .run import SimulatedRun
-from .step_budget import StepBudget
+from ..downpour.step_budget import StepBudget
 
 if TYPE_CHECKING:
     from ..runtime.sim import SimSession

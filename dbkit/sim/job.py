@@ -189,7 +189,9 @@ class SimulatedJob(Job):
             self._driver.run_until(math.inf)
         return self._driver.call(cap)
 
-    def _cap_seconds(self, seconds: float, begin: float) -> None:
+    def _cap_seconds(self, seconds: float | None, begin: float) -> None:
+        if seconds is None:
+            return  # (``_cap`` lifts the limit)
         run = self._driver.clock.run  # its simulation's clock is the job's less the run's start
         self._driver.run_until(begin + seconds - (run.start if run is not None else 0.0))
 

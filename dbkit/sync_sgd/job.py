@@ -14,10 +14,11 @@ import numpy as np
 
 from ..config import RunConfig
 from ..data import Dataset
-from ..jobs import FinalState, Gate, Job, JobThread, resolve_job
+from ..jobs import FinalState, Gate, Job, resolve_job
 from ..jobs.machines import new_job
 from ..nn import Network
 from ..ps import ShardFigures
+from ..runtime.every import EveryThread
 from ..runtime.protocol import ClusterFactory, given_cluster
 from ..training.figures import ReplicaFigures
 from .trainer import SGDTrainer, TrainingDiverged
@@ -31,7 +32,7 @@ class _Resources:
 
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
-        self.thread: JobThread | None = None
+        self.thread: EveryThread | None = None
         self.cluster: Any = None
         self.trainer: SGDTrainer | None = None
 
@@ -104,11 +105,11 @@ class SyncSGD(Job):
             server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.rule(), c.lr)
         self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.rule(), c.seed, server)
         self._sample(evaluate=True)  # the history starts from the untrained model
-        self._res.thread = JobThread(self, SyncSGD._train_once, "dbkit-sgd", on_error=Job._thread_failed)
+        self._res.thread = EveryThread(self, SyncSGD._train_once, "dbkit-sgd", on_error=Job._thread_failed)
         self._res.thread.start()
 
     def _train_once(self) -> float | None:
-        """One step on the training thread (``JobThread`` calls it with the job)."""
+        """One step on the training thread (``EveryThread`` calls it with the job)."""
         trainer = self._trainer
         assert trainer is not None
         if not self._gate.open_for(trainer.steps):

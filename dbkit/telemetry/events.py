@@ -203,6 +203,11 @@ class EventStream:
         """Count ``t`` from now on (a job calls this when it starts)."""
         self._origin = self._clock()
 
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Count ``t`` on ``clock`` from now on (a job's runtime's: virtual seconds on a simulated cluster)."""
+        self._clock = clock
+        self._origin = clock()
+
     def now(self) -> float:
         """Seconds on this stream's clock."""
         return self._clock() - self._origin

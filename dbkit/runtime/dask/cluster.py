@@ -20,6 +20,7 @@ from concurrent.futures import CancelledError
 
 from ..bounded_wait import WorkerLeft, wait_unless_gone
 from ..clock import REAL_TIME
+from ..real_machines import RealMachines
 from ..registry import ActorRegistry
 from .scheduler import ClusterError, probe_scheduler
 from .worker_processes import WORKER_DASK_CONFIG, WORKER_MALLOC, workers_ignore_group_signals
@@ -27,7 +28,7 @@ from .worker_processes import WORKER_DASK_CONFIG, WORKER_MALLOC, workers_ignore_
 _OPEN: weakref.WeakSet[Cluster] = weakref.WeakSet()
 
 
-class Cluster:
+class Cluster(RealMachines):
     """A Dask client plus the actors dbkit placed on its workers.
 
     Parameters

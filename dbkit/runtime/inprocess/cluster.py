@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import REAL_TIME
+from ..real_machines import RealMachines
 from ..registry import ActorRegistry
 from ..run_here import run_here
 from .task_side import InProcessTaskSide, bind, running_on
@@ -42,12 +43,19 @@ class InProcessCluster:
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_workers, list(self._workers.values()))
 
-    def session(self, tag: str = "", closes_cluster: bool = False) -> InProcessSession:
+    def session(self, tag: str = "", closes_cluster: bool = False, **job: Any) -> InProcessSession:
         """One job's session: what it places here, released by its ``close()``; the cluster stays unless
-        ``closes_cluster`` (a job's own workers)."""
+        ``closes_cluster`` (a job's own workers). ``job`` (its ``network`` and ``config``) shapes nothing here."""
         if self._closed:
             raise RuntimeError("this InProcessCluster is closed")
         return InProcessSession(self, tag, closes_cluster)
+
+    def admit(self, network: Any, config: Any) -> None:
+        """Every job a Dask cluster runs, these workers run too."""
+
+    def simulation(self) -> None:
+        """Real machines: no simulation."""
+        return None
 
     @property
     def closed(self) -> bool:
@@ -132,7 +140,7 @@ class NoWires:
         pass
 
 
-class InProcessSession:
+class InProcessSession(RealMachines):
     """One job's actors and tasks on an ``InProcessCluster`` (a ``Runtime``). ``_lock`` guards its tasks and
     ``_closed``."""
 

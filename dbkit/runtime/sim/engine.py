@@ -44,6 +44,9 @@ class Simulation:
         self.events = 0  # callbacks scheduled (a measure of the simulation's own work)
         self._cancelled: set[int] = set()  # timeouts cancelled before their time (``timeout``)
         self._halted = False  # ``halt`` was called: ``run`` / ``run_for`` return after the current event
+        #: an observer outside the simulation reads it (a job's figures, its parameters): every call to an
+        #: actor is answered at once and takes no virtual time (``JobSession.read``)
+        self.observing = False
 
     @property
     def now(self) -> float:

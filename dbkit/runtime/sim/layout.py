@@ -16,9 +16,12 @@ Two ways to lay a job out, as on a real cluster:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..places import partition_places
 from .machines import Cores, Machine, Network
+from .memory import check_memory
+from .simulated import Simulated
 from .profile import MachineSpec, Profile, load
 
 
@@ -35,6 +38,29 @@ class Cluster:
                                           or not 1 <= self.machines <= 100_000):
             raise ValueError(f"machines must be a whole number in [1, 100000], got {self.machines!r}")
         object.__setattr__(self, "profile", load(self.profile))
+
+    def session(self, tag: str = "", network: Any = None, config: Any = None) -> Any:
+        """One job's session on these machines (``dbkit.runtime.sim.job_session.JobSession``): the job's
+        ``network`` and ``config`` shape its cost model and where its shards go."""
+        from .job_session import JobSession  # (it lays the machines out with this module)
+
+        if network is None or config is None:
+            raise TypeError("a simulated cluster's session is a job's: give its network= and config=")
+        return JobSession(self, network, config, tag)
+
+    def simulation(self) -> Simulated:
+        """Its profile and machines, before any simulated second."""
+        spec = self.spec
+        return Simulated(spec.name, self.machines or spec.machine.machines or None, self.describe())
+
+    def admit(self, network: Any, config: Any) -> None:
+        """Refuse, before anything starts, a job these machines cannot run: settings of real machines only,
+        or numerics larger than this machine's memory (``memory.check_memory``)."""
+        for name in ("scheduler", "checkpoint_dir"):
+            if getattr(config, name) is not None:
+                raise ValueError(f"{name} does not apply to a simulated cluster (it runs no Dask and has no "
+                                 "workers to name)")
+        check_memory(network.size, config.replicas, config.algorithm, config.sandblaster.memory)
 
     @property
     def spec(self) -> Profile:

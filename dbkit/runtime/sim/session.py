@@ -29,6 +29,7 @@ import numpy as np
 
 from ...ps import ParameterShard
 from ..inprocess.cluster import NoWires
+from ..real_machines import RealMachines
 from ..registry import ActorRegistry
 from ..run_here import run_here
 from .actor_end import ActorEnd, Placed
@@ -45,7 +46,7 @@ from .task_side import SimTaskSide, VirtualTime
 from .wakeups import Wakeups
 
 
-class SimSession:
+class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession`` hosts a job's own)
     """A ``Runtime`` over ``layout``'s machines on ``sim``, charged by ``cost``; the driver's calls leave
     from ``driver`` (a machine of the layout).
 

@@ -1,4 +1,4 @@
-"""The steps a simulated Downpour run's replicas may still take, kept as one common budget would keep it.
+"""The steps a Downpour job's replicas may still take on a simulated cluster, kept as one common budget would.
 
 ``fit(steps=N)`` and a run's ``steps`` count steps over all replicas. On Dask
 the driver caps each replica at its steps + N (``Fleet.set_caps``: exact with
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..downpour.fleet import Fleet
+from .fleet import Fleet
 
 #: steps each replica takes before its speed weighs in its share, and how much faster the fastest must then
 #: be than the slowest (below it, equal replicas a step apart in phase would seem unequal)
