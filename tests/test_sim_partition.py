@@ -26,7 +26,7 @@ def test_a_partitioned_replica_trains_as_the_whole_network_and_sends_only_what_c
     b = report["bytes"]
     assert b["between_partitions"] > 0 and b["between_partitions"] == b["between_partitions_min"]
     assert report["layout"]["partitions"] == k
-    assert split.sim.now > 0 and report["simulated"] is True
+    assert split.virtual_seconds > 0 and report["simulated"] is True
 
 
 def test_partitioned_replicas_are_placed_resized_and_lost_by_the_jobs_own_drivers(digits):

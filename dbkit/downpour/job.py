@@ -120,6 +120,7 @@ class DownpourSGD(Job):
         self._link = JobLink(self.events, self._failed, self._note_transitions, self._progress)
         self._recovery = Recovery(config.checkpoint_dir, config.checkpoint_every, network.fingerprint(), self._link)
         self._start_from: Checkpoint | None = None
+        self._given: np.ndarray | None = None  # parameters to start from (``start_at``)
         self._watch: Watch | None = None  # the monitor's and the heartbeat's ticks, once started
         self._fleet_paused = False  # the replicas were told to pause (a simulated cluster holds its time instead)
         self._budget: StepBudget | None = None  # a fit's steps, shared exactly (on a simulated cluster)
@@ -218,7 +219,7 @@ class DownpourSGD(Job):
         placement = self._placement = self._res.placement = Placement(cluster, net, c, shard_workers, replica_workers)
         ckpt = self._start_from
         if ckpt is None:
-            placement.place_shards(net.init_params(c.seed), c.rule(), c.shard_lr())
+            placement.place_shards(self._initial(), c.rule(), c.shard_lr())
         else:
             a = placement.alignment
             same_rule = ckpt.optimizer == c.optimizer
@@ -313,8 +314,7 @@ class DownpourSGD(Job):
     def _parameters(self) -> np.ndarray:
         placement = self._placement
         if placement is None:  # what the shards will start from
-            ckpt = self._start_from
-            return self.network.init_params(self.config.seed) if ckpt is None else self.layout.from_server(ckpt.params)
+            return self._initial()
         return self._read(placement.parameters)
 
     def _check(self, config: RunConfig) -> None:
@@ -388,6 +388,22 @@ class DownpourSGD(Job):
             if self._on_cluster(lambda: self._recovery.save(placement, self.config, str(path))) is None:
                 raise RuntimeError(f"a parameter shard did not answer: no complete checkpoint in {path}")
         return Path(path)
+
+    def _initial(self) -> np.ndarray:
+        """The parameters the shards start from (network order): a checkpoint's, given ones, or the seed's."""
+        if self._start_from is not None:
+            return self.layout.from_server(self._start_from.params)
+        return self._given.copy() if self._given is not None else self.network.init_params(self.config.seed)
+
+    def start_at(self, params: np.ndarray) -> DownpourSGD:
+        """Start (when started) from ``params`` (the network's order: a warm start's end, say); returns the job."""
+        if self._state != "created":
+            raise RuntimeError("start_at() must be called before the job starts")
+        params = np.asarray(params, dtype=np.float32)
+        if params.shape != (self.network.size,) or not np.isfinite(params).all():
+            raise ValueError(f"start_at takes {self.network.size} finite parameters, got shape {params.shape}")
+        self._given = params.copy()
+        return self
 
     def start_from(self, path: str | os.PathLike[str]) -> DownpourSGD:
         """Start (when started) from the checkpoint in ``path``: its parameters, optimizer state and

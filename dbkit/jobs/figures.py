@@ -29,6 +29,7 @@ from .snapshot import FinalState, Simulated
 from .stopwatch import Stopwatch
 
 ENDED = ("finished", "diverged", "failed", "stopped")
+NAN = float("nan")
 
 
 class JobFigures(JobHooks):
@@ -55,6 +56,8 @@ class JobFigures(JobHooks):
         self._known = LastKnown()  # what a report shows when nothing answers (a lost scheduler)
         #: the Dask dashboard's address once started on a cluster that serves one
         self.dashboard: str | None = None
+        #: a test accuracy at which the job finishes, at the evaluation that reaches it (``None``: it trains on)
+        self.finish_at_accuracy: float | None = None
 
     @property
     def state(self) -> str:
@@ -121,7 +124,7 @@ class JobFigures(JobHooks):
         record = RunRecord(
             algorithm=self.algorithm, state=self._state, config=self.config.to_dict(),
             wall_seconds=wall, train_seconds=train,
-            final=self.evaluator.final(final.params), history=self.history, replicas=final.replicas,
+            final=self._evaluate(final.params, final=True), history=self.history, replicas=final.replicas,
             shards=final.shards, bytes=self._bytes(final),
             model={"name": self.network.name, "parameters": self.network.size,
                    "layers": [layer.describe() for layer in self.network.layers]},
@@ -129,6 +132,11 @@ class JobFigures(JobHooks):
             extra=self._report_blocks(final), steps=self._progress(),
             ended=self._known.lost or (self._state if self.ended else None))
         report = build_report(record)
+        cluster = self._cluster()
+        scale = cluster.bytes_scale if cluster is not None else 1.0
+        if scale != 1.0:  # a cost-only simulation: its stand-in's bytes, as the costed model's
+            for k in ("fetched", "pushed"):
+                report["bytes"][k] = int(report["bytes"][k] * scale)
         report.update(fields)
         if last_known is not None:
             report["last_known"] = last_known
@@ -163,7 +171,7 @@ class JobFigures(JobHooks):
             if evaluate:
                 params = self._parameters()
                 self._known.evaluated(params)
-                evaluation = self.evaluator(params)
+                evaluation = self._evaluate(params)
                 try:
                     self._known.read_shards(self._read_shards())
                 except Exception:  # noqa: BLE001 - figures are never worth failing a sample for
@@ -171,4 +179,18 @@ class JobFigures(JobHooks):
             step = self._progress()
             if evaluation is not None:
                 self._last_eval, self._last_eval_step = evaluation, step
-            return self._sampler.emit(self.events, self._replica_figures(), evaluation, step=step)
+            sample = self._sampler.emit(self.events, self._replica_figures(), evaluation, step=step)
+        target = self.finish_at_accuracy
+        if evaluation is not None and target is not None and evaluation.test_accuracy >= target:
+            self._reached(target)
+        return sample
+
+    def _evaluate(self, params: np.ndarray, final: bool = False) -> Evaluation:
+        """The evaluation of ``params`` (NaN where the runtime's accuracy means nothing: a cost-only simulation)."""
+        cluster = self._cluster()
+        if cluster is not None and not cluster.accuracy_known:
+            return Evaluation(NAN, NAN, NAN, NAN if final else None)
+        return self.evaluator.final(params) if final else self.evaluator(params)
+
+    def _reached(self, accuracy: float) -> None:
+        """The job reached ``finish_at_accuracy``: it finishes (a simulated cluster's time stands still there)."""

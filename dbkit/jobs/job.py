@@ -290,6 +290,14 @@ class Job(JobFigures):
         self._set_state("diverged", advice)
         self.events.emit(Divergence, step=self._progress(), message=advice)
 
+    def _reached(self, accuracy: float) -> None:
+        if self.ended:
+            return
+        cluster = self._cluster()
+        if cluster is not None:
+            cluster.rest()
+        self._set_state("finished", f"test accuracy reached {accuracy:g}")
+
     def _thread_failed(self, error: BaseException) -> None:
         """``on_error`` of a job's ``JobThread``: the job fails, saying which thread and why."""
         self._failed(f"thread {threading.current_thread().name}", error)

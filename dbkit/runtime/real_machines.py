@@ -35,6 +35,10 @@ class RealMachines:
         """``fn()``, reading the job's figures or parameters (on a simulated cluster: in no virtual time)."""
         return fn()
 
+    #: whether evaluations mean the model's accuracy (a cost-only simulation runs a stand-in: they do not)
+    accuracy_known = True
+    bytes_scale = 1.0  # a cost-only simulation's bytes are its stand-in's times this
+
     #: whether the runtime's time can stand still (virtual time): a paused job is held there, and a ``fit``'s
     #: steps are kept exactly; real time goes on, so the replicas are told to pause
     holds_time = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -13,16 +14,15 @@ from ..nn import Network
 from ..runtime.sim.layout import Cluster
 from ..runtime.sim.memory import check_memory
 from ..runtime.sim.shape import ModelShape
-from .downpour import simulated_downpour
-from .run import SimulatedRun
+from .downpour_run import DownpourRun
 from .sandblaster import SimulatedSandblaster
 
-RUNS: dict[str, Callable[..., SimulatedRun]] = {"downpour": simulated_downpour, "sandblaster": SimulatedSandblaster}
+RUNS: dict[str, Callable[..., Any]] = {"downpour": DownpourRun, "sandblaster": SimulatedSandblaster}
 
 
 def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network: Network | None = None,
                   data: Dataset | str | os.PathLike[str] | None = None, shape: str | ModelShape | None = None,
-                  cost_only: bool = False, **options: Any) -> SimulatedRun:
+                  cost_only: bool = False, **options: Any) -> Any:
     """The simulated run of ``config`` (Downpour or Sandblaster) on ``cluster`` (default: ``Cluster()``, the
     ``here`` profile), not yet run; ``shape`` names the model whose arithmetic and bytes are charged
     (default: the network's own).
@@ -49,13 +49,23 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
         _, stand_in_data, stand_in = resolve_job(config.algorithm, "linear", "digits", config, {}, fit=False)
         if config.shards > model.parameters:
             raise ValueError(f"shards must be at most the model's {model.parameters:,} parameters, got {config.shards}")
-        return RUNS[config.algorithm](config, stand_in, stand_in_data, cluster, shape=model, cost_only=True,
-                                      **options)
+        return _run(config, stand_in, stand_in_data, cluster, model, True, options)
     config, dataset, net = resolve_job(config.algorithm, network if network is not None else config.model,
                                        data if data is not None else config.dataset, config, {})
     check_memory(max(net.size, model.parameters if model else 0), config.replicas, config.algorithm,
                  config.sandblaster.memory)
-    return RUNS[config.algorithm](config, net, dataset, cluster, shape=model, **options)
+    return _run(config, net, dataset, cluster, model, False, options)
+
+
+def _run(config: RunConfig, network: Network, data: Dataset, cluster: Cluster, shape: ModelShape | None,
+         cost_only: bool, options: dict[str, Any]) -> Any:
+    """Downpour: the job itself on ``cluster`` charged as ``shape`` (``DownpourRun``); Sandblaster: its run."""
+    if config.algorithm == "downpour":
+        cluster = dataclasses.replace(cluster, shape=shape, cost_only=cost_only,
+                                      jitter=options.pop("jitter", cluster.jitter),
+                                      stack_gradients=options.pop("stack_gradients", cluster.stack_gradients))
+        return DownpourRun(config, network, data, cluster, **options)
+    return SimulatedSandblaster(config, network, data, cluster, shape=shape, cost_only=cost_only, **options)
 
 
 def simulate(config: RunConfig, cluster: Cluster | None = None, **kwargs: Any) -> dict:

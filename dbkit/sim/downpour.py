@@ -31,6 +31,7 @@ from ..config import RunConfig
 from ..downpour.changes import apply_change
 from ..downpour.fleet import Fleet
 from ..downpour.placement import Placement
+from ..downpour.step_budget import StepBudget
 from ..partition import Ownership
 from ..partition.actors import PartitionActor
 from ..partition.simulated import SimulatedPartitionActor
@@ -40,7 +41,6 @@ from ..runtime.sim.poll_timer import PollTimer
 from ..runtime.sim.sync import Mailbox
 from ..training.figures import ReplicaFigures
 from .run import SimulatedRun
-from ..downpour.step_budget import StepBudget
 
 if TYPE_CHECKING:
     from ..runtime.sim import SimSession

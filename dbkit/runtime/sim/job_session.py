@@ -79,13 +79,18 @@ class JobSession(SimSession):
         self.time_driver = TimeDriver()
         assert self.time_driver.sim is not None
         spec = cluster.spec
-        shape = ModelShape.of(network)
+        shape = cluster.shape or ModelShape.of(network)
+        shape = ModelShape.named(shape) if isinstance(shape, str) else shape
         layout = lay_out(cluster, config.shards, coordinator=True)
         assert layout.coordinator_on is not None
+        #: a cost-only run's stand-in network is charged as ``shape``: each shard as that many times its size
+        self.bytes_scale = shape.parameters / network.size if cluster.cost_only else 1.0
         super().__init__(self.time_driver.sim, layout, CostModel(spec, shape), layout.machine(layout.coordinator_on),
-                         tag, gradients=GradientBatch(), update_floats=shape.parameters,
-                         threads=spec.machine.threads_per_replica, seed=config.seed)
-        self.shape = shape
+                         tag, gradients=GradientBatch() if cluster.stack_gradients and not cluster.cost_only else None,
+                         update_floats=shape.parameters, threads=spec.machine.threads_per_replica,
+                         float_scale=self.bytes_scale, jitter=cluster.jitter, seed=config.seed)
+        self.shape, self.stand_in_name = shape, network.name
+        self.accuracy_known = not cluster.cost_only  # a stand-in's accuracy says nothing of the costed model
         self.time_driver.run_task = lambda fn: self.drive(fn, key=f"dbkit-call-{self.tag}")
         for cls, make in STAND_INS.items():
             self.stand_in(cls, functools.partial(make, self))
@@ -166,7 +171,13 @@ class JobSession(SimSession):
                               "mean_wait_by": {k: s.figures.mean_wait(k) for k in s.figures.served_by},
                               "longest_queue": s.figures.longest_queue} for s in queues],
         }
-        return {"simulated": True, "profile": spec.name, "simulation": block, "cost_only": False}
+        fields: dict[str, Any] = {"simulated": True, "profile": spec.name, "simulation": block,
+                                  "cost_only": self.cluster.cost_only}
+        if self.cluster.cost_only:  # the model charged, and the stand-in that ran
+            fields["model"] = {"name": self.shape.name, "parameters": self.shape.parameters,
+                               "layers": [layer.kind for layer in self.shape.layers], "stand_in": self.stand_in_name}
+        return fields
+
 
     def close(self) -> None:
         """Release everything, then end the thread (its tasks are ended on it)."""

@@ -21,8 +21,8 @@ from typing import Any
 from ..places import partition_places
 from .machines import Cores, Machine, Network
 from .memory import check_memory
-from .simulated import Simulated
 from .profile import MachineSpec, Profile, load
+from .simulated import Simulated
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,12 @@ class Cluster:
 
     profile: Profile | str = "here"
     machines: int | None = None
+    #: the model whose arithmetic and bytes are charged (``None``: the job's network); with ``cost_only`` the job's
+    #: network is a small stand-in and every message, shard service and update is charged for ``shape``
+    shape: Any = None
+    cost_only: bool = False
+    jitter: str = "none"  # a computation's time: as modelled, or drawn around it ("exponential")
+    stack_gradients: bool = True  # gradients due together computed as one stack (the same numbers)
 
     def __post_init__(self) -> None:
         if self.machines is not None and (isinstance(self.machines, bool) or not isinstance(self.machines, int)

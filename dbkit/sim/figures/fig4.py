@@ -98,7 +98,7 @@ def warm_start(setup: Setup, data: Dataset) -> tuple[np.ndarray, float, float]:
     run = simulated_run(cfg, Cluster(setup.profile), data=data)
     run.run()
     params = run.parameters()
-    return params, run.sim.now, float(run.evaluator(params).test_accuracy)
+    return params, run.virtual_seconds, float(run.evaluator(params).test_accuracy)
 
 
 def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray, start: float,

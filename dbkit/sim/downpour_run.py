@@ -1,0 +1,101 @@
+"""A simulated Downpour run to its end: ``DownpourSGD`` on a ``dbkit.sim.Cluster``, trained for the config's
+steps or simulated seconds, as ``dbkit simulate downpour`` and the paper's figures run it.
+
+It is the job itself (the same drivers, budgets, events and report as on
+Dask), given what a figure needs: parameters to start from (a warm start's,
+``initial``, whose end is ``start`` simulated seconds in: its history's ``t``
+counts from there), a test accuracy at which it finishes (``stop_at``), and a
+callback told each evaluation's simulated seconds and accuracy while it runs
+(``on_evaluation``: a figure's progress lines).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..config import RunConfig
+from ..data import Dataset
+from ..downpour import DownpourSGD
+from ..nn import Network
+from ..runtime.sim.layout import Cluster
+
+
+class DownpourRun:
+    """``config`` (Downpour) on the simulated ``cluster``; see the module docstring."""
+
+    algorithm = "downpour"
+
+    def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *, start: float = 0.0,
+                 initial: np.ndarray | None = None, stop_at: float | None = None) -> None:
+        self.job = DownpourSGD(network, data, config=config, cluster=cluster)
+        if initial is not None:
+            self.job.start_at(initial)
+        self.job.finish_at_accuracy = stop_at
+        self.start = float(start)
+        #: told each evaluation's simulated seconds (from ``start``) and test accuracy while the run goes on
+        self.on_evaluation: Callable[[float, float], None] | None = None
+
+    def run(self) -> dict:
+        """Train for the config's steps or simulated seconds (or to ``stop_at``), stop, and return the report."""
+        c = self.job.config
+        done = threading.Event()
+        teller = threading.Thread(target=self._tell, args=(done,), name="dbkit-simulation-progress", daemon=True)
+        teller.start()
+        try:
+            self.job.fit(steps=c.steps, seconds=c.seconds, progress=False)
+        finally:
+            done.set()
+            teller.join(5.0)
+            self.job.stop()
+        return self.report()
+
+    def _tell(self, done: threading.Event) -> None:
+        """``on_evaluation`` for each evaluation so far, every half second of this machine's time."""
+        told = 0
+        while not done.wait(0.5) or told < len(self.job.history):
+            rows = self.job.history
+            for row in rows[told:]:
+                if self.on_evaluation is not None and row.get("test_accuracy") is not None:
+                    self.on_evaluation(self.start + float(row["t"]), float(row["test_accuracy"]))
+            told = len(rows)
+            if done.is_set():
+                return
+
+    def report(self) -> dict:
+        """The job's report (``"simulated": true``, its profile), its ``simulation.start`` the run's ``start``."""
+        report = self.job.report()
+        report["simulation"]["start"] = self.start
+        return report
+
+    # ---- what a figure reads ---------------------------------------------------------------------
+    def parameters(self) -> np.ndarray:
+        return self.job.parameters()
+
+    @property
+    def history(self) -> list[dict]:
+        """The job's history, its ``t`` from the run's ``start``."""
+        return [{**row, "t": self.start + float(row["t"])} for row in self.job.history]
+
+    @property
+    def virtual_seconds(self) -> float:
+        """Simulated seconds since the replicas started."""
+        return self.job.events.now()
+
+    @property
+    def state(self) -> str:
+        return self.job.state
+
+    @property
+    def events(self) -> Any:
+        return self.job.events
+
+    @property
+    def evaluator(self) -> Any:
+        return self.job.evaluator
+
+    def progress(self) -> int:
+        return self.job.snapshot().step
