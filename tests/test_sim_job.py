@@ -252,55 +252,41 @@ def test_a_panel_on_a_simulated_job_reaches_the_clusters_size(digits):
 
 
 def running_with_a_straggler(digits, slow):
-    """A running simulated Downpour run of four replicas, replica ``slow`` sleeping 999 steps' time after each
-    step; its config and the run, some simulating done."""
-    from dbkit.sim.api import simulated_run
-
-    cfg = RunConfig.make(algorithm="downpour", model="linear", replicas=4, shards=2, lr=0.05, steps=None,
-                         seconds=10.0, slow_replicas=((slow, 1000.0),), eval_every=10**6)
-    run = simulated_run(cfg, Cluster(machines=8, profile="distbelief-2012"), data=digits)
-    run.begin()
-    advance(run, 0.125)
-    return cfg, run
-
-
-def advance(run, seconds: float) -> None:
-    """Simulate ``seconds`` of virtual time (``run_for``'s own argument is this machine's seconds: on a busy
-    machine it would simulate less, and what a test sees would depend on the load)."""
-    run.sim.run_for(600.0, until=run.sim.now + seconds)
+    """A simulated Downpour job of four replicas, replica ``slow`` sleeping 999 steps' time after each step,
+    fit for an eighth of a simulated second (paused there)."""
+    d = dbkit.DownpourSGD("linear", digits, cluster=Cluster(machines=8, profile="distbelief-2012"), replicas=4,
+                          shards=2, lr=0.05, slow_replicas={slow: 1000.0}, eval_every=10**6)
+    d.fit(seconds=0.125, progress=False)
+    return d
 
 
 def test_new_rates_on_a_running_simulation_are_answered_once_told_and_taken_at_each_replicas_next_step(digits):
-    """A running simulated job's ``set(n_push=...)`` answers once every replica's control holds the new rate
-    (a few control messages of simulated time), and each replica takes it at its next step: a straggler that
-    sleeps 999 steps' time after each step takes it only then. Waiting for it, as a real job's ``set`` waits,
-    would hold the answer that long (with 200 replicas, most of a second of this machine's time)."""
-    cfg, run = running_with_a_straggler(digits, 0)
-    began = run.sim.now
-    run.change({"n_push": 9}, cfg.replace(n_push=9))
-    told = run.sim.now - began
-    before = run.replica_figures()
-    advance(run, 4.0)
-    run._command(run.fleet.poll)
-    after = run.replica_figures()
-    run.stop()
-    run.sim.run_for(30.0)
+    """A simulated job's ``set(n_push=...)`` answers once every replica's control holds the new rate (a few
+    control messages of simulated time), and each replica takes it at its next step: a straggler that sleeps
+    999 steps' time after each step takes it only then. Waiting for it, as a real job's ``set`` waits, would
+    hold the answer that long (with 200 replicas, most of a second of this machine's time)."""
+    d = running_with_a_straggler(digits, 0)
+    began = d.snapshot().t
+    d.set(n_push=9)
+    told = d.snapshot().t - began
+    before = {r.replica: r for r in d.replicas()}
+    d.fit(seconds=4.0, progress=False)
+    after = {r.replica: r for r in d.replicas()}
+    d.stop()
     straggler_step = 4.0 / max(1, after[0].steps - before[0].steps)  # simulated seconds between its steps
     assert 0 < told < 0.01 < straggler_step
     assert all(f.n_push == 9 for f in after.values()) and after[0].steps > before[0].steps
 
 
 def test_fewer_replicas_on_a_running_simulation_are_answered_at_once_and_the_leaving_end_removed(digits):
-    """``set(replicas=2)`` on a running simulated job of four answers once the newest two are told to stop:
-    they count as gone at once and end ``removed`` at their next step, a straggler's in a simulated second."""
-    cfg, run = running_with_a_straggler(digits, 3)
-    began = run.sim.now
-    run.change({"replicas": 2}, cfg.replace(replicas=2))
-    told, live = run.sim.now - began, run.live()
-    advance(run, 5.0)
-    run._command(run.fleet.poll)
-    states = {i: f.state for i, f in run.replica_figures().items()}
-    run.stop()
-    run.sim.run_for(30.0)
+    """``set(replicas=2)`` on a simulated job of four answers once the newest two are told to stop: they count
+    as gone at once and end ``removed`` at their next step, a straggler's in a simulated second."""
+    d = running_with_a_straggler(digits, 3)
+    began = d.snapshot().t
+    d.set(replicas=2)
+    told, live = d.snapshot().t - began, sorted(r.replica for r in d.replicas() if r.live)
+    d.fit(seconds=5.0, progress=False)
+    states = {r.replica: r.state for r in d.replicas()}
+    d.stop()
     assert told < 0.01 and live == [0, 1]
-    assert states == {0: "running", 1: "running", 2: "removed", 3: "removed"}
+    assert states == {0: "paused", 1: "paused", 2: "removed", 3: "removed"}

@@ -185,6 +185,13 @@ class DownpourSGD(Job):
                 + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else "")
                 + (f" (simulated, {sim.profile})" if (sim := self._simulation()) is not None else ""))
 
+    def steering(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """On a simulated cluster the shards and partitions are laid out once, before the job starts."""
+        if self._simulation() is None:
+            return self.steerable, self.before_start
+        fixed = ("partitions", "shards")
+        return tuple(s for s in self.steerable if s not in fixed), self.before_start + fixed
+
     def _simulation(self) -> Any:
         """A simulated cluster's profile, machines and clocks (before it starts: its profile and machines)."""
         if self._res.cluster is None and self._machines is not None:
@@ -243,8 +250,8 @@ class DownpourSGD(Job):
         if self._budget is not None and not self.ended:
             self._budget.review(self._progress())
         target, cluster = self._monitor.target, self._res.cluster
-        if target is not None and cluster is not None and self._progress() >= target:
-            cluster.rest()  # at a fit's step target: a simulated cluster's time stands still there
+        if cluster is not None and (self.ended or (target is not None and self._progress() >= target)):
+            cluster.rest()  # ended, or at a fit's step target: a simulated cluster's time stands still there
         return wait
 
     def _pulse(self) -> float | None:  # the heartbeat's body
@@ -291,8 +298,9 @@ class DownpourSGD(Job):
         fleet, cluster = self._fleet, self._res.cluster
         assert fleet is not None and cluster is not None
         cluster.hold(paused)
-        if not cluster.holds_time or self._fleet_paused != paused:  # (virtual time stands still: the replicas
-            self._on_cluster(lambda: fleet.hold(paused))              # with it, once they have started)
+        # virtual time stands still, the replicas with it: they are told only to leave the pause they began in
+        if not cluster.holds_time or (self._fleet_paused and not paused):
+            self._on_cluster(lambda: fleet.hold(paused))
             self._fleet_paused = paused
         if paused:
             self._refresh()  # the replicas' figures where they stopped
@@ -343,8 +351,11 @@ class DownpourSGD(Job):
                 places = cluster.replica_places(first, fleet.book.next_index() + new.replicas, k)
                 if places:
                     placement.add_replica_workers(places)
+            # in virtual time the answer comes once the replicas are told: each takes it at its next step (a
+            # straggler's may be simulated seconds away); on real machines, once each has taken it
             apply_change(changes, self.config, new, fleet, placement,
-                         functools.partial(relayout, self.config, new, fleet, placement, self._recovery, self._link))
+                         functools.partial(relayout, self.config, new, fleet, placement, self._recovery, self._link),
+                         acted=0.0 if cluster.holds_time else 10.0)
             if self._budget is not None:
                 self._budget.share()
             self._note_transitions()
@@ -361,7 +372,8 @@ class DownpourSGD(Job):
         if stopping:
             if self._res.monitor is not None:
                 self._res.monitor.halt()
-            fleet.stop_all()
+            # the replicas push what they hold: in virtual time, however long a push of a large model takes
+            fleet.stop_all(timeout=1e9 if cluster.holds_time else 60.0)
             self._note_transitions()
         params = placement.parameters()
         shards = tuple(placement.shard_figures())

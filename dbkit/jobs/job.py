@@ -177,11 +177,12 @@ class Job(JobFigures):
         config once the change is applied; every request, applied or
         superseded by a later one, appears in ``events`` as a ``Change``.
         """
-        allowed = set(self.steerable) | {"paused"} | self._steerable_knobs()
-        unknown = set(changes) - allowed - set(self.before_start)
+        steerable, before_start = self.steering()
+        allowed = set(steerable) | {"paused"} | self._steerable_knobs()
+        unknown = set(changes) - allowed - set(before_start)
         if unknown:
             raise ValueError(f"set() takes {sorted(allowed)}; {sorted(unknown)} cannot change while training")
-        late = sorted(set(changes) & (set(self.before_start) - allowed))
+        late = sorted(set(changes) & (set(before_start) - allowed))
         if late and self._state != "created":
             raise ValueError(f"{', '.join(late)} shapes how a job starts: set it before start(), or make a new "
                              f"run with job.new_run({late[0]}=...)")
@@ -318,7 +319,8 @@ class Job(JobFigures):
                 return
             if self._stopped or self.ended:
                 raise RuntimeError(f"this {type(self).__name__} has {self._state}; its settings are final")
-            late = sorted(set(effective) & (set(self.before_start) - set(self.steerable)))
+            steerable, before_start = self.steering()
+            late = sorted(set(effective) & (set(before_start) - set(steerable)))
             if late and self._state != "created":
                 raise ValueError(f"{', '.join(late)} shapes how a job starts; this one has started")
             old = {k: self._current(k) for k in effective}
@@ -343,6 +345,11 @@ class Job(JobFigures):
             now = self.events.now()
             for k, v in effective.items():
                 self.events.emit(Change, setting=k, old=old[k], new=v, asked=request.asked, applied=now)
+
+    def steering(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The settings ``set()`` may change while this job trains, and those it may change only before it starts
+        (its runtime's: a simulated cluster lays shards and partitions out once)."""
+        return self.steerable, self.before_start
 
     def _steerable_knobs(self) -> frozenset[str]:
         """Where the optimizer steers, so do the update rules' own knobs (``momentum``, ``eps``); where the

@@ -248,6 +248,10 @@ def given_cluster(cluster: Any, client: Any, scheduler: str | None, runtime: str
     if cluster is None:
         return None
     if client is not None or scheduler is not None:
+        simulated = callable(getattr(cluster, "simulation", None)) and cluster.simulation() is not None
+        if simulated:
+            raise ValueError(f"{'scheduler' if scheduler is not None else 'client'} does not apply to a simulated "
+                             "cluster (it runs no Dask and has no workers to name)")
         raise ValueError("give one of cluster=, client= and scheduler=, not several")
     if not callable(getattr(cluster, "session", None)) or not callable(getattr(cluster, "admit", None)):
         raise TypeError(f"cluster= takes dbkit's own machines (dbkit.runtime.InProcessCluster), got "

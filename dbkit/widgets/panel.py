@@ -111,8 +111,9 @@ class Panel:
     # ---- the steering worker ------------------------------------------------------------------
     def _apply_settings(self, settings: dict[str, Any]) -> None:
         job = self.job
-        later = {k: v for k, v in settings.items()
-                 if job.ended or job.stopped or (k in job.before_start and job.state != "created")}
+        steerable, before_start = job.steering()
+        later = {k: v for k, v in settings.items() if job.ended or job.stopped
+                 or (k in before_start and k not in steerable and job.state != "created")}
         now = {k: v for k, v in settings.items() if k not in later}
         if later:
             self.next_run.update(later)

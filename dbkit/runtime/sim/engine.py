@@ -18,6 +18,7 @@ event against SimPy's 3.1 us here (``benchmarks/sim_speed.py`` has the rest).
 from __future__ import annotations
 
 import heapq
+import threading
 import itertools
 import time
 from collections.abc import Callable
@@ -44,9 +45,17 @@ class Simulation:
         self.events = 0  # callbacks scheduled (a measure of the simulation's own work)
         self._cancelled: set[int] = set()  # timeouts cancelled before their time (``timeout``)
         self._halted = False  # ``halt`` was called: ``run`` / ``run_for`` return after the current event
-        #: an observer outside the simulation reads it (a job's figures, its parameters): every call to an
-        #: actor is answered at once and takes no virtual time (``JobSession.read``)
-        self.observing = False
+        self._observer = threading.local()  # (``observing``: a flag of the observer's own thread)
+
+    @property
+    def observing(self) -> bool:
+        """This thread observes the simulation from outside (a job's figures, its parameters): every call it
+        makes to an actor is answered at once and takes no virtual time (``JobSession.read``)."""
+        return getattr(self._observer, "on", False)
+
+    @observing.setter
+    def observing(self, on: bool) -> None:
+        self._observer.on = on
 
     @property
     def now(self) -> float:
