@@ -236,8 +236,9 @@ class DownpourSGD(Job):
         fleet = self._fleet = self._res.fleet = Fleet(cluster, placement, net, self.data, c, self.tag)
         cluster.hold(paused)  # (a simulated cluster's time stands still too)
         self._fleet_paused = paused  # replicas start paused when the job starts so: the first fit caps them first
-        if cluster.holds_time:  # virtual time: a fit's steps kept exactly, shared among the replicas
-            self._budget = StepBudget(fleet, cluster.time.now)
+        if cluster.holds_time:  # virtual time: a fit's steps kept exactly, shared among the replicas, and polls
+            self._budget = StepBudget(fleet, cluster.time.now)  # aimed at the next evaluation
+            self._monitor.aim_polls()
         fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0, paused=paused)
         link = WatchLink(self.events, lambda: self.config, lambda: self.ended, lambda: self.stopped,
                          self._check_connection, self._sample, self._diverged, self._failed, self.sample_every)

@@ -31,6 +31,7 @@ class Monitor:
         self._seen: dict[int, str] = {}
         self._next_eval_step = 0
         self._last_eval = self._last_sample = self._last_worker_check = -1e9
+        self._aimed = False  # polls aimed at the next evaluation and target (``aim_polls``)
 
     def aim_at(self, target: int | None) -> int | None:
         """The total steps a ``fit`` is to reach (``None``: none); polls quicken as it nears."""
@@ -68,6 +69,16 @@ class Monitor:
         """Poll fast for the next ``seconds``: the job started, or something changed."""
         self._hurry_until = max(self._hurry_until, now + seconds)
 
+    def aim_polls(self) -> None:
+        """Aim each poll at the instant the next evaluation or step target should come, at the recent rate
+        (virtual time: a timer would waste polls when steps are far apart and miss targets when they are
+        close); at least ``SHORTEST`` apart, at most ``slow``. An evaluation there takes no virtual time, so
+        none is held back to spare the workers (``min_eval_interval``)."""
+        self._aimed = True
+        self.min_eval_interval = 0.0
+
+    SHORTEST = 1e-4
+
     def interval(self, now: float, steps: int) -> float:
         """Seconds until the next poll, given the total ``steps`` now: ``fast`` while hurried or when
         ``target`` is less than two slow polls away at the recent rate, else ``slow``."""
@@ -75,6 +86,11 @@ class Monitor:
             rate = (steps - self._last[1]) / (now - self._last[0])
             self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
         self._last = (now, steps)
+        if self._aimed:
+            ahead = [t - steps for t in (self._next_eval_step, self.target) if t is not None and t > steps]
+            if self._rate <= 0.0 or not ahead:
+                return self.fast
+            return max(self.SHORTEST, min(self.slow, min(ahead) / self._rate))
         if now < self._hurry_until:
             return self.fast
         if self.target is not None and self.target - steps <= 2 * self.slow * max(self._rate, 0.0):
