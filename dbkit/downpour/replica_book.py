@@ -211,8 +211,10 @@ class ReplicaBook:
         return self.entries[index].state
 
     def figures(self) -> dict[int, ReplicaFigures]:
+        """Each replica's latest figures; one told to stop says how it will end (it counts as gone at once)."""
         with self._lock:
-            return {i: e.figures for i, e in sorted(self.entries.items())}
+            return {i: e.figures.but(state=e.leaving) if e.running and e.leaving else e.figures
+                    for i, e in sorted(self.entries.items())}
 
     def total_steps(self) -> int:
         with self._lock:
