@@ -18,8 +18,8 @@ event against SimPy's 3.1 us here (``benchmarks/sim_speed.py`` has the rest).
 from __future__ import annotations
 
 import heapq
-import threading
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
