@@ -12,8 +12,7 @@ from dbkit.runtime.sim.cost import CostModel
 from dbkit.runtime.sim.engine import Simulation
 from dbkit.runtime.sim.layout import lay_out
 from dbkit.runtime.sim.shape import ModelShape
-from dbkit.sim import Cluster, load_profile
-from dbkit.sim.downpour import SimulatedDownpour
+from dbkit.sim import Cluster, load_profile, simulated_run
 from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import validate_report
 
@@ -39,7 +38,7 @@ def free_communication(**compute):
 
 def downpour(net, data, cluster, **settings):
     cfg = RunConfig.make(algorithm="downpour", **{"optimizer": "sgd", "lr": 0.05, **settings})
-    return SimulatedDownpour(cfg, net, data, cluster)
+    return simulated_run(cfg, cluster, network=net, data=data)
 
 
 def test_one_replica_with_free_communication_is_plain_sgd_bit_for_bit(digits):
@@ -77,7 +76,7 @@ def test_staleness_follows_from_the_schedule(digits, replicas):
     report = run.run()
     expected = {k: 1 for k in range(replicas - 1)}
     expected[replicas - 1] = replicas * rounds - (replicas - 1)
-    assert dict(run.shards[0].staleness) == expected
+    assert dict(run.services[0].shard.staleness) == expected
     assert report["shards"][0]["staleness"]["max"] == replicas - 1
     assert [r["steps"] for r in report["replicas"]] == [rounds] * replicas
 
@@ -85,14 +84,14 @@ def test_staleness_follows_from_the_schedule(digits, replicas):
 def test_a_replica_twice_as_slow_pushes_half_as_often_and_sees_more_staleness(digits):
     # Two replicas, one twice as slow (it sleeps a step's time after each step, as a real straggler does),
     # free communication: in the time the slow one takes one step the fast one takes two, so the slow one's
-    # pushes find 2 pushes since its fetch, the fast one's 0 or 1. Given a budget of 30 steps, the cap is
-    # shared by the replicas' speeds, as a common budget would be.
+    # pushes find 2 pushes since its fetch, the fast one's 0 or 1. Given a budget of 300 steps, the cap is
+    # shared by the replicas' speeds once they are known (``StepBudget``), as a common budget would be.
     net = nn.build("linear", 64, 10)
-    run = downpour(net, digits, Cluster(free_communication(), machines=2), replicas=2, shards=1, steps=30,
+    run = downpour(net, digits, Cluster(free_communication(), machines=2), replicas=2, shards=1, steps=300,
                    slow_replicas={1: 2.0}, eval_every=10**6)
     report = run.run()
     fast, slow = report["replicas"]
-    assert fast["steps"] + slow["steps"] == 30 and abs(fast["steps"] - 2 * slow["steps"]) <= 2
+    assert fast["steps"] + slow["steps"] == 300 and abs(fast["steps"] - 2 * slow["steps"]) <= 2
     assert slow["staleness"]["p50"] == 2 and fast["staleness"]["max"] <= 1
 
 
@@ -118,7 +117,7 @@ def test_gradients_computed_as_a_stack_give_the_run_computed_one_by_one_bit_for_
         net = nn.build("mlp", 64, 10, l2=1e-4)
         cfg = RunConfig.make(algorithm="downpour", optimizer="adagrad", lr=0.05, replicas=12, shards=2, steps=600,
                              eval_every=200, n_fetch=n, n_push=n)
-        run = SimulatedDownpour(cfg, net, digits, Cluster("distbelief-2012"), stack_gradients=stack)
+        run = simulated_run(cfg, Cluster("distbelief-2012"), network=net, data=digits, stack_gradients=stack)
         report = run.run()
         return report, run.parameters(), report.pop("simulation"), report.pop("created")
 
@@ -138,7 +137,7 @@ def _queue_run(digits, replicas, service, compute, seconds, jitter="exponential"
     profile = profile.but(shard={"request_seconds": service}, machine={"machines": 0})  # each on its own machine
     cfg = RunConfig.make(algorithm="downpour", optimizer="sgd", lr=0.01, replicas=replicas, shards=1,
                          n_fetch=100_000, n_push=1, seconds=seconds, steps=10**9, eval_every=10**9)
-    run = SimulatedDownpour(cfg, net, digits, Cluster(profile), jitter=jitter)
+    run = simulated_run(cfg, Cluster(profile), network=net, data=digits, jitter=jitter)
     run.run()
     return run
 
@@ -158,7 +157,7 @@ def test_pushes_per_second_saturate_at_the_shards_service_rate(digits):
     rates = []
     for R in (1, 2, 8, 32):
         run = _queue_run(digits, R, D, compute, seconds=2.0, jitter="none")
-        rates.append(run.services[0].figures.served / run.sim.now)
+        rates.append(run.services[0].figures.served / run.report()["simulation"]["virtual_seconds"])
     assert rates[0] == pytest.approx(1 / compute, rel=0.02)  # alone: its push is served while it computes on
     assert rates[-1] == pytest.approx(1 / D, rel=0.02)  # many: the shard is the bottleneck
     assert rates == sorted(rates)

@@ -14,7 +14,6 @@ import dbkit
 from dbkit import data, nn
 from dbkit.config import RunConfig
 from dbkit.sim import Cluster, simulate
-from dbkit.sim.job import SimulatedJob
 from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import Change, Divergence, ReplicaEvent, validate_report
 
@@ -40,7 +39,7 @@ def until(condition, timeout=60.0):
 def test_the_job_classes_give_a_simulated_job_on_a_simulated_cluster(digits):
     for cls in (dbkit.DownpourSGD, dbkit.SandblasterLBFGS, dbkit.SyncSGD):
         job = cls("linear", digits, cluster=Cluster())
-        assert isinstance(job, cls if cls is dbkit.DownpourSGD else SimulatedJob) and job.algorithm == cls.algorithm
+        assert isinstance(job, cls) and job.algorithm == cls.algorithm
         assert "simulated, here" in job.describe()
         snap = job.snapshot()
         assert snap.state == "created" and snap.simulation.profile == "here" and snap.simulation.speed is None

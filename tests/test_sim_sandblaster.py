@@ -8,8 +8,7 @@ import scipy.optimize
 
 from dbkit import data, nn
 from dbkit.config import RunConfig
-from dbkit.sim import Cluster, load_profile
-from dbkit.sim.sandblaster import SimulatedSandblaster
+from dbkit.sim import Cluster, load_profile, simulated_run
 from dbkit.telemetry import validate_report
 
 
@@ -32,7 +31,7 @@ def sandblaster(digits, cluster, **settings):
     net = nn.build("linear", 64, 10, l2=1e-2)
     cfg = RunConfig.make(algorithm="sandblaster", model="linear", l2=1e-2, steps=10**6, eval_every=1,
                          **{"iterations": 200, "gtol": 1e-6, "ftol": 1e-12, "shards": 2, **settings})
-    return SimulatedSandblaster(cfg, net, digits, cluster), net
+    return simulated_run(cfg, cluster, network=net, data=digits), net
 
 
 @pytest.mark.parametrize("replicas,slow", [(1, ()), (3, ((0, 5.0),)), (30, ((1, 20.0), (2, 20.0)))])
@@ -60,7 +59,7 @@ def test_a_straggler_gets_fewer_units_and_each_unit_is_won_once(digits):
     sb = report["sandblaster"]
     units = {i: sb["units_per_replica"].get(str(i), 0) for i in range(3)}  # a replica that won none is left out
     assert units[0] < min(units[1], units[2])  # balancing: the slow replica did less
-    n_units = len(run.dispatcher.units)
+    n_units = len(run.job.dispatcher.units)
     assert sum(units.values()) == n_units * sb["batch_evaluations"]  # every unit of every batch won exactly once
     assert sb["backups_issued"] > 0 and 0 <= sb["backups_won"] <= sb["backups_issued"]
 
@@ -83,7 +82,7 @@ def test_work_units_computed_as_a_stack_give_the_run_computed_one_by_one_bit_for
         net = nn.build("linear", 64, 10, l2=1e-2)
         cfg = RunConfig.make(algorithm="sandblaster", model="linear", l2=1e-2, steps=10**6, eval_every=1,
                              iterations=5, shards=2, replicas=30, slow_replicas=((1, 3.0),))
-        r = SimulatedSandblaster(cfg, net, digits, Cluster("distbelief-2012"), stack_gradients=stack).run()
+        r = simulated_run(cfg, Cluster("distbelief-2012"), network=net, data=digits, stack_gradients=stack).run()
         reports.append((r.pop("simulation"), r, r.pop("created")))
     (sim1, stacked, _), (sim2, alone, _) = reports
     assert sim1["stacked_gradients"] > 100 and sim2["stacked_gradients"] == 0
@@ -100,7 +99,7 @@ def test_each_work_unit_and_flush_is_a_task_costing_its_two_messages(digits):
         report = run.run()
         started = [e for e in report["events"] if e["type"] == "ReplicaEvent" and e["what"] == "started"]
         assert [e["replica"] for e in started] == [0]
-        return report["sandblaster"]["batch_seconds_median"], len(run.dispatcher.units)
+        return report["sandblaster"]["batch_seconds_median"], len(run.job.dispatcher.units)
 
     (fast, units), (slow, _) = batch_seconds(1e-4), batch_seconds(1e-2)
     assert units == 9  # the training examples in 8 units of at most 200, and the L2 penalty's unit

@@ -18,7 +18,6 @@ import functools
 import math
 import os
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,7 +119,6 @@ class DownpourSGD(Job):
         self._link = JobLink(self.events, self._failed, self._note_transitions, self._progress)
         self._recovery = Recovery(config.checkpoint_dir, config.checkpoint_every, network.fingerprint(), self._link)
         self._start_from: Checkpoint | None = None
-        self._given: np.ndarray | None = None  # parameters to start from (``start_at``)
         self._watch: Watch | None = None  # the monitor's and the heartbeat's ticks, once started
         self._fleet_paused = False  # the replicas were told to pause (a simulated cluster holds its time instead)
         self._budget: StepBudget | None = None  # a fit's steps, shared exactly (on a simulated cluster)
@@ -175,28 +173,14 @@ class DownpourSGD(Job):
             self._note_transitions()
             return index
 
-    def describe(self) -> str:
+    def _describe(self) -> str:
         c, d = self.config, self.config.downpour
         return (f"downpour: {c.replicas} replica{'s' if c.replicas != 1 else ''}"
                 + (f" of {d.partitions} partitions each" if d.partitions > 1 else "")
                 + f", {c.shards} shard{'s' if c.shards != 1 else ''}"
                 + f", n_fetch={d.n_fetch}, n_push={d.n_push}, {c.rule_text()}"
                 + (f", warm start {d.warm_start_steps} steps" if d.warm_start_steps else "")
-                + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else "")
-                + (f" (simulated, {sim.profile})" if (sim := self._simulation()) is not None else ""))
-
-    def steering(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """On a simulated cluster the shards and partitions are laid out once, before the job starts."""
-        if self._simulation() is None:
-            return self.steerable, self.before_start
-        fixed = ("partitions", "shards")
-        return tuple(s for s in self.steerable if s not in fixed), self.before_start + fixed
-
-    def _simulation(self) -> Any:
-        """A simulated cluster's profile, machines and clocks (before it starts: its profile and machines)."""
-        if self._res.cluster is None and self._machines is not None:
-            return self._machines.simulation()
-        return super()._simulation()
+                + (f", slow {dict(c.slow_replicas)}" if c.slow_replicas else ""))
 
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
@@ -267,16 +251,6 @@ class DownpourSGD(Job):
 
     def _cluster(self) -> Runtime | None:
         return self._res.cluster
-
-    def _on_cluster(self, fn: Callable[[], T]) -> T:
-        """``fn()``, the drivers' work, on the job's runtime (at the current instant on a simulated cluster)."""
-        cluster = self._res.cluster
-        return cluster.call(fn) if cluster is not None else fn()
-
-    def _read(self, fn: Callable[[], T]) -> T:
-        """``fn()``, reading figures or parameters (on a simulated cluster: an observer's, in no virtual time)."""
-        cluster = self._res.cluster
-        return cluster.read(fn) if cluster is not None else fn()
 
     def _read_shards(self) -> tuple[ShardFigures, ...]:
         placement = self._placement
@@ -406,17 +380,7 @@ class DownpourSGD(Job):
         """The parameters the shards start from (network order): a checkpoint's, given ones, or the seed's."""
         if self._start_from is not None:
             return self.layout.from_server(self._start_from.params)
-        return self._given.copy() if self._given is not None else self.network.init_params(self.config.seed)
-
-    def start_at(self, params: np.ndarray) -> DownpourSGD:
-        """Start (when started) from ``params`` (the network's order: a warm start's end, say); returns the job."""
-        if self._state != "created":
-            raise RuntimeError("start_at() must be called before the job starts")
-        params = np.asarray(params, dtype=np.float32)
-        if params.shape != (self.network.size,) or not np.isfinite(params).all():
-            raise ValueError(f"start_at takes {self.network.size} finite parameters, got shape {params.shape}")
-        self._given = params.copy()
-        return self
+        return self._start_params()
 
     def start_from(self, path: str | os.PathLike[str]) -> DownpourSGD:
         """Start (when started) from the checkpoint in ``path``: its parameters, optimizer state and

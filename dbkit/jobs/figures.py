@@ -148,9 +148,12 @@ class JobFigures(JobHooks):
         return cluster.report_fields() if cluster is not None else {}
 
     def _simulation(self) -> Simulated | None:
-        """A simulated cluster's profile, machines and clocks (``None``: real machines, or not started)."""
+        """A simulated cluster's profile, machines and clocks (before it starts: its profile and machines;
+        ``None``: real machines)."""
         cluster = self._cluster()
-        return cluster.simulation() if cluster is not None else None
+        if cluster is None:
+            return self._machines.simulation() if self._machines is not None else None
+        return cluster.simulation()
 
     def _gather_now(self) -> FinalState:
         """``_gather`` without stopping; remembers the shard figures it read."""

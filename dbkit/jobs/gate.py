@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from ..runtime.every import Stopping
 from ..training.figures import NO_CAP
@@ -45,6 +46,15 @@ class Gate:
             if not self.stopping:
                 self._cond.wait(seconds)
 
+    def rest_on(self, cluster: Any) -> float:
+        """A parked loop waits: where the runtime's time can stand still (virtual time) it stands still, and the
+        loop looks again once it moves; else here, until something changes. The seconds until it looks again."""
+        if cluster is not None and cluster.holds_time:
+            cluster.rest()
+            return 1e-3
+        self.rest()
+        return 0.0
+
     def cap_after(self, progress: int, steps: int | None) -> int | None:
         """Let the loop go ``steps`` past ``progress`` (``None``: no cap); returns the step it stops at."""
         target = None if steps is None else progress + steps
@@ -53,8 +63,13 @@ class Gate:
             self._cond.notify_all()
         return target
 
-    def hold(self, paused: bool, thread: threading.Thread | None, timeout: float = 60.0) -> None:
-        """Pause (and wait until the loop is parked, or its ``thread`` has ended) or let it go on."""
+    def hold(self, paused: bool, thread: threading.Thread | None, timeout: float = 60.0, cluster: Any = None) -> None:
+        """Pause (and wait until the loop is parked, or its ``thread`` has ended) or let it go on; on a
+        ``cluster`` whose time stands still (virtual time), that time holds where it is instead."""
+        if cluster is not None:
+            cluster.hold(paused)
+            if cluster.holds_time:
+                thread = None
         with self._cond:
             self.paused = paused
             self._cond.notify_all()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -21,12 +22,15 @@ from ..telemetry import ByteCounts
 from ..training.figures import ReplicaFigures
 from .snapshot import FinalState
 
+T = TypeVar("T")
+
 
 class JobHooks(ABC):
     """The contract between ``Job`` and an algorithm's driver."""
 
     config: RunConfig
     algorithm: ClassVar[str]
+    _machines: Any = None  # the machines given as ``cluster=`` (each algorithm sets it), if any
 
     @abstractmethod
     def _launch(self, paused: bool) -> None:
@@ -95,13 +99,32 @@ class JobHooks(ABC):
         """The ``dbkit.Cluster`` the job runs on, or ``None`` (in memory, or not started)."""
         return None
 
+    def _on_cluster(self, fn: Callable[[], T]) -> T:
+        """``fn()``, the drivers' work, on the job's runtime (at the current instant on a simulated cluster)."""
+        cluster = self._cluster()
+        return cluster.call(fn) if cluster is not None else fn()
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        """``fn()``, reading figures or parameters (on a simulated cluster: an observer's, in no virtual time)."""
+        cluster = self._cluster()
+        return cluster.read(fn) if cluster is not None else fn()
+
     def _report_blocks(self, final: FinalState) -> dict:
         """The algorithm's own blocks of the report."""
         return {}
 
     def describe(self) -> str:
-        """One line in the paper's words: the algorithm and its settings."""
+        """One line in the paper's words: the algorithm and its settings (and the profile, when simulated)."""
+        sim = self._simulation()
+        return self._describe() + (f" (simulated, {sim.profile})" if sim is not None else "")
+
+    def _describe(self) -> str:
+        """The algorithm and its settings, in the paper's words."""
         return f"{self.algorithm}: {self.config.replicas} replica(s), {self.config.rule_text()}"
+
+    def _simulation(self) -> Any:
+        """A simulated cluster's profile, machines and clocks (``None``: real machines)."""
+        return None
 
     def _bytes(self, final: FinalState) -> ByteCounts:
         return ByteCounts.of(final.replicas)

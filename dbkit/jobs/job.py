@@ -24,6 +24,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..config import RunConfig
 from ..data import Dataset
 from ..nn import Network
@@ -57,6 +59,21 @@ class Job(JobFigures):
         self._finalizer: weakref.finalize | None = None
         #: the control panel showing this job, if any (``dbkit.widgets``); told when the job stops
         self.attached_panel: Any = None
+        self._given: np.ndarray | None = None  # parameters to start from (``start_at``)
+
+    def start_at(self, params: np.ndarray) -> Job:
+        """Start (when started) from ``params`` (the network's order: a warm start's end, say); returns the job."""
+        if self._state != "created":
+            raise RuntimeError("start_at() must be called before the job starts")
+        params = np.asarray(params, dtype=np.float32)
+        if params.shape != (self.network.size,) or not np.isfinite(params).all():
+            raise ValueError(f"start_at takes {self.network.size} finite parameters, got shape {params.shape}")
+        self._given = params.copy()
+        return self
+
+    def _start_params(self) -> np.ndarray:
+        """The parameters training starts from: ``start_at``'s, or the seed's."""
+        return self._given.copy() if self._given is not None else self.network.init_params(self.config.seed)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -107,9 +124,9 @@ class Job(JobFigures):
             target = self._cap(steps)
             self._cap_seconds(seconds, begin)  # (None: a limit an earlier fit set is lifted)
             self._user_paused = False
-            self._hold(False)
             self._clock.start()
-            self._set_state("running")
+            self._set_state("running")  # (before time moves: on a simulated cluster, at the instant it resumes)
+            self._hold(False)
         bar = Progress(self, steps, seconds) if progress else None
         try:
             self._poll(lambda: self._user_paused, target,
@@ -279,6 +296,9 @@ class Job(JobFigures):
             if state == self._state or (self.ended and state in ("running", "paused")):
                 return
             self._state = state
+        cluster = self._cluster()
+        if cluster is not None and self.ended:
+            cluster.rest()  # (a simulated cluster's time stands still where the job ended)
         self.events.emit(StateChange, state=state, reason=reason)
 
     def _diverged(self, message: str) -> None:
@@ -294,9 +314,6 @@ class Job(JobFigures):
     def _reached(self, accuracy: float) -> None:
         if self.ended:
             return
-        cluster = self._cluster()
-        if cluster is not None:
-            cluster.rest()
         self._set_state("finished", f"test accuracy reached {accuracy:g}")
 
     def _thread_failed(self, error: BaseException) -> None:
@@ -339,17 +356,24 @@ class Job(JobFigures):
                 self._user_paused = effective["paused"]
                 if not self._user_paused:
                     self._cap(None)  # a step cap left by fit() is lifted: resume means train on
-                self._hold(self._user_paused)
-                (self._clock.stop if self._user_paused else self._clock.start)()
-                self._set_state("paused" if self._user_paused else "running")
+                if self._user_paused:
+                    self._hold(True)
+                    self._clock.stop()
+                    self._set_state("paused")
             now = self.events.now()
             for k, v in effective.items():
                 self.events.emit(Change, setting=k, old=old[k], new=v, asked=request.asked, applied=now)
+            if effective.get("paused") is False and self._state != "created":  # (told before time moves on)
+                self._clock.start()
+                self._set_state("running")
+                self._hold(False)
 
     def steering(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The settings ``set()`` may change while this job trains, and those it may change only before it starts
-        (its runtime's: a simulated cluster lays shards and partitions out once)."""
-        return self.steerable, self.before_start
+        (with those its machines declare fixed: a simulated cluster lays shards and partitions out once)."""
+        fixed = tuple(getattr(self._machines, "fixed_settings", ()))
+        return (tuple(s for s in self.steerable if s not in fixed),
+                self.before_start + tuple(s for s in fixed if s in self.steerable))
 
     def _steerable_knobs(self) -> frozenset[str]:
         """Where the optimizer steers, so do the update rules' own knobs (``momentum``, ``eps``); where the

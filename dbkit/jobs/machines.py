@@ -1,5 +1,5 @@
-"""Where a job runs: a session on the machines it was given, on in-process workers of its own, or on Dask;
-or, given simulated machines, a simulated job instead (``new_job``)."""
+"""Where a job runs: a session on the machines it was given (in-process or simulated ones), on in-process
+workers of its own, or on Dask."""
 
 from __future__ import annotations
 
@@ -24,17 +24,3 @@ def open_session(config: RunConfig, machines: ClusterFactory | None, client: Any
 
     return Cluster(scheduler=config.scheduler, client=client, n_workers=config.workers,
                    threads_per_worker=threads_per_worker)
-
-
-def new_job(cls: type, args: tuple, cluster: Any, settings: dict[str, Any], base: RunConfig | None) -> Any:
-    """The job classes' ``__new__``: a ``dbkit.sim.SimulatedJob`` (the same interface, in simulated time) when
-    ``cluster`` is a ``dbkit.sim.Cluster``, else a new, not yet initialised, ``cls``."""
-    from ..runtime.sim.layout import Cluster as SimulatedCluster
-
-    if isinstance(cluster, SimulatedCluster):
-        from ..sim.job_run import simulated_job
-
-        job = simulated_job(cls.algorithm, cluster, args, settings, base)  # type: ignore[attr-defined]
-        if job is not None:
-            return job
-    return object.__new__(cls)

@@ -78,6 +78,7 @@ class Monitor:
         self.min_eval_interval = 0.0
 
     SHORTEST = 1e-4
+    NEAR = 16  # steps from a mark at which an aimed poll aims at the mark itself
 
     def interval(self, now: float, steps: int) -> float:
         """Seconds until the next poll, given the total ``steps`` now: ``fast`` while hurried or when
@@ -88,9 +89,13 @@ class Monitor:
         self._last = (now, steps)
         if self._aimed:
             ahead = [t - steps for t in (self._next_eval_step, self.target) if t is not None and t > steps]
-            if self._rate <= 0.0 or not ahead:
+            if self._rate <= 0.0:
+                return self.SHORTEST * 10  # (the rate is known after two polls)
+            if not ahead:
                 return self.fast
-            return max(self.SHORTEST, min(self.slow, min(ahead) / self._rate))
+            # half way while far (a budget shares again by the replicas' speeds there), then at the mark
+            steps_to = min(ahead) if min(ahead) <= self.NEAR else min(ahead) / 2
+            return max(self.SHORTEST, min(self.slow, steps_to / self._rate))
         if now < self._hurry_until:
             return self.fast
         if self.target is not None and self.target - steps <= 2 * self.slow * max(self._rate, 0.0):

@@ -138,6 +138,11 @@ class Runtime(Protocol):
         """``fn()``: the drivers' work (placing, steering, reading the shards) now, or at a simulated instant."""
         ...
 
+    def computing(self, network: Any) -> Any:
+        """``network`` as the job's own loops compute with it (on a simulated cluster: each gradient charged
+        to the driver's machine)."""
+        ...
+
     def read(self, fn: Callable[[], T]) -> T:
         """``fn()`` reading the job's figures or parameters (on a simulated cluster, as an observer: in no
         virtual time)."""
@@ -228,6 +233,10 @@ class TaskSide(Protocol):
 class ClusterFactory(Protocol):
     """What a job may be given as ``cluster=``: machines it opens one session on, and leaves running; the
     job's ``network`` and ``config`` shape a simulated cluster's session (its cost model, its layout)."""
+
+    #: settings a job on these machines takes only before it starts (a simulated cluster lays its shards and
+    #: partitions out once): ``set()`` refuses them while it runs, in one line
+    fixed_settings: tuple[str, ...]
 
     def session(self, tag: str = "", **job: Any) -> Runtime: ...
 

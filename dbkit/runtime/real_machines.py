@@ -31,6 +31,11 @@ class RealMachines:
         """``fn()`` now (on a simulated cluster: at the current simulated instant)."""
         return fn()
 
+    def computing(self, network: Any) -> Any:
+        """``network`` as the job's own loops compute with it (a sync SGD step): here, as it is; on a simulated
+        cluster each gradient holds a core of the driver's machine for its virtual time."""
+        return network
+
     def read(self, fn: Callable[[], T]) -> T:
         """``fn()``, reading the job's figures or parameters (on a simulated cluster: in no virtual time)."""
         return fn()

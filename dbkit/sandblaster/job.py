@@ -21,12 +21,11 @@ from ..data import Dataset
 from ..jobs import FinalState, Gate, Job, job_from_checkpoint, resolve_job
 from ..jobs.folders import check_workers_can_write
 from ..jobs.heartbeat import Heartbeat, drop_hung, workers_of_shards
-from ..jobs.machines import new_job, open_session
+from ..jobs.machines import open_session
 from ..nn import Network
 from ..ps import ShardFigures, balanced_layout
 from ..ps.checkpoint import writable
 from ..ps.vector_checkpoint import VectorState
-from ..runtime.every import EveryThread
 from ..runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ..runtime.shards import start_shards
 from ..telemetry import ByteCounts, faults_block, sandblaster_block
@@ -76,9 +75,6 @@ class SandblasterLBFGS(Job):
         """The settings a SandblasterLBFGS starts from (keyword settings change them)."""
         return RunConfig.make(algorithm="sandblaster", model="linear", replicas=3, shards=2, l2=1e-3)
 
-    def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SandblasterLBFGS:
-        return new_job(cls, args, cluster, settings, cls.defaults())  # a dbkit.sim.Cluster: a SimulatedJob
-
     def __init__(self, model: str | Network = "linear", data: str | Dataset = "digits", *, client: Any = None,
                  scheduler: str | None = None, cluster: ClusterFactory | None = None, config: RunConfig | None = None,
                  replica_workers: list[str] | None = None, shard_workers: list[str] | None = None,
@@ -86,6 +82,8 @@ class SandblasterLBFGS(Job):
         base = config or self.defaults()
         config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
         self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
+        if self._machines is not None:
+            self._machines.admit(network, config)
         super().__init__(config, dataset, network)
         self._client, self._replica_workers, self._shard_workers = client, replica_workers, shard_workers
         self._replicas: ReplicaActors | None = None  # the replicas' state actors, once started
@@ -125,14 +123,14 @@ class SandblasterLBFGS(Job):
         server = self._res.server
         if self._batch is None or server is None or self.state not in ("paused", "finished"):
             raise RuntimeError(f"batch_gradient needs a started, paused job; this one is {self.state}")
-        loss = self._batch(vector)
-        return loss, server.fetch_vector("acc")
+        batch = self._batch
+        return self._on_cluster(lambda: (batch(vector), server.fetch_vector("acc")))
 
     def _new_like(self, config: RunConfig) -> SandblasterLBFGS:
         return SandblasterLBFGS(self.network, self.data, client=self._client, cluster=self._machines, config=config,
                                 replica_workers=self._replica_workers, shard_workers=self._shard_workers)
 
-    def describe(self) -> str:
+    def _describe(self) -> str:
         c, s = self.config, self.config.sandblaster
         units = math.ceil(self.data.n_train / self.unit_size)
         return (f"sandblaster: {c.replicas} replicas, {c.shards} shards, memory {s.memory}, {units} work units of "
@@ -141,18 +139,31 @@ class SandblasterLBFGS(Job):
 
     # ---- the hooks of Job --------------------------------------------------------------------
     def _launch(self, paused: bool) -> None:
-        c, s = self.config, self.config.sandblaster
+        c = self.config
         self._gate.start_paused(paused)
         per_worker = max(1, math.ceil(c.replicas / c.workers))
-        cluster = self._res.cluster = open_session(c, self._machines, self._client, "", per_worker)
+        cluster = self._res.cluster = open_session(c, self._machines, self._client, "", per_worker, self.network)
+        self.events.use_clock(cluster.time.now)  # (virtual seconds on a simulated cluster)
+        cluster.call(lambda: self._place(cluster))
+        self._sample(evaluate=True)  # the history starts from the parameters it starts from
+        self._res.thread = cluster.every(self, SandblasterLBFGS._iterate, "dbkit-sandblaster",
+                                         on_error=Job._thread_failed)
+        self._res.heartbeat = cluster.every(self, SandblasterLBFGS._pulse, "dbkit-sandblaster-heartbeat",
+                                            on_error=Job._thread_failed)
+
+    def _place(self, cluster: Runtime) -> None:
+        """Shards, replicas' state, the batch and the coordinator (at a simulated instant on a simulated one)."""
+        c, s = self.config, self.config.sandblaster
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)
         self.dashboard = cluster.dashboard_link()
-        self._replicas = ReplicaActors(cluster, self._replica_workers or workers, self.events)
+        replica_workers = self._replica_workers or cluster.replica_places(0, c.replicas, 1) or workers
+        self._replicas = ReplicaActors(cluster, replica_workers, self.events)
         saved = self._start_from
-        initial = np.concatenate([v.vectors["params"] for v in saved[1]]) if saved else self.network.init_params(c.seed)
-        self._res.server = start_shards(cluster, initial, c.shards, "sgd", 1.0, workers=self._shard_workers or workers)
+        initial = np.concatenate([v.vectors["params"] for v in saved[1]]) if saved else self._start_params()
+        shard_workers = self._shard_workers or cluster.shard_places(c.shards) or workers
+        self._res.server = start_shards(cluster, initial, c.shards, "sgd", 1.0, workers=shard_workers)
         if saved:
             self._res.server.load_vectors(saved[1])
         slow = dict(c.slow_replicas)
@@ -163,23 +174,17 @@ class SandblasterLBFGS(Job):
             s.balance, self._gate, on_batch=self._batch_done, clock=self.events.now)
         self._replicas.check_threads(self.dispatcher.live())
         self._coordinator = self._res.coordinator = LBFGSCoordinator(self._res.server, self._batch, s.memory,
-                                                                     s.iterations, s.gtol, s.ftol)
+                                                                     s.iterations, s.gtol, s.ftol,
+                                                                     clock=self.events.now)
         if saved:
             self._coordinator.restore(saved[0])
-        self._res.thread = EveryThread(self, SandblasterLBFGS._iterate, "dbkit-sandblaster",
-                                       on_error=Job._thread_failed)
-        self._res.thread.start()
-        self._res.heartbeat = EveryThread(self, SandblasterLBFGS._pulse, "dbkit-sandblaster-heartbeat",
-                                        on_error=Job._thread_failed)
-        self._res.heartbeat.start()
 
     def _iterate(self) -> float | None:
         """One L-BFGS iteration on the coordinator's thread (``EveryThread`` calls it with the job)."""
         coordinator = self._coordinator
         assert coordinator is not None
         if not self._gate.open_for(self._progress()):
-            self._gate.rest()
-            return 0.0
+            return self._gate.rest_on(self._res.cluster)
         try:
             row = coordinator.begin() if not coordinator.rows else coordinator.iterate()
             if row is None:
@@ -231,8 +236,9 @@ class SandblasterLBFGS(Job):
         if self.state == "running":
             raise RuntimeError("checkpoint() is taken between iterations: pause() the job first")
         writable(os.fspath(path))
-        SandblasterCheckpoints(os.fspath(path), self.config.checkpoint_every, self.network.fingerprint(),
-                               self.events).save(server, coordinator.state(), self.events.now(), self.config.to_dict())
+        ckpt = SandblasterCheckpoints(os.fspath(path), self.config.checkpoint_every, self.network.fingerprint(),
+                                      self.events)
+        self._on_cluster(lambda: ckpt.save(server, coordinator.state(), self.events.now(), self.config.to_dict()))
         return Path(path)
 
     @classmethod
@@ -269,13 +275,14 @@ class SandblasterLBFGS(Job):
         return self._res.cluster
 
     def _read_shards(self) -> tuple[ShardFigures, ...]:
-        return tuple(self._res.server.figures()) if self._res.server is not None else ()
+        server = self._res.server
+        return tuple(self._read(server.figures)) if server is not None else ()
 
     def _cap(self, steps: int | None) -> int | None:
         return self._gate.cap_after(self._progress(), steps)
 
     def _hold(self, paused: bool) -> None:
-        self._gate.hold(paused, self._res.thread)
+        self._gate.hold(paused, self._res.thread, cluster=self._res.cluster)
 
     def _progress(self) -> int:
         return max(0, len(self._coordinator.rows) - 1) if self._coordinator is not None else 0
@@ -289,16 +296,18 @@ class SandblasterLBFGS(Job):
                 for s in d.slots}
 
     def _parameters(self) -> np.ndarray:
-        if self._res.server is None:
-            return self.network.init_params(self.config.seed)
-        return self._res.server.fetch()
+        server = self._res.server
+        if server is None:
+            return self._start_params()
+        return self._read(server.fetch)
 
     def _check(self, config: RunConfig) -> None:
         check_change(self.config, config, self._batch)
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
-        assert self._batch is not None
-        apply_change(changes, new, self._batch, self._replicas, self.data.n_train)
+        batch = self._batch
+        assert batch is not None
+        self._on_cluster(lambda: apply_change(changes, new, batch, self._replicas, self.data.n_train))
 
     def _gather(self, stopping: bool) -> FinalState:
         cluster, server = self._res.cluster, self._res.server
@@ -307,11 +316,14 @@ class SandblasterLBFGS(Job):
             self._gate.stop()
             if self._res.thread is not None:
                 self._res.thread.halt()
-        own = self._replicas.pushes_and_fetches(self.dispatcher.live()) if self._replicas and self._batch else {}
+        actors = self._replicas
+        own = (self._on_cluster(lambda: actors.pushes_and_fetches(self.dispatcher.live()))
+               if actors is not None and self._batch is not None else {})
         replicas = tuple(f.but(pushes=own.get(i, (0, 0))[0], fetches=own.get(i, (0, 0))[1],
                                state="stopped" if stopping and f.live else f.state)
                          for i, f in sorted(self._replica_figures().items()))
-        return FinalState(server.fetch(), replicas, tuple(server.figures()),
+        params, shards = self._read(lambda: (server.fetch(), tuple(server.figures())))
+        return FinalState(params, replicas, shards,
                           {"kind": cluster.kind, "workers": cluster.workers(), "shard_workers": list(server.workers)})
 
     def _bytes(self, final: FinalState) -> ByteCounts:

@@ -43,7 +43,10 @@ class ReplicaActors:
         return Slot(index, worker)
 
     def check_threads(self, slots: Iterable[Slot]) -> None:
-        """Warn when replicas sharing a worker outnumber its threads: they would queue, not run at once."""
+        """Warn when replicas sharing a worker outnumber its threads: they would queue, not run at once (on
+        simulated machines they do as the profile says, and no worker can be given more)."""
+        if self.cluster.simulation() is not None:
+            return
         nthreads = self.cluster.threads()
         wanted: dict[str, int] = {}
         for slot in slots:

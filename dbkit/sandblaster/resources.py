@@ -4,11 +4,11 @@ collected (a ``weakref.finalize`` holds this object, never the job)."""
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 from ..jobs import Gate
 from ..jobs.heartbeat import Heartbeat
 from ..ps import ShardedParameters
-from ..runtime.every import EveryThread
 from ..runtime.protocol import Runtime
 from .batch import UnitBatch
 from .coordinator import LBFGSCoordinator
@@ -19,8 +19,8 @@ class SandblasterResources:
 
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
-        self.thread: EveryThread | None = None
-        self.heartbeat: EveryThread | None = None
+        self.thread: Any = None  # the coordinator's loop (a thread, or a task in virtual time)
+        self.heartbeat: Any = None
         self.pings: Heartbeat | None = None  # the heartbeat thread's pings, each holding a shard's proxy
         self.batch: UnitBatch | None = None
         self.coordinator: LBFGSCoordinator | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from typing import Any
 
 from ..config import RunConfig
@@ -14,10 +13,7 @@ from ..nn import Network
 from ..runtime.sim.layout import Cluster
 from ..runtime.sim.memory import check_memory
 from ..runtime.sim.shape import ModelShape
-from .downpour_run import DownpourRun
-from .sandblaster import SimulatedSandblaster
-
-RUNS: dict[str, Callable[..., Any]] = {"downpour": DownpourRun, "sandblaster": SimulatedSandblaster}
+from .job_run import JOBS, JobRun
 
 
 def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network: Network | None = None,
@@ -31,8 +27,8 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
     the digits) while every computation, message and shard service is charged for ``shape``: time, bytes,
     queues and staleness for models of billions of parameters, and no accuracy.
     """
-    if config.algorithm not in RUNS:
-        raise ValueError(f"the simulator runs {' and '.join(RUNS)}; {config.algorithm} is the single-process "
+    if config.algorithm not in JOBS:
+        raise ValueError(f"the simulator runs {' and '.join(JOBS)}; {config.algorithm} is the single-process "
                          "baseline (dbkit run sgd)")
     for setting, value in (("scheduler", config.scheduler), ("checkpoint_dir", config.checkpoint_dir)):
         if value is not None:
@@ -59,13 +55,11 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
 
 def _run(config: RunConfig, network: Network, data: Dataset, cluster: Cluster, shape: ModelShape | None,
          cost_only: bool, options: dict[str, Any]) -> Any:
-    """Downpour: the job itself on ``cluster`` charged as ``shape`` (``DownpourRun``); Sandblaster: its run."""
-    if config.algorithm == "downpour":
-        cluster = dataclasses.replace(cluster, shape=shape, cost_only=cost_only,
-                                      jitter=options.pop("jitter", cluster.jitter),
-                                      stack_gradients=options.pop("stack_gradients", cluster.stack_gradients))
-        return DownpourRun(config, network, data, cluster, **options)
-    return SimulatedSandblaster(config, network, data, cluster, shape=shape, cost_only=cost_only, **options)
+    """The job itself on ``cluster``, charged as ``shape`` (``JobRun``)."""
+    cluster = dataclasses.replace(cluster, shape=shape, cost_only=cost_only,
+                                  jitter=options.pop("jitter", cluster.jitter),
+                                  stack_gradients=options.pop("stack_gradients", cluster.stack_gradients))
+    return JobRun(config, network, data, cluster, **options)
 
 
 def simulate(config: RunConfig, cluster: Cluster | None = None, **kwargs: Any) -> dict:

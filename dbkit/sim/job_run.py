@@ -1,57 +1,108 @@
-"""The simulated run a ``SimulatedJob`` drives, made from its config (on the driver's thread), and the
-job classes' way to a ``SimulatedJob`` when their ``cluster=`` is a ``dbkit.sim.Cluster``."""
+"""A simulated run to its end: ``DownpourSGD`` or ``SandblasterLBFGS`` on a ``dbkit.sim.Cluster``, trained for
+the config's steps or simulated seconds, as ``dbkit simulate`` and the paper's figures run it.
+
+It is the job itself (the same drivers, budgets, events and report as on
+Dask), given what a figure needs: parameters to start from (a warm start's,
+``initial``, whose end is ``start`` simulated seconds in: its history's ``t``
+counts from there), a test accuracy at which it finishes (``stop_at``), and a
+callback told each evaluation's simulated seconds and accuracy while it runs
+(``on_evaluation``: a figure's progress lines).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 from ..config import RunConfig
 from ..data import Dataset
+from ..downpour import DownpourSGD
+from ..jobs import Job
 from ..nn import Network
 from ..runtime.sim.layout import Cluster
-from ..telemetry import EventStream
-from .downpour import simulated_downpour
-from .run import SimulatedRun
-from .sandblaster import SimulatedSandblaster
+from ..sandblaster import SandblasterLBFGS
 
-if TYPE_CHECKING:
-    from .job import SimulatedJob
+JOBS: dict[str, type[Job]] = {"downpour": DownpourSGD, "sandblaster": SandblasterLBFGS}
 
 
-def run_config(config: RunConfig) -> RunConfig:
-    """The config the simulated run takes: sync SGD as one blocking Downpour replica with n = 1."""
-    if config.algorithm != "sgd":
-        return config
-    return RunConfig.make(algorithm="downpour", model=config.model, dataset=config.dataset, replicas=1,
-                          shards=config.shards, n_fetch=1, n_push=1, overlap=False, optimizer=config.optimizer,
-                          knobs=tuple(config.rule_settings().items()), lr=config.lr, batch_size=config.batch_size,
-                          seed=config.seed, eval_every=config.eval_every,
-                          hidden=config.hidden, l2=config.l2)
+class JobRun:
+    """``config`` (Downpour or Sandblaster) on the simulated ``cluster``; see the module docstring."""
 
+    def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *, start: float = 0.0,
+                 initial: np.ndarray | None = None, stop_at: float | None = None) -> None:
+        self.algorithm = config.algorithm
+        self.job = JOBS[config.algorithm](network, data, config=config, cluster=cluster)
+        if initial is not None:
+            self.job.start_at(initial)
+        self.job.finish_at_accuracy = stop_at
+        self.start = float(start)
+        #: told each evaluation's simulated seconds (from ``start``) and test accuracy while the run goes on
+        self.on_evaluation: Callable[[float, float], None] | None = None
+        self.services: list[Any] = []  # once run: each shard behind its simulated queue (``ShardService``)
 
-def make_run(config: RunConfig, network: Network, data: Dataset, cluster: Cluster, events: EventStream,
-             on_state: Any) -> SimulatedRun:
-    """The run of ``config`` on ``cluster``, driven (its endings told to ``on_state``, its events in ``events``)."""
-    kind = SimulatedSandblaster if config.algorithm == "sandblaster" else simulated_downpour
-    run = kind(run_config(config), network, data, cluster, events=events, on_state=on_state)
-    run.algorithm = config.algorithm  # type: ignore[misc]  # sync SGD reports as itself
-    return run
+    def run(self) -> dict:
+        """Train for the config's steps or simulated seconds (or to ``stop_at``), stop, and return the report."""
+        c = self.job.config
+        done = threading.Event()
+        teller = threading.Thread(target=self._tell, args=(done,), name="dbkit-simulation-progress", daemon=True)
+        teller.start()
+        try:
+            self.job.fit(steps=c.steps, seconds=c.seconds, progress=False)
+        finally:
+            done.set()
+            teller.join(5.0)
+            session = self.job._cluster()
+            if session is not None:  # what the shards' queues saw (read before the session closes)
+                self.services = session.read(session.shard_services)
+            self.job.stop()
+        return self.report()
 
+    def _tell(self, done: threading.Event) -> None:
+        """``on_evaluation`` for each evaluation so far, every half second of this machine's time."""
+        told = 0
+        while not done.wait(0.5) or told < len(self.job.history):
+            rows = self.job.history
+            for row in rows[told:]:
+                if self.on_evaluation is not None and row.get("test_accuracy") is not None:
+                    self.on_evaluation(self.start + float(row["t"]), float(row["test_accuracy"]))
+            told = len(rows)
+            if done.is_set():
+                return
 
-def simulated_job(algorithm: str, cluster: Any, args: tuple, settings: dict[str, Any],
-                  base: RunConfig | None = None) -> SimulatedJob | None:
-    """The job classes' ``__new__``: a ``SimulatedJob`` when ``cluster`` is a ``dbkit.sim.Cluster``, else ``None``.
+    def report(self) -> dict:
+        """The job's report (``"simulated": true``, its profile), its ``simulation.start`` the run's ``start``."""
+        report = self.job.report()
+        report["simulation"]["start"] = self.start
+        return report
 
-    ``args`` are the class's positional ``model`` and ``data``; ``base`` its default settings."""
-    if not isinstance(cluster, Cluster):
-        return None
-    names = ("model", "data")
-    if len(args) > len(names):
-        raise TypeError(f"takes at most {len(names)} positional arguments (model, data), got {len(args)}")
-    given = dict(zip(names, args))
-    model = given.get("model", settings.pop("model", "linear" if algorithm == "sandblaster" else "mlp"))
-    data = given.get("data", settings.pop("data", "digits"))
-    config = settings.pop("config", None) or base
-    from .job import SimulatedJob  # (the job imports this file)
+    # ---- what a figure reads ---------------------------------------------------------------------
+    def parameters(self) -> np.ndarray:
+        return self.job.parameters()
 
-    return SimulatedJob(algorithm, model, data, cluster=cluster, config=config, **settings)
+    @property
+    def history(self) -> list[dict]:
+        """The job's history, its ``t`` from the run's ``start``."""
+        return [{**row, "t": self.start + float(row["t"])} for row in self.job.history]
+
+    @property
+    def virtual_seconds(self) -> float:
+        """Simulated seconds since the replicas started."""
+        return self.job.events.now()
+
+    @property
+    def state(self) -> str:
+        return self.job.state
+
+    @property
+    def events(self) -> Any:
+        return self.job.events
+
+    @property
+    def evaluator(self) -> Any:
+        return self.job.evaluator
+
+    def progress(self) -> int:
+        return self.job.snapshot().step

@@ -7,6 +7,7 @@ actors, and every step fetches them and pushes its gradient.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -15,10 +16,9 @@ import numpy as np
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Gate, Job, resolve_job
-from ..jobs.machines import new_job
 from ..nn import Network
 from ..ps import ShardFigures
-from ..runtime.every import EveryThread
+from ..runtime.every import every_thread
 from ..runtime.protocol import ClusterFactory, given_cluster
 from ..training.figures import ReplicaFigures
 from .trainer import SGDTrainer, TrainingDiverged
@@ -32,7 +32,7 @@ class _Resources:
 
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
-        self.thread: EveryThread | None = None
+        self.thread: Any = None  # the training loop (a thread, or a task in virtual time)
         self.cluster: Any = None
         self.trainer: SGDTrainer | None = None
 
@@ -70,9 +70,6 @@ class SyncSGD(Job):
     algorithm = "sgd"
     steerable = ("lr", "optimizer")
 
-    def __new__(cls, *args: Any, cluster: Any = None, **settings: Any) -> SyncSGD:
-        return new_job(cls, args, cluster, settings, None)  # a dbkit.sim.Cluster: a SimulatedJob
-
     def __init__(self, model: str | Network = "mlp", data: str | Dataset = "digits", *, on_cluster: bool | None = None,
                  client: Any = None, scheduler: str | None = None, cluster: ClusterFactory | None = None,
                  config: RunConfig | None = None, **settings: Any) -> None:
@@ -82,6 +79,8 @@ class SyncSGD(Job):
         config, dataset, network = resolve_job("sgd", model, data, config,
                                                dict(scheduler=scheduler, on_cluster=on_cluster, **settings))
         self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
+        if self._machines is not None:
+            self._machines.admit(network, config)
         super().__init__(config, dataset, network)
         self._client = client
         self._gate = Gate()
@@ -95,26 +94,38 @@ class SyncSGD(Job):
     def _launch(self, paused: bool) -> None:
         c, net = self.config, self.network
         self._gate.start_paused(paused)
-        server = None
+        cluster = None
         if c.sgd.on_cluster:
             from ..jobs.machines import open_session
-            from ..runtime.shards import start_shards
 
-            self._res.cluster = open_session(c, self._machines, self._client, "")
-            self.dashboard = self._res.cluster.dashboard_link()
-            server = start_shards(self._res.cluster, net.init_params(c.seed), c.shards, c.rule(), c.lr)
-        self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.rule(), c.seed, server)
+            cluster = self._res.cluster = open_session(c, self._machines, self._client, "", network=net)
+            self.events.use_clock(cluster.time.now)  # (virtual seconds on a simulated cluster)
+            self.dashboard = cluster.dashboard_link()
+            self._trainer = self._res.trainer = cluster.call(lambda: self._place(cluster))
+        else:
+            self._trainer = self._res.trainer = SGDTrainer(net, self.data, c.batch_size, c.lr, c.rule(), c.seed)
         self._sample(evaluate=True)  # the history starts from the untrained model
-        self._res.thread = EveryThread(self, SyncSGD._train_once, "dbkit-sgd", on_error=Job._thread_failed)
-        self._res.thread.start()
+        if cluster is not None:
+            self._res.thread = cluster.every(self, SyncSGD._train_once, "dbkit-sgd", on_error=Job._thread_failed)
+        else:
+            self._res.thread = every_thread(self, SyncSGD._train_once, "dbkit-sgd", on_error=Job._thread_failed)
+
+    def _place(self, cluster: Any) -> SGDTrainer:
+        """The shards, and the trainer that fetches from and pushes to them (at a simulated instant on a
+        simulated cluster, where its gradients take the driver machine's time)."""
+        from ..runtime.shards import start_shards
+
+        c = self.config
+        server = start_shards(cluster, self._start_params(), c.shards, c.rule(), c.lr,
+                              workers=cluster.shard_places(c.shards))
+        return SGDTrainer(cluster.computing(self.network), self.data, c.batch_size, c.lr, c.rule(), c.seed, server)
 
     def _train_once(self) -> float | None:
         """One step on the training thread (``EveryThread`` calls it with the job)."""
         trainer = self._trainer
         assert trainer is not None
         if not self._gate.open_for(trainer.steps):
-            self._gate.rest()
-            return 0.0
+            return self._gate.rest_on(self._res.cluster)
         with self._step_lock:
             try:
                 trainer.step()
@@ -131,6 +142,12 @@ class SyncSGD(Job):
             self._last_sample = now
         return 0.0
 
+    def _stepping(self) -> Any:
+        """The step lock, for what reads or changes the trainer; none in virtual time, where the steps and the
+        reads are one thread's and a step may stand half done while time is held (a pause)."""
+        cluster = self._res.cluster
+        return contextlib.nullcontext() if cluster is not None and cluster.holds_time else self._step_lock
+
     def _resources(self) -> _Resources:
         return self._res
 
@@ -139,13 +156,13 @@ class SyncSGD(Job):
 
     def _read_shards(self) -> tuple[ShardFigures, ...]:
         server = self._trainer.server if self._trainer is not None else None
-        return tuple(server.figures()) if server is not None else ()
+        return tuple(self._read(server.figures)) if server is not None else ()
 
     def _cap(self, steps: int | None) -> int | None:
         return self._gate.cap_after(self._progress(), steps)
 
     def _hold(self, paused: bool) -> None:
-        self._gate.hold(paused, self._res.thread)
+        self._gate.hold(paused, self._res.thread, cluster=self._res.cluster)
 
     def _progress(self) -> int:
         return self._trainer.steps if self._trainer is not None else 0
@@ -153,24 +170,26 @@ class SyncSGD(Job):
     def _replica_figures(self) -> dict[int, ReplicaFigures]:
         if self._trainer is None:
             return {}
-        with self._step_lock:  # its counters change while it steps
+        with self._stepping():  # its counters change while it steps
             figures = self._trainer.figures()
         return {0: figures.but(state=_REPLICA_STATE[self.state], worker="local")}
 
     def _parameters(self) -> np.ndarray:
         if self._trainer is None:
             return self.network.init_params(self.config.seed)
-        with self._step_lock:
-            return self._trainer.current_params()
+        trainer = self._trainer
+        with self._stepping():
+            return self._read(trainer.current_params)
 
     def _apply(self, changes: dict[str, Any], new: RunConfig) -> None:
         if self._trainer is None:
             return
-        with self._step_lock:
+        trainer = self._trainer
+        with self._stepping():
             if "lr" in changes:
-                self._trainer.set_lr(changes["lr"])
+                self._on_cluster(lambda: trainer.set_lr(changes["lr"]))
             if "optimizer" in changes or set(changes) & set(new.rule_settings()):
-                self._trainer.set_optimizer(new.rule())
+                self._on_cluster(lambda: trainer.set_optimizer(new.rule()))
 
     def _gather(self, stopping: bool) -> FinalState:
         if stopping:
@@ -179,7 +198,7 @@ class SyncSGD(Job):
                 self._res.thread.halt()
         params = self._parameters()
         server = self._trainer.server if self._trainer is not None else None
-        shards = tuple(server.figures()) if server is not None else ()
+        shards = tuple(self._read(server.figures)) if server is not None else ()
         cluster: dict[str, Any] = {"kind": "none"}
         if self._res.cluster is not None and server is not None:
             cluster = {"kind": self._res.cluster.kind, "workers": self._res.cluster.workers(),
@@ -192,7 +211,7 @@ class SyncSGD(Job):
     def _new_like(self, config: RunConfig) -> SyncSGD:
         return SyncSGD(self.network, self.data, client=self._client, cluster=self._machines, config=config)
 
-    def describe(self) -> str:
+    def _describe(self) -> str:
         c = self.config
         machines = (type(self._machines).__name__ if self._machines is not None else
                     "in-process workers" if c.runtime == "in-process" else "a Dask cluster")

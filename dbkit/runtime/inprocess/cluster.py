@@ -50,6 +50,8 @@ class InProcessCluster:
             raise RuntimeError("this InProcessCluster is closed")
         return InProcessSession(self, tag, closes_cluster)
 
+    fixed_settings: tuple[str, ...] = ()  # every setting a Dask cluster's job steers, these workers' do too
+
     def admit(self, network: Any, config: Any) -> None:
         """Every job a Dask cluster runs, these workers run too."""
 

@@ -104,6 +104,10 @@ class JobSession(SimSession):
         self._raise_broken()
         return self.time_driver.call(fn)
 
+    def computing(self, network: Any) -> Any:
+        """Each gradient of ``network`` holds a core of the driver's machine for the cost model's time."""
+        return self.timed(network, self.driver.name)
+
     def read(self, fn: Callable[[], T]) -> T:
         """``fn()`` as an observer outside the simulation: its calls answered at once, in no virtual time."""
         return self.time_driver.read(fn)
@@ -152,11 +156,15 @@ class JobSession(SimSession):
         seconds (read between two slices)."""
         return self.time_driver.read(self._fields)
 
-    def _fields(self) -> dict[str, Any]:
-        spec, now = self.cluster.spec, self.sim.now
+    def shard_services(self) -> list[ShardService]:
+        """Each parameter shard behind its simulated queue, in shard order."""
         queues = [s for s in self._actors.values() if isinstance(s, ShardService) and isinstance(s.shard,
                                                                                                   ParameterShard)]
-        queues.sort(key=lambda s: s.shard.index)
+        return sorted(queues, key=lambda s: s.shard.index)
+
+    def _fields(self) -> dict[str, Any]:
+        spec, now = self.cluster.spec, self.sim.now
+        queues = self.shard_services()
         block = {
             "profile": spec.name, "profile_description": spec.description, "virtual_seconds": now, "start": 0.0,
             "real_seconds": self.time_driver.real_seconds, "events": self.sim.events,

@@ -16,7 +16,7 @@ Two ways to lay a job out, as on a real cluster:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..places import partition_places
 from .machines import Cores, Machine, Network
@@ -44,6 +44,9 @@ class Cluster:
                                           or not 1 <= self.machines <= 100_000):
             raise ValueError(f"machines must be a whole number in [1, 100000], got {self.machines!r}")
         object.__setattr__(self, "profile", load(self.profile))
+
+    #: laid out once, when a job starts: its shards and its replicas' partitions
+    fixed_settings: ClassVar[tuple[str, ...]] = ("partitions", "shards")
 
     def session(self, tag: str = "", network: Any = None, config: Any = None) -> Any:
         """One job's session on these machines (``dbkit.runtime.sim.job_session.JobSession``): the job's
