@@ -211,6 +211,23 @@ def where(request):
         yield {"cluster": machines}
 
 
+@pytest.fixture(params=[pytest.param("dask", marks=pytest.mark.cluster), "in-process", "simulated"])
+def anywhere(request):
+    """Where a job runs, on each of the three runtimes: the shared LocalCluster's client, two in-process
+    workers, or a simulated cluster (the ``here`` profile). A test taking it checks all three."""
+    if request.param == "dask":
+        yield {"client": request.getfixturevalue("local_cluster").client}
+    elif request.param == "in-process":
+        from dbkit.runtime import InProcessCluster
+
+        with InProcessCluster(workers=2) as machines:
+            yield {"cluster": machines}
+    else:
+        from dbkit.sim import Cluster
+
+        yield {"cluster": Cluster()}
+
+
 @pytest.fixture(scope="session")
 def local_cluster():
     """One real 2-process LocalCluster shared by the cluster tests."""

@@ -76,28 +76,12 @@ def test_the_extension_is_under_sixty_lines():
     assert len(body.strip().splitlines()) < 60
 
 
-@pytest.fixture(params=[pytest.param("dask", marks=pytest.mark.cluster), "in-process", "simulated"])
-def runtime(request):
-    """Where the job runs: the shared LocalCluster, two in-process workers, or a simulated cluster."""
-    if request.param == "dask":
-        yield {"client": request.getfixturevalue("local_cluster").client}
-    elif request.param == "in-process":
-        from dbkit.runtime import InProcessCluster
-
-        with InProcessCluster(workers=2) as machines:
-            yield {"cluster": machines}
-    else:
-        from dbkit.sim import Cluster
-
-        yield {"cluster": Cluster()}
-
-
 @pytest.mark.parametrize("loop", ["downpour", "test-barrier-every"])
-def test_a_barrier_keeps_a_slow_replica_within_k_steps_on_every_runtime(runtime, loop):
+def test_a_barrier_keeps_a_slow_replica_within_k_steps_on_every_runtime(anywhere, loop):
     k = 4
     knobs = {"every": k} if loop != "downpour" else {}
     with dbkit.DownpourSGD("linear", "digits", replicas=3, shards=2, lr=0.05, optimizer="sgd", replica=loop,
-                           slow_replicas={0: 6.0}, overlap=False, **runtime, **knobs) as job:
+                           slow_replicas={0: 6.0}, overlap=False, **anywhere, **knobs) as job:
         job.fit(steps=240, progress=False)
         steps = [r.steps for r in job.replicas()]
     assert sum(steps) >= 240
