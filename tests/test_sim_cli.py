@@ -128,3 +128,13 @@ def test_the_calibration_fit_s_cost_only_steps_take_the_virtual_time_steps_with_
     here = load_profile("distbelief-2012")
     with_numbers = simulated_step(here, n, 120, cost_only=False)
     assert with_numbers > 0 and simulated_step(here, n, 120, cost_only=True) == with_numbers
+
+
+def test_progress_lines_say_the_budget_and_the_accuracy_only_where_known():
+    from dbkit.sim.figures.ticker import Ticker
+
+    lines = []
+    Ticker(lines.append, "downpour", None, every=0.0)(0.25, float("nan"))  # a cost-only run of steps
+    Ticker(lines.append, "sandblaster", 2.0, every=0.0)(0.5, 0.91)
+    assert lines[0].startswith("  downpour: 0.250 simulated s (") and "accuracy" not in lines[0]
+    assert lines[1].startswith("  sandblaster: 0.500 of 2 simulated s, test accuracy 0.910 (")

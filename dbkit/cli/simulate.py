@@ -164,7 +164,8 @@ def calibrate_from_args(args: argparse.Namespace) -> int:
 
 def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     """Run the simulation the flags describe; its report."""
-    from ..sim import Cluster, simulate
+    from ..sim import Cluster, simulated_run
+    from ..sim.figures.ticker import Ticker
 
     for attr, default, flag in NOT_SIMULATED:
         if getattr(args, attr, default) != default:
@@ -174,4 +175,7 @@ def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     cluster = Cluster(args.profile, machines)
     config = config_from_args(args, args.kind)
     print(cluster.describe())
-    return simulate(config, cluster, shape=args.shape, cost_only=args.cost_only)
+    run = simulated_run(config, cluster, shape=args.shape, cost_only=args.cost_only)
+    if progress:  # a line every few seconds of computing: where the run has got in simulated time
+        run.on_evaluation = Ticker(print, config.algorithm, config.seconds)
+    return run.run()

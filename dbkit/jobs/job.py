@@ -77,6 +77,12 @@ class Job(JobFigures):
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
+    def runtime(self) -> Any:
+        """The session the job runs on once started (``None`` before, or in memory): its clock, its places, and
+        on a simulated cluster its simulation (``shard_services()``: each shard behind its queue)."""
+        return self._cluster()
+
+    @property
     def stopped(self) -> bool:
         """Its replicas, shards and cluster are released."""
         return self._stopped

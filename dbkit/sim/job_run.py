@@ -20,12 +20,12 @@ import numpy as np
 from ..config import RunConfig
 from ..data import Dataset
 from ..downpour import DownpourSGD
-from ..jobs import Job
 from ..nn import Network
 from ..runtime.sim.layout import Cluster
 from ..sandblaster import SandblasterLBFGS
 
-JOBS: dict[str, type[Job]] = {"downpour": DownpourSGD, "sandblaster": SandblasterLBFGS}
+#: the job each simulated algorithm is (its class: ``config=`` and ``cluster=`` as keywords)
+JOBS: dict[str, Any] = {"downpour": DownpourSGD, "sandblaster": SandblasterLBFGS}
 
 
 class JobRun:
@@ -54,7 +54,7 @@ class JobRun:
         finally:
             done.set()
             teller.join(5.0)
-            session = self.job._cluster()
+            session = self.job.runtime
             if session is not None:  # what the shards' queues saw (read before the session closes)
                 self.services = session.read(session.shard_services)
             self.job.stop()

@@ -2,22 +2,24 @@
 
 A figure runs several simulations, each of which can take tens of real seconds
 (200 replicas, or 2,000 for Sandblaster). ``Ticker`` is told each evaluation's
-simulated seconds and accuracy (``SimulatedRun.on_evaluation``) and passes a
+simulated seconds and accuracy (``JobRun.on_evaluation``) and passes a
 line to the figure's ``progress`` callback at most every ``every`` real seconds,
 so a notebook cell or the CLI is never silent for long (issue #44).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
 
 class Ticker:
-    """Throttled progress lines for one method run of ``budget`` simulated seconds."""
+    """Throttled progress lines for one method run of ``budget`` simulated seconds (``None``: of steps)."""
 
-    def __init__(self, say: Callable[[str], None], name: str, budget: float, every: float = 4.0) -> None:
-        self.say, self.name, self.budget, self.every = say, name, float(budget), float(every)
+    def __init__(self, say: Callable[[str], None], name: str, budget: float | None, every: float = 4.0) -> None:
+        self.say, self.name, self.every = say, name, float(every)
+        self.budget = None if budget is None else float(budget)
         self.began = self.last = time.perf_counter()
 
     def __call__(self, simulated: float, accuracy: float) -> None:
@@ -25,5 +27,7 @@ class Ticker:
         if now - self.last < self.every:
             return
         self.last = now
-        self.say(f"  {self.name}: {simulated:.3f} of {self.budget:g} simulated s, test accuracy {accuracy:.3f} "
+        of = f" of {self.budget:g}" if self.budget is not None else ""
+        known = f", test accuracy {accuracy:.3f}" if math.isfinite(accuracy) else ""  # (not in a cost-only run)
+        self.say(f"  {self.name}: {simulated:.3f}{of} simulated s{known} "
                  f"({now - self.began:.0f} s of computing so far)")
