@@ -143,8 +143,9 @@ for label, moves, seconds in (("1 replica", {}, 0.3), ("200 replicas, n = 1", {"
 #
 # **Drive it on.** The job is paused, not stopped: press **Resume** on the panel and move its sliders. On the
 # examples-per-second plot (log scale) the dashed line is the rate *per replica*: add replicas and the total
-# climbs while the per-replica line falls, most steeply where the four shards saturate; add shards and it
-# lifts. With 200 replicas, raising `n_fetch = n_push` to 16 at this learning rate can make the accuracy fall:
+# climbs while the per-replica line falls, most steeply where the four shards saturate. (A simulated cluster
+# lays its shards out once, so the panel's shards control waits for a new job: `shards=8` there lifts it.)
+# With 200 replicas, raising `n_fetch = n_push` to 16 at this learning rate can make the accuracy fall:
 # each push then carries 16 steps computed on parameters 16 steps of 200 replicas old, and Adagrad's early
 # steps are large, so the stale pushes overshoot. The panel's status line says when the accuracy has fallen
 # well below its best, and after which change; lower `lr` or `n`, or add shards.

@@ -99,7 +99,6 @@ NAMED_UPWARD = {
     "dbkit.jobs.job -> dbkit.downpour.replica_kinds",
     "dbkit.jobs.job -> dbkit.widgets",
     "dbkit.jobs.job -> dbkit.widgets.panel",
-    "dbkit.jobs.machines -> dbkit.sim.job_run",
     "dbkit.partition.downpour_partition -> dbkit.downpour.exchange",
     "dbkit.partition.downpour_partition -> dbkit.downpour.schedule",
     "dbkit.partition.lead -> dbkit.downpour.schedule",

@@ -34,24 +34,8 @@ class EveryThread(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._halt.is_set():
-            owner = self._owner()
-            if owner is None:
-                return
-            try:
-                wait = self._body(owner)
-            except Stopping:
-                return
-            except BaseException as e:  # noqa: BLE001 - reported to the owner, never lost
-                if self._on_error is not None:
-                    self._on_error(owner, e)
-                return
-            finally:
-                owner = None  # hold the owner only while its body runs
-            if wait is None:
-                return
-            if wait > 0:
-                self._halt.wait(wait)
+        halt = self._halt
+        every_loop(self._owner, self._body, self._on_error, halt.is_set, lambda wait: wait > 0 and halt.wait(wait))
 
     def halt(self, join: bool = True, timeout: float = 30.0) -> None:
         """End the loop after its current call (and wait for it, unless this is the thread itself)."""
@@ -66,3 +50,28 @@ def every_thread(owner: Any, body: Callable[[Any], float | None], name: str,
     thread = EveryThread(owner, body, name, on_error)
     thread.start()
     return thread
+
+
+def every_loop(owner: weakref.ref, body: Callable[[Any], float | None],
+               on_error: Callable[[Any, BaseException], None] | None, halted: Callable[[], bool],
+               sleep: Callable[[float], Any]) -> None:
+    """``body(owner())`` until it returns ``None``, raises, ``halted()`` or the owner is collected, ``sleep`` ing
+    the seconds it returns between two calls (a thread's wait, or a task's in virtual time). An error other
+    than ``Stopping`` is told to ``on_error(owner, error)``, never lost; the owner is held only during a call."""
+    while not halted():
+        held = owner()
+        if held is None:
+            return
+        try:
+            wait = body(held)
+        except Stopping:
+            return
+        except Exception as e:  # noqa: BLE001 - reported to the owner, never lost
+            if on_error is not None:
+                on_error(held, e)
+            return
+        finally:
+            held = None
+        if wait is None or halted():
+            return
+        sleep(wait)

@@ -67,7 +67,7 @@ class JobRun:
             rows = self.job.history
             for row in rows[told:]:
                 if self.on_evaluation is not None and row.get("test_accuracy") is not None:
-                    self.on_evaluation(self.start + float(row["t"]), float(row["test_accuracy"]))
+                    self.on_evaluation(round(self.start + float(row["t"]), 4), float(row["test_accuracy"]))
             told = len(rows)
             if done.is_set():
                 return
@@ -85,7 +85,7 @@ class JobRun:
     @property
     def history(self) -> list[dict]:
         """The job's history, its ``t`` from the run's ``start``."""
-        return [{**row, "t": self.start + float(row["t"])} for row in self.job.history]
+        return [{**row, "t": round(self.start + float(row["t"]), 4)} for row in self.job.history]  # (as events are)
 
     @property
     def virtual_seconds(self) -> float:

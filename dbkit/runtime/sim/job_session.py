@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...ps import ParameterShard
-from ..every import Stopping
+from ..every import every_loop
 from .cost import CostModel
 from .gradient_batch import GradientBatch
 from .layout import lay_out
@@ -49,23 +49,8 @@ class _Loop:
         session.time_driver.call(lambda: session.drive(self._run, key=name), as_task=False)
 
     def _run(self) -> None:
-        while not self.halted:
-            owner = self._owner()
-            if owner is None:
-                return
-            try:
-                wait = self._body(owner)
-            except Stopping:
-                return
-            except Exception as e:  # noqa: BLE001 - reported to the owner, never lost
-                if self._on_error is not None:
-                    self._on_error(owner, e)
-                return
-            finally:
-                owner = None
-            if wait is None or self.halted:
-                return
-            self._sim.sleep(max(wait, 1e-6))
+        sim = self._sim
+        every_loop(self._owner, self._body, self._on_error, lambda: self.halted, lambda w: sim.sleep(max(w, 1e-6)))
 
     def halt(self, join: bool = True, timeout: float = 30.0) -> None:
         self.halted = True
