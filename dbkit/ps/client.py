@@ -101,11 +101,6 @@ class ShardedParameters:
         pending = self._send("push", grad, None, examples, first_versions)
         return self._answered([await aresolve(p) for p in pending])
 
-    async def apush_fetch(self, grad: np.ndarray, examples: int = 0,
-                          first_versions: Sequence[int] | None = None) -> tuple[list[PushAnswer], np.ndarray]:
-        pending = self._send("push_fetch", grad, None, examples, first_versions)
-        return self._answered_and_fetched([await aresolve(p) for p in pending])
-
     def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None, examples: int,
               first_versions: Sequence[int] | None, out: np.ndarray | None = None) -> list:
         """Call ``method`` on every shard with its slice of ``grad``; a ``push_fetch`` given ``out`` has the

@@ -101,7 +101,3 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
     return StepCost(machines, compute, exchange, int(most_in))
 
 
-def speedups(profile: Profile, shape: ModelShape, machines: list[int], batch: int) -> list[float]:
-    """The one-machine step over each ``machines`` count's step (Fig. 3's y axis)."""
-    one = partitioned_step(profile, shape, 1, batch).seconds
-    return [one / partitioned_step(profile, shape, k, batch).seconds for k in machines]

@@ -164,11 +164,6 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
         """The object placed under ``key`` itself (a simulated partition finds its partners so)."""
         return self._actors[key].shard
 
-    def peek(self, name: str) -> Any:
-        """The object placed as ``name`` itself, for an observer outside the simulation (its figures): reading
-        it takes no virtual time and sends no message."""
-        return self._actors[self.registry.proxy(name).key].shard
-
     def remove(self, key: str) -> None:
         self._actors.pop(key, None)
 
