@@ -219,3 +219,25 @@ def test_a_shard_call_that_never_answers_ends_after_its_bound_with_a_clear_error
             return 5
 
     assert resolve(Answer(), 0.1) == 5
+
+
+def test_named_vectors_are_a_component_that_sees_the_shards_parameters_through_a_restore():
+    """Sandblaster's vectors live in ``NamedVectors``, which the shard holds (no mixin): a write to ``params``
+    through it is an update of the shard, and after ``load_state`` it still reads the shard's parameters."""
+    import numpy as np
+
+    from dbkit.ps import ParameterShard
+    from dbkit.ps.vectors import NamedVectors
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=50).astype(np.float32), rng.normal(size=50).astype(np.float32)
+    shard = ParameterShard(0, 0, 50, a)
+    assert isinstance(shard.named, NamedVectors) and not isinstance(shard, NamedVectors)
+    saved = shard.state()
+    shard.load_vectors({"grad": b})
+    assert shard.dot("params", "grad") == pytest.approx(float(np.dot(a.astype(np.float64), b)), rel=1e-6)
+    shard.axpy(-0.5, "grad", "params")  # a write to the parameters: one more version
+    assert shard.version == 1 and np.allclose(shard.fetch()[1], a - 0.5 * b)
+    shard.load_state(saved)
+    assert np.array_equal(shard.fetch_vector("params")[1], a) and shard.dot("params", "params") == pytest.approx(
+        float(np.dot(a.astype(np.float64), a)), rel=1e-6)

@@ -27,12 +27,12 @@ from .records import PushAnswer, ShardFigures
 from .rules import check_lr
 from .update_rule import UpdateRule, make_rule
 from .vector_checkpoint import VectorState, write_vectors
-from .vectors import VectorOps
+from .vectors import NamedVectors
 
 AGE_WINDOW = 4096  # versions back for which a shard remembers how many examples it had applied
 
 
-class ParameterShard(VectorOps):
+class ParameterShard:
     """Holds ``params[start:stop]`` and applies pushed gradients.
 
     Parameters
@@ -75,8 +75,8 @@ class ParameterShard(VectorOps):
         self.pushers: Counter[str] = Counter()
         self.bytes_fetched = 0
         self.bytes_pushed = 0
-        self.vectors: dict[str, np.ndarray] = {}  # named vectors for Sandblaster (dbkit.ps.vectors)
-        self.landed: dict[str, set] = {}  # work units accumulated into each named vector
+        #: Sandblaster's named vectors (``dbkit.ps.vectors``), written under this shard's lock
+        self.named = NamedVectors(self.index, self.params, self._advance)
         # lock order: leaf (parameters, accumulators, version and counters; a fetch or push holds it alone)
         self._lock = threading.Lock()
 
@@ -187,6 +187,68 @@ class ParameterShard(VectorOps):
         version, params = self.fetch(into)
         return answer, version, params
 
+    # ---- Sandblaster's commands on named vectors (DistBelief Sec. 4.2): each under the shard's lock ----
+    def vector_names(self) -> list[str]:
+        with self._lock:
+            return self.named.names()
+
+    def zero(self, name: str) -> None:
+        """Zero vector ``name`` and forget which work units landed in it."""
+        with self._lock:
+            self.named.zero(name)
+
+    def landed_units(self, name: str) -> list[int]:
+        """Work units whose gradients were accumulated into ``name`` since it was zeroed."""
+        with self._lock:
+            return self.named.landed_units(name)
+
+    def copy(self, src: str, dst: str) -> None:
+        with self._lock:
+            self.named.copy(src, dst)
+
+    def drop(self, name: str) -> None:
+        with self._lock:
+            self.named.drop(name)
+
+    def dot(self, a: str, b: str) -> float:
+        """This shard's part of ``a . b``, accumulated in float64."""
+        with self._lock:
+            return self.named.dot(a, b)
+
+    def axpy(self, alpha: float, x: str, y: str) -> None:
+        """``y += alpha * x``."""
+        with self._lock:
+            self.named.axpy(alpha, x, y)
+
+    def scale(self, alpha: float, x: str) -> None:
+        """``x *= alpha``."""
+        with self._lock:
+            self.named.scale(alpha, x)
+
+    def accumulate(self, name: str, values: np.ndarray, units: tuple = ()) -> PushAnswer:
+        """``name += values`` (a replica's summed gradient slice); refused like a bad push, and refused when
+        ``units`` (the work units summed in ``values``) holds one that already landed here, so a unit redone
+        after its replica died mid-push is never counted twice on this shard."""
+        with self._lock:
+            values = self._aligned(values)
+            twice = self.named.twice(name, units)
+            if twice:
+                return PushAnswer(False, self.version, reason=f"duplicate: units {twice} already landed")
+            reason = self._refusal(values, 0)
+            if reason is not None:
+                return self._refuse(reason)
+            self.named.add(name, values, units)
+            self.bytes_pushed += values.size * 4
+            return PushAnswer(True, self.version)
+
+    def fetch_vector(self, name: str) -> tuple[int, np.ndarray]:
+        """``(version, copy of vector name)``; ``fetch()`` is ``fetch_vector("params")``."""
+        with self._lock:
+            values = self.named.get(name)
+            self.fetches += 1
+            self.bytes_fetched += values.nbytes
+            return self.version, values.copy()
+
     def _form_refusal(self, grad: np.ndarray) -> str | None:
         if grad.shape != (self.size,):
             return f"wrong length: got shape {grad.shape}, shard {self.index} holds {self.size}"
@@ -256,7 +318,7 @@ class ParameterShard(VectorOps):
         """Write vectors ``names`` (Sandblaster's parameters, gradient, history) to this shard's
         checkpoint of ``iteration`` (``dbkit.ps.vector_checkpoint``); copied under the lock."""
         with self._lock:
-            vectors = {name: self._vec(name).copy() for name in names}
+            vectors = {name: self.named.get(name).copy() for name in names}
         state = VectorState(self.index, self.start, self.stop, iteration, model, vectors)
         return str(write_vectors(directory, state))
 
@@ -267,7 +329,7 @@ class ParameterShard(VectorOps):
             raise ValueError(f"shard {self.index}: vectors must be finite and of length {self.size}")
         with self._lock:
             for name, v in checked.items():
-                self._out(name)[:] = v
+                self.named.out(name)[:] = v
 
     def state(self) -> dict:
         """A checkpoint: copies of parameters and optimizer state, version, examples applied and rule."""
@@ -306,7 +368,7 @@ class ParameterShard(VectorOps):
         if rule.keeps_state != (opt is not None) or (opt is not None and np.shape(opt) != (self.size,)):
             raise ValueError(f"shard {self.index}: checkpoint optimizer state does not match optimizer {optimizer!r}")
         with self._lock:
-            self.params = params.copy()
+            np.copyto(self.params, params)  # (in place: the named vectors hold this array as "params")
             self.opt_state = None if opt is None else np.array(opt, dtype=np.float32, copy=True)
             self.version, self.rule = version, rule
             self._examples_at[:] = self.examples
