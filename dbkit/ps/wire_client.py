@@ -2,9 +2,9 @@
 
 A ``WireShard`` stands where an actor proxy would in ``ShardedParameters``:
 ``fetch``, ``push`` and ``push_fetch`` return at once with a
-``concurrent.futures.Future``, and one background thread per connection sends
-the requests in the order they were made and reads the answers (the socket
-calls release the GIL, so the replica computes meanwhile). Any other method
+``concurrent.futures.Future``, and the process's one wire loop
+(``wire_calls.CallLoop``) sends the requests in the order they were made and
+reads the answers (the replica computes meanwhile). Any other method
 (figures, learning rate, ...) goes to ``fallback``, the shard's actor.
 
 A connection that fails fails every call after it with ``WireError``; no call
@@ -13,9 +13,7 @@ waits longer than ``timeout`` seconds on a silent peer. No Dask import.
 
 from __future__ import annotations
 
-import queue
 import socket
-import threading
 import weakref
 from concurrent.futures import Future
 from typing import Any
@@ -23,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from .owned_end import OwnedEnd
-from .records import PushAnswer, WireAddress
-from .wire_frames import FETCH, HELLO, OK, PUSH, PUSH_FETCH, REQUEST, WireError, open_connection, recv_reply
+from .records import WireAddress
+from .wire_calls import Call, CallLoop, request
+from .wire_frames import FETCH, HELLO, OK, PUSH, PUSH_FETCH, WireError, open_connection, recv_reply
 
 
 class WireShard(OwnedEnd):
@@ -59,14 +58,13 @@ class WireShard(OwnedEnd):
 
         self._sock, meta = open_connection(address, self._where, hello, timeout)
         self.size = int(meta["size"])
-        self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
-        # The thread holds the socket and the queue, not this object: a WireShard dropped without close()
-        # (a partition actor deleted with its worker's state) is collected, and its finalizer ends the thread.
-        self._thread = threading.Thread(target=_answer_calls, args=(self._sock, self._requests, self._where, self.size),
-                                        name=f"dbkit-wire-{key}", daemon=True)
-        self._thread.start()
-        self._finalizer = weakref.finalize(self, _stop, self._sock, self._requests, self._thread)
+        # The loop holds the connection's calls, not this object: a WireShard dropped without close() (a
+        # partition actor deleted with its worker's state) is collected, and its finalizer ends the connection.
+        self._calls = CallLoop.open(self._sock, self._where, self.size, timeout)
+        assert self._calls.loop is not None
+        self._loop = self._calls.loop
+        self._finalizer = weakref.finalize(self, self._loop.close, self._calls)
 
     # ---- the calls a Downpour replica makes, answered as an actor's would be ----
     def fetch(self, into: np.ndarray | None = None) -> Future:
@@ -97,62 +95,16 @@ class WireShard(OwnedEnd):
             grad = np.ascontiguousarray(grad, dtype=np.float32)
             if grad.shape != (self.size,):
                 raise ValueError(f"{self._where} holds {self.size} parameters; got a gradient of shape {grad.shape}")
-        future: Future = Future()
         if into is not None and (into.shape != (self.size,) or into.dtype != np.float32
                                  or not into.flags.c_contiguous):
             raise ValueError(f"{self._where}: into must be {self.size} contiguous float32")
-        self._requests.put((future, op, grad, int(version), int(version if first is None else first), int(examples),
-                            into))
-        return future
+        first = int(version if first is None else first)
+        return self._loop.submit(self._calls, Call(op, request(op, grad, int(version), first, int(examples)), into))
 
     def close(self) -> None:
-        """Finish the calls already made, then close the connection and join its thread. Safe to call twice."""
+        """Finish the calls already made, then close the connection. Safe to call twice."""
         self._closed = True
         self._finalizer()
 
     def __repr__(self) -> str:
         return f"<WireShard {self._where}{' closed' if self._closed else ''}>"
-
-
-def _answer_calls(sock: socket.socket, requests: queue.SimpleQueue, where: str, size: int) -> None:
-    """Send each call in turn and set its future from the answer; after a failure, fail every call."""
-    broken: WireError | None = None
-    while (item := requests.get()) is not None:
-        future, op, grad, version, first, examples, into = item
-        if broken is not None:
-            future.set_exception(broken)
-            continue
-        try:
-            sock.sendall(REQUEST.pack(op, version, first, examples, 0 if grad is None else grad.nbytes))
-            if grad is not None:
-                sock.sendall(grad.data.cast("B"))
-            status, meta, values = recv_reply(sock, 4 * size, into)
-        except (OSError, WireError) as e:
-            broken = WireError(f"lost the connection to {where}: {e}")
-            future.set_exception(broken)
-            continue
-        if status != OK:
-            future.set_exception(RuntimeError(f"{where}: {meta.get('error')}"))
-            continue
-        values = np.empty(0, dtype=np.float32) if values is None else values
-        if op == FETCH:
-            future.set_result((meta["version"], values))
-        elif op == PUSH:
-            future.set_result(PushAnswer(**meta["answer"]))
-        else:
-            future.set_result((PushAnswer(**meta["answer"]), meta["version"], values))
-
-
-def _stop(sock: socket.socket, requests: queue.SimpleQueue, thread: threading.Thread) -> None:
-    """End ``thread`` after the calls queued before, then close ``sock``; a call still waiting on a silent
-    peer after 5 s is woken with an error."""
-    requests.put(None)
-    if thread is not threading.current_thread():
-        thread.join(5.0)
-        if thread.is_alive():
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            thread.join()
-    sock.close()

@@ -9,42 +9,60 @@ shards of another process over its own TCP connection, one per (replica,
 shard), at the raw socket's cost. Dask still places the shards and finds
 them; everything but fetch and push still goes to the actor.
 
-A connection must open with the server's token (``WireAddress.token``, which
-the driver reads through Dask and gives only to its replicas) and names its
-shard by key; the server looks the key up on every request, so a shard
-released from the process is gone for its connections too. Nothing received
-is unpickled. No Dask import.
+One thread serves every connection of the process (a ``selectors`` loop): a
+connection is a small state machine reading its next frame into a buffer and
+sending its replies when the socket takes them, so a thousand replicas, or a
+thousand strangers, hold no thread each. A connection must open with the
+server's token (``WireAddress.token``, which the driver reads through Dask and
+gives only to its replicas) within ``hello_timeout`` and names its shard by
+key; the server looks the key up on every request, so a shard released from
+the process is gone for its connections too. Nothing received is unpickled.
+No Dask import.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hmac
+import json
 import secrets
+import selectors
 import socket
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .records import WireAddress
-from .wire_frames import (
-    ERROR,
-    FETCH,
-    HELLO,
-    PUSH,
-    PUSH_FETCH,
-    REQUEST,
-    WireError,
-    recv_exact,
-    recv_floats,
-    send_reply,
-    tune,
-)
+from .wire_frames import ERROR, FETCH, HELLO, OK, PUSH, PUSH_FETCH, REPLY, REQUEST, WireError, float_count, tune
 
 HELLO_TIMEOUT = 10.0  # seconds a new connection has to show the token
-MAX_STRANGERS = 32  # connections at once that have not shown it yet
+MAX_STRANGERS = 1024  # connections at once that have not shown it yet; one more drops the oldest of them
+
+
+class _Connection:
+    """One peer: the frame it is reading (``view``, filled up to ``got``, then ``then(view)``), the replies
+    waiting to be sent, and who it is once it has shown the token."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock, self.deadline = sock, deadline
+        self.stranger, self.closing = True, False
+        self.key: str | None = None
+        self.pusher: str | None = None
+        self.landing: np.ndarray | None = None
+        self.view = memoryview(bytearray(0))
+        self.got = 0
+        self.then: Callable[[memoryview], None] = lambda _: None
+        self.out: deque[memoryview] = deque()
+
+    def expect(self, view: memoryview, then: Callable[[memoryview], None]) -> None:
+        self.view, self.got, self.then = view, 0, then
+
+    def expect_bytes(self, n: int, then: Callable[[memoryview], None]) -> None:
+        self.expect(memoryview(bytearray(n)), then)
 
 
 class WireServer:
@@ -60,133 +78,212 @@ class WireServer:
     hello_timeout : float
         Seconds a new connection has to show the token; then it is closed.
     max_strangers : int
-        Connections at once that have not yet shown the token; one more is
-        closed at once, so idle strangers cannot hold the worker's threads.
+        Connections at once that have not yet shown the token; one more drops the oldest of them, so idle
+        strangers can neither exhaust the process's files nor keep a replica out.
     """
 
     def __init__(self, lookup: Callable[[str], Any], host: str = "127.0.0.1", hello_timeout: float = HELLO_TIMEOUT,
                  max_strangers: int = MAX_STRANGERS) -> None:
         self._lookup = lookup
         self.hello_timeout, self.max_strangers = float(hello_timeout), int(max_strangers)
-        self._strangers = 0  # connections that have not yet shown the token (guarded by _lock)
-        self.refused = 0  # connections closed for want of a token: wrong, late, or one stranger too many
+        self.refused = 0  # connections closed for want of a token: wrong, late, or dropped for a newer one
+        self.requests = 0  # fetches and pushes served (for tests and benchmarks)
         self._token = secrets.token_bytes(16)
         self._listener = socket.create_server((host, 0))
-        self._listener.settimeout(0.25)
+        self._listener.setblocking(False)
         self.address = WireAddress(host, self._listener.getsockname()[1], self._token.hex())
-        self._closed = threading.Event()
-        # lock order: leaf (the open connections and the count of strangers)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        # lock order: leaf (the open connections, read by ``connections`` from other threads)
         self._lock = threading.Lock()
-        self._connections: dict[socket.socket, threading.Thread] = {}
-        self.requests = 0  # fetches and pushes served (for tests and benchmarks)
-        self._acceptor = threading.Thread(target=self._accept, name="dbkit-wire-accept", daemon=True)
-        self._acceptor.start()
+        self._connections: dict[socket.socket, _Connection] = {}  # in the order they came: strangers oldest first
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="dbkit-wire", daemon=True)
+        self._thread.start()
+
+    # ---- the loop ------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            while not self._closed:
+                for key, events in self._selector.select(0.25):
+                    if key.data is None:
+                        self._accept()
+                        continue
+                    c: _Connection = key.data
+                    try:
+                        if events & selectors.EVENT_READ and not c.closing:
+                            self._read(c)
+                        if events & selectors.EVENT_WRITE or c.out:
+                            self._send(c)
+                    except (OSError, WireError, ValueError):  # ValueError: a key that is not UTF-8
+                        self._drop(c)  # the peer went away or broke the protocol; the shard is untouched
+                self._expire(time.monotonic())
+        finally:
+            for c in list(self._connections.values()):
+                self._drop(c, refused=False)
+            self._selector.close()
 
     def _accept(self) -> None:
-        while not self._closed.is_set():
+        while True:
             try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
                 return
-            conn.settimeout(self.hello_timeout)  # until the token is shown
-            tune(conn)
-            thread = threading.Thread(target=self._serve, args=(conn,), name="dbkit-wire-serve", daemon=True)
+            except OSError:  # the listener closed
+                return
+            sock.setblocking(False)
+            tune(sock)
+            c = _Connection(sock, time.monotonic() + self.hello_timeout)
+            strangers = [s for s in self._connections.values() if s.stranger]
+            if len(strangers) >= self.max_strangers:
+                self._drop(strangers[0])
+            c.expect_bytes(HELLO.size, self._hello_of(c))
             with self._lock:
-                if self._closed.is_set():
-                    conn.close()
+                self._connections[sock] = c
+            self._selector.register(sock, selectors.EVENT_READ, c)
+
+    def _read(self, c: _Connection) -> None:
+        """Take what has arrived into the frame under way, finishing frames as they fill."""
+        while not c.closing:
+            if c.got < len(c.view):
+                try:
+                    k = c.sock.recv_into(c.view[c.got:])
+                except (BlockingIOError, InterruptedError):
                     return
-                if self._strangers >= self.max_strangers:
-                    self.refused += 1
-                    conn.close()
+                if k == 0:
+                    raise WireError("the peer closed the connection")
+                c.got += k
+                if c.got < len(c.view):
                     continue
-                self._strangers += 1
-                self._connections[conn] = thread
-            thread.start()
+            c.then(c.view)
 
-    def _serve(self, conn: socket.socket) -> None:
-        stranger = True
+    def _send(self, c: _Connection) -> None:
+        """Send what the socket takes now; wait for it to take more, or close once a last reply is out."""
+        while c.out:
+            try:
+                k = c.sock.send(c.out[0])
+            except (BlockingIOError, InterruptedError):
+                break
+            c.out[0] = c.out[0][k:]
+            if not len(c.out[0]):
+                c.out.popleft()
+        if not c.out and c.closing:
+            self._drop(c, refused=False)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.out else 0)
+        if self._selector.get_key(c.sock).events != events:
+            self._selector.modify(c.sock, events, c)
+
+    def _expire(self, now: float) -> None:
+        for c in [c for c in self._connections.values() if c.stranger and c.deadline <= now]:
+            self._drop(c)
+
+    def _drop(self, c: _Connection, refused: bool = True) -> None:
+        with self._lock:
+            if self._connections.pop(c.sock, None) is None:
+                return
+        if c.stranger and refused:
+            self.refused += 1
         try:
-            key, pusher = self._hello(conn)
-            with self._lock:
-                self._strangers -= 1
-            stranger = False
-            if key is not None:
-                conn.settimeout(None)  # a replica may compute for long between requests
-                self._requests(conn, key, pusher)
-        except (OSError, WireError, ValueError):  # ValueError: a key that is not UTF-8
-            pass  # the replica went away (or broke the protocol): its connection ends, the shard is untouched
-        finally:
-            with self._lock:
-                self._connections.pop(conn, None)
-                if stranger:
-                    self._strangers -= 1
-                    self.refused += 1
-            conn.close()
+            self._selector.unregister(c.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        c.sock.close()
 
-    def _hello(self, conn: socket.socket) -> tuple[str | None, str | None]:
+    # ---- the frames --------------------------------------------------------------------------------------
+    def _reply(self, c: _Connection, meta: dict[str, Any], values: np.ndarray | None = None, status: int = OK,
+               last: bool = False) -> None:
+        """Queue one reply (header, JSON ``meta``, raw float32 ``values``); ``last``: then close."""
+        body = json.dumps(meta).encode()
+        payload = 0 if values is None else values.nbytes
+        c.out.append(memoryview(REPLY.pack(status, len(body), payload) + body))
+        if payload:
+            c.out.append(np.ascontiguousarray(values, dtype=np.float32).data.cast("B"))
+        c.closing = c.closing or last
+        self._send(c)
+
+    def _hello_of(self, c: _Connection) -> Callable[[memoryview], None]:
+        return lambda view: self._hello(c, bytes(view))
+
+    def _hello(self, c: _Connection, hello: bytes) -> None:
         """The token first, then (only for the token's holder) anything decoded; a stranger is answered and
         dropped before any of its bytes are read as text."""
-        token, key_len, pusher_len = HELLO.unpack(recv_exact(conn, HELLO.size))
+        token, key_len, pusher_len = HELLO.unpack(hello)
         if not hmac.compare_digest(token, self._token):
-            send_reply(conn, {"error": "wrong token: this wire serves only its own job's replicas"}, status=ERROR)
-            raise WireError("a connection without the token")
-        key, pusher = recv_exact(conn, key_len).decode(), recv_exact(conn, pusher_len).decode() or None
-        shard = self._lookup(key)
+            self.refused += 1
+            c.stranger = False  # (counted: its last reply goes out, then it closes)
+            self._reply(c, {"error": "wrong token: this wire serves only its own job's replicas"}, status=ERROR,
+                        last=True)
+            return
+        c.stranger = False
+        c.expect_bytes(key_len + pusher_len, lambda view: self._named(c, bytes(view), key_len))
+        if key_len + pusher_len == 0:
+            c.then(c.view)
+
+    def _named(self, c: _Connection, names: bytes, key_len: int) -> None:
+        c.key, c.pusher = names[:key_len].decode(), names[key_len:].decode() or None
+        shard = self._lookup(c.key)
         if shard is None:
-            send_reply(conn, {"error": f"no shard {key} in this process"}, status=ERROR)
-            return None, None
-        send_reply(conn, {"size": int(shard.size)})
-        return key, pusher
+            self._reply(c, {"error": f"no shard {c.key} in this process"}, status=ERROR, last=True)
+            return
+        c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
+        self._reply(c, {"size": int(shard.size)})
 
-    def _requests(self, conn: socket.socket, key: str, pusher: str | None) -> None:
-        landing: np.ndarray | None = None
-        while True:
-            op, version, first, examples, nbytes = REQUEST.unpack(recv_exact(conn, REQUEST.size))
-            self.requests += 1  # one serving thread per connection; a lost count under a race is harmless
-            shard = self._lookup(key)
-            if shard is None:
-                send_reply(conn, {"error": f"shard {key} is gone from this process"}, status=ERROR)
-                return
-            if op not in (FETCH, PUSH, PUSH_FETCH):
-                send_reply(conn, {"error": f"unknown operation {op}"}, status=ERROR)
-                return
-            if op == FETCH:
-                version, values = shard.fetch()
-                send_reply(conn, {"version": int(version)}, values)
-                continue
-            if landing is None or len(landing) != shard.size:
-                landing = np.empty(shard.size, dtype=np.float32)
-            grad = recv_floats(conn, nbytes, 4 * shard.size, landing)
-            try:
-                if op == PUSH:
-                    answer = shard.push(grad, version, pusher, examples, first)
-                    send_reply(conn, {"answer": dataclasses.asdict(answer)})
-                else:
-                    answer, version, values = shard.push_fetch(grad, version, pusher, examples, first)
-                    send_reply(conn, {"answer": dataclasses.asdict(answer), "version": int(version)}, values)
-            except (OSError, WireError):
-                raise
-            except Exception as e:  # noqa: BLE001 - the shard's error goes back to the replica, as an actor's would
-                send_reply(conn, {"error": f"{type(e).__name__}: {e}"}, status=ERROR)
+    def _request(self, c: _Connection, header: bytes) -> None:
+        op, version, first, examples, nbytes = REQUEST.unpack(header)
+        self.requests += 1
+        assert c.key is not None
+        shard = self._lookup(c.key)
+        if shard is None:
+            self._reply(c, {"error": f"shard {c.key} is gone from this process"}, status=ERROR, last=True)
+            return
+        if op not in (FETCH, PUSH, PUSH_FETCH):
+            self._reply(c, {"error": f"unknown operation {op}"}, status=ERROR, last=True)
+            return
+        c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
+        if op == FETCH:
+            version, values = shard.fetch()
+            self._reply(c, {"version": int(version)}, values)
+            return
+        n = float_count(nbytes, 4 * shard.size)
+        if c.landing is None or len(c.landing) != shard.size:
+            c.landing = np.empty(shard.size, dtype=np.float32)
+        grad = c.landing[:n]
+        c.expect(grad.data.cast("B"), lambda _: self._push(c, op, grad, version, first, examples))
+        if n == 0:
+            c.then(c.view)
 
+    def _push(self, c: _Connection, op: int, grad: np.ndarray, version: int, first: int, examples: int) -> None:
+        c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
+        assert c.key is not None
+        shard = self._lookup(c.key)
+        if shard is None:
+            self._reply(c, {"error": f"shard {c.key} is gone from this process"}, status=ERROR, last=True)
+            return
+        try:
+            if op == PUSH:
+                answer = shard.push(grad, version, c.pusher, examples, first)
+                self._reply(c, {"answer": dataclasses.asdict(answer)})
+            else:
+                answer, version, values = shard.push_fetch(grad, version, c.pusher, examples, first)
+                self._reply(c, {"answer": dataclasses.asdict(answer), "version": int(version)}, values)
+        except (OSError, WireError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the shard's error goes back to the replica, as an actor's would
+            self._reply(c, {"error": f"{type(e).__name__}: {e}"}, status=ERROR)
+
+    # ---- from other threads --------------------------------------------------------------------------------
     @property
     def connections(self) -> int:
         with self._lock:
             return len(self._connections)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop listening, end every connection and join every thread. Safe to call twice."""
-        self._closed.set()
-        self._listener.close()
-        with self._lock:
-            items = list(self._connections.items())
-        for conn, _ in items:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._acceptor.join(timeout)
-        for _, thread in items:
-            thread.join(timeout)
+        """Stop listening, end every connection and the loop's thread. Safe to call twice."""
+        self._closed = True
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        try:
+            self._listener.close()
+        except OSError:
+            pass
