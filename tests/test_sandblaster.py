@@ -75,7 +75,7 @@ def test_two_loop_from_shard_commands_matches_numpy(n_shards):
     history = []
     for i, (s, y) in enumerate(zip(S, Y)):
         for shard, (a, b) in zip(ps.shards, ps.layout.ranges):
-            shard.vectors[f"s{i}"], shard.vectors[f"y{i}"] = s[a:b].copy(), y[a:b].copy()
+            shard.named.vectors[f"s{i}"], shard.named.vectors[f"y{i}"] = s[a:b].copy(), y[a:b].copy()
         history.append(HistoryPair(f"s{i}", f"y{i}", 1.0 / float(np.dot(y.astype(float), s.astype(float)))))
     two_loop(ps, history)
     ref = two_loop_numpy(g, [s.astype(float) for s in S], [y.astype(float) for y in Y])
