@@ -106,7 +106,8 @@ class CallLoop:
     """The process's loop (thread ``dbkit-wire-calls``), while it carries a connection; see ``open``."""
 
     _here: CallLoop | None = None
-    _made = threading.Lock()  # lock order: leaf (the one loop of the process)
+    # lock order: leaf (the one loop of the process, and whether it has ended)
+    _made = threading.Lock()
 
     @classmethod
     def open(cls, sock: socket.socket, where: str, size: int, timeout: float) -> _Calls:
