@@ -44,7 +44,7 @@ class TimeDriver:
     """
 
     def __init__(self, slice_seconds: float = 0.05) -> None:
-        self.slice_seconds, self.yield_seconds = slice_seconds, 0.0
+        self.slice_seconds = slice_seconds
         self.run_task: Callable[[Callable[[], Any]], Any] | None = None
         # lock order: leaf, never held with _run_lock (the calls waiting, held, the time limit)
         self._cond = threading.Condition()
@@ -177,5 +177,5 @@ class TimeDriver:
                 self.error = e
             finally:
                 self.real_seconds += time.perf_counter() - began
-        time.sleep(self.yield_seconds)  # (0: the GIL goes to the other threads, a panel drawing, between two slices)
+        time.sleep(0)  # the GIL to the other threads (a panel drawing) between two slices
         return True
