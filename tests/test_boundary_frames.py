@@ -5,11 +5,13 @@ References: the arrays and JSON sent, byte for byte.
 """
 
 import json
+import select
 import socket
 
 import numpy as np
 import pytest
 
+from dbkit.partition import mailbox
 from dbkit.partition.boundary_frames import FRAME, KINDS, FrameReader, send_frame
 from dbkit.partition.mailbox import Mailbox
 from dbkit.ps.wire_frames import WireError
@@ -114,3 +116,55 @@ def test_a_malformed_frame_is_refused(pair, raw, match):
     a.shutdown(socket.SHUT_WR)
     with pytest.raises(WireError, match=match):
         FrameReader(b, size=64).read()
+
+
+class LetterInTheGap:
+    """Stands in for a mailbox's reading lock: the first time a waiting thread takes it (after it looked for
+    its letter and before it sleeps in ``select``), a partner in this process puts that letter."""
+
+    def __init__(self, box: Mailbox, key: tuple, values: np.ndarray) -> None:
+        self._lock, self._box, self._key, self._values = box._reading, box, key, values
+        self.put = False
+
+    def acquire(self, blocking: bool = True) -> bool:
+        got = self._lock.acquire(blocking)
+        if got and not self.put:
+            self.put = True
+            self._box.put(self._key, self._values)
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def test_a_letter_put_between_looking_and_sleeping_wakes_the_reader(monkeypatch):
+    """A partner in this process puts the letter after the waiting thread looked for it and before it sleeps:
+    the reader takes it instead of sleeping out its timeout in ``select`` (CI saw a step fail this way: the
+    reader slept 30 s, its partners gave up)."""
+    empty_wakes, real_select = [], select.select
+
+    def counting_select(r, w, x, timeout):
+        ready = real_select(r, w, x, timeout)
+        if not ready[0]:
+            empty_wakes.append(timeout)
+        return ready
+
+    monkeypatch.setattr(mailbox.select, "select", counting_select)
+    box = Mailbox(2, timeout=3.0)
+    x = np.arange(6, dtype=np.float32)
+    gap = LetterInTheGap(box, (1, "f", 1, 0), x)
+    box._reading = gap  # type: ignore[assignment]
+    try:
+        np.testing.assert_array_equal(box.take((1, "f", 1, 0))[0], x)
+        assert gap.put
+        assert empty_wakes == []  # no sleep out to the timeout with the letter waiting
+    finally:
+        box._reading = gap._lock
+        box.shut()

@@ -50,6 +50,7 @@ class Mailbox:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._selecting = False  # a reader sleeps in select: wake it with a byte
+        self._delivered = 0  # letters and orders delivered so far: a reader about to sleep looks at it first
         self.closed: str | None = None
 
     # ---- what arrives ---------------------------------------------------------------------------
@@ -87,6 +88,7 @@ class Mailbox:
             self.closed = f"partition {key[2]} failed: {meta['error']}"
         else:
             self._letters[key] = (values, meta)
+        self._delivered += 1
         self._cond.notify_all()
 
     def _wake(self) -> None:
@@ -125,12 +127,13 @@ class Mailbox:
                 found = ready()
                 if found is not None or self.closed is not None:
                     return found
+                seen = self._delivered
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             if self._reading.acquire(blocking=False):
                 try:
-                    self._read(remaining)
+                    self._read(remaining, seen)
                 finally:
                     self._reading.release()
                     with self._cond:
@@ -140,12 +143,13 @@ class Mailbox:
                     if self.closed is None:
                         self._cond.wait(min(remaining, 0.05))
 
-    def _read(self, remaining: float) -> None:
+    def _read(self, remaining: float, seen: int) -> None:
         """Wait up to ``remaining`` seconds for something to read (a frame, or a wake-up), and read it: the
         caller then looks again for what it waits for. A frame already received (behind the last one read)
-        is read first, with no wait."""
+        is read first, with no wait; if anything was delivered since the caller looked (``seen``), nothing
+        is waited for: a partner's ``put`` in that gap found no reader in ``select`` to wake."""
         with self._cond:
-            if self.closed is not None:
+            if self.closed is not None or self._delivered != seen:
                 return
             connections = list(self._connections.items())
             self._selecting = True
