@@ -13,16 +13,15 @@ import pytest
 from dbkit import nn
 from dbkit.partition import PartitionWorker, boundary_floats, ownership
 from dbkit.partition.actors import BoundaryAddress, PartitionActor, wireable
-from dbkit.partition.boundary_frames import HELLO
 from dbkit.partition.boundary_link import InMemoryEnd
-from dbkit.partition.boundary_wire import ACCEPTED, REFUSED, BoundaryEnd
+from dbkit.partition.boundary_wire import BoundaryEnd
 from dbkit.partition.downpour_partition import DownpourPartition
 from dbkit.partition.lead import lead
 from dbkit.partition.replica import PartitionedDownpourReplica
 from dbkit.ps import ParameterShard, ShardedParameters
 from dbkit.ps.layout import balanced_layout
 from dbkit.ps.records import WireAddress
-from dbkit.ps.wire_frames import WireError
+from dbkit.ps.wire_frames import ERROR, HELLO, OK, WireError, recv_reply
 from dbkit.runtime.run_through import run_through
 
 
@@ -79,6 +78,11 @@ def test_wired_partitions_equal_the_whole_network(name, hidden, k, over_the_wire
         _close(parts)
 
 
+def _hello(token: bytes, sender: int) -> bytes:
+    name = str(sender).encode()
+    return HELLO.pack(token, 0, len(name)) + name
+
+
 def test_a_stranger_without_the_token_or_with_garbage_is_refused_and_the_partition_goes_on():
     net = nn.build("mlp", 64, 10, hidden=(32, 16))
     params = net.init_params(1)
@@ -88,23 +92,73 @@ def test_a_stranger_without_the_token_or_with_garbage_is_refused_and_the_partiti
         _load(parts, own, params, X, y)
         before = lead(parts[0], 1, "run", {"return_grad": True})
         address = parts[1].link.address
+        wire = parts[1].link.wire
+        refused = wire.refused
         with socket.create_connection((address.host, address.port), timeout=10) as s:  # a wrong token
-            s.sendall(HELLO.pack(b"\x00" * 16, 0))
-            assert s.recv(1) == REFUSED
+            s.sendall(_hello(b"\x00" * 16, 0))
+            assert recv_reply(s, 0)[0] == ERROR
         with socket.create_connection((address.host, address.port), timeout=10) as s:  # garbage
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert s.recv(1) == REFUSED
-        with pytest.raises(WireError, match="refused"):  # a partner's end with the wrong token
+            assert recv_reply(s, 0)[0] == ERROR
+        with pytest.raises(WireError, match="refused the connection: wrong token"):  # a partner's wrong token
             BoundaryEnd(WireAddress(address.host, address.port, "ff" * 16), 0)
-        assert parts[1].link.listener.refused == 3
+        assert wire.refused - refused == 3
         after = lead(parts[0], 2, "run", {"return_grad": True})  # the partition goes on
         for (_, g0), (_, g1) in zip(before, after):
             np.testing.assert_array_equal(g0, g1)
         with socket.create_connection((address.host, address.port), timeout=10) as s:  # the real token still works
-            s.sendall(HELLO.pack(bytes.fromhex(address.token), 0))
-            assert s.recv(1) == ACCEPTED
+            s.sendall(_hello(bytes.fromhex(address.token), 0))
+            assert recv_reply(s, 0)[:2] == (OK, {"partition": True})
     finally:
         _close(parts)
+
+
+def test_idle_strangers_do_not_hold_up_a_partner():
+    """#48: the old listener greeted one connection at a time, giving each stranger 10 s to show a token; 20
+    idle ones kept a real partner out for 200 s. Now the wire's loop greets them all at once."""
+    net = nn.build("mlp", 64, 10, hidden=(32, 16))
+    params = net.init_params(1)
+    X, y = _batch(64, 10, seed=3)
+    loss, grad = net.loss_and_grad(params, X, y)
+    own = ownership(net, 2)
+    parts = [PartitionWorker(j, own, exchange_timeout=30) for j in range(2)]
+    wires = [p.wire_up("127.0.0.1") for p in parts]
+    strangers = [socket.create_connection((wires[1].host, wires[1].port)) for _ in range(20)]
+    try:
+        for s in strangers:  # half a hello each: they are reading-in, not refused yet
+            s.sendall(b"\x00" * 7)
+        parts[0].connect_ends({1: BoundaryEnd(wires[1], 0, timeout=5)})  # before: "timed out" behind them
+        parts[1].connect_ends({0: BoundaryEnd(wires[0], 1, timeout=5)})
+        _load(parts, own, params, X, y)
+        answers = lead(parts[0], 1, "run", {"return_grad": True})
+        pgrad = np.zeros_like(params)
+        for j, (_, g) in enumerate(answers):
+            pgrad[own.param_indices(j)] = g
+        np.testing.assert_allclose(pgrad, grad, rtol=1e-5, atol=1e-6)
+    finally:
+        for s in strangers:
+            s.close()
+        _close(parts)
+
+
+def test_partitions_of_one_process_share_one_wire_that_ends_with_the_last():
+    net = nn.build("mlp", 64, 10, hidden=(8,))
+    own = ownership(net, 3)
+    parts = [PartitionWorker(j, own) for j in range(3)]
+    addresses = [p.wire_up("127.0.0.1") for p in parts]
+    wire = parts[0].link.wire
+    assert len({(a.host, a.port) for a in addresses}) == 1 and len({a.token for a in addresses}) == 3
+    assert all(p.link.wire is wire for p in parts) and not wire.closed
+    _close(parts[:2])
+    assert not wire.closed  # partition 2 still has its door
+    _close(parts[2:])
+    assert wire.closed
+    again = PartitionWorker(0, own)
+    try:
+        again.wire_up("127.0.0.1")
+        assert again.link.wire is not wire and not again.link.wire.closed  # a new one, for the new door
+    finally:
+        again.shutdown()
 
 
 def test_a_partner_whose_connection_ends_mid_step_fails_the_step_at_once():
@@ -112,7 +166,7 @@ def test_a_partner_whose_connection_ends_mid_step_fails_the_step_at_once():
     own, parts = _wired(net, 2, over_the_wire=(0, 1), timeout=600)  # a timeout would take 10 minutes
     try:
         _load(parts, own, net.init_params(1), *_batch(64, 10))
-        parts[1].link.close()  # its worker died: its listener and its end to partition 0 are gone
+        parts[1].link.close()  # its worker died: its door and its end to partition 0 are gone
         with pytest.raises((RuntimeError, WireError), match="connection ended|closed|sending"):
             lead(parts[0], 1, "run", {"return_grad": False})
     finally:
@@ -195,7 +249,7 @@ def test_no_wire_under_tls(monkeypatch):
     part = PartitionActor(0, ownership(nn.build("mlp", 64, 10, hidden=(8,)), 2))
     try:
         address = asyncio.run(part.open_wire())
-        assert address.wire is None and part.link.listener is None  # nothing listens: Dask's comms carry them
+        assert address.wire is None and part.link.address is None  # nothing listens: Dask's comms carry them
     finally:
         part.shutdown()
 

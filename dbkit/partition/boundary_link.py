@@ -20,8 +20,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..ps.records import WireAddress
+from ..ps.wire_doors import close_door, open_door
+from ..ps.wire_server import WireServer
 from .boundary_frames import Key
-from .boundary_wire import BoundaryListener
 from .mailbox import Mailbox
 
 OnOrder = Callable[[int, int, dict], None]  # sender, order number, orders
@@ -34,8 +35,8 @@ class End(Protocol):
 
 
 class BoundaryLink:
-    """Partition ``index``'s mailbox, its listener (on ``host``, if given), its ends to its partners and, with
-    ``on_order`` (a partition that follows a lead), the thread that runs each order."""
+    """Partition ``index``'s mailbox, its door on its process's wire (on ``host``, if given), its ends to its
+    partners and, with ``on_order`` (a partition that follows a lead), the thread that runs each order."""
 
     def __init__(self, index: int, timeout: float, host: str | None = None,
                  on_order: OnOrder | None = None) -> None:
@@ -43,7 +44,8 @@ class BoundaryLink:
         self.mailbox = Mailbox(index, timeout)
         self.ends: dict[int, End] = {}
         self._orders = 0  # orders given as its replica's lead (``dbkit.partition.lead``)
-        self.listener = None if host is None else BoundaryListener(index, self.mailbox.add_connection, host)
+        # a door on this process's wire: partners on other workers connect there (``dbkit.ps.wire_doors``)
+        self._door = None if host is None else open_door(host, self.mailbox.add_connection)
         self._server: threading.Thread | None = None
         if on_order is not None:
             # weakly: the thread would otherwise keep the partition alive after Dask drops it
@@ -53,8 +55,13 @@ class BoundaryLink:
             self._server.start()
 
     @property
+    def wire(self) -> WireServer | None:
+        """The process's wire its door is on (``None``: partners in this process only)."""
+        return None if self._door is None else self._door[0]
+
+    @property
     def address(self) -> WireAddress | None:
-        return None if self.listener is None else self.listener.address
+        return None if self._door is None else self._door[1]
 
     def next_order(self) -> int:
         """A new number for an order this partition gives as its replica's lead (one thread leads)."""
@@ -74,9 +81,10 @@ class BoundaryLink:
         self.ends[to].send(key, values, meta)
 
     def close(self) -> None:
-        """Stop listening, close every end and connection, and let the serving thread end. Safe to call twice."""
-        if self.listener is not None:
-            self.listener.close()
+        """Close its door, every end and connection, and let the serving thread end. Safe to call twice."""
+        door, self._door = self._door, None
+        if door is not None:
+            close_door(*door)
         self.mailbox.shut()
         for end in self.ends.values():
             end.close()

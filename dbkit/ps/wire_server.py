@@ -17,6 +17,12 @@ server's token (``WireAddress.token``, which the driver reads through Dask and
 gives only to its replicas) within ``hello_timeout`` and names its shard by
 key; the server looks the key up on every request, so a shard released from
 the process is gone for its connections too. Nothing received is unpickled.
+
+The same loop greets a wired partition's partners (``hand_off``): a
+connection that shows a partition's own token is answered and handed to that
+partition's mailbox, which reads its frames from then on. One listener and
+one loop per process greet every peer, so strangers, however many, never
+hold a partner up (issue #48); ``wire_doors`` finds the process's server.
 No Dask import.
 """
 
@@ -30,7 +36,6 @@ import selectors
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -38,31 +43,10 @@ import numpy as np
 
 from .records import WireAddress
 from .wire_frames import ERROR, FETCH, HELLO, OK, PUSH, PUSH_FETCH, REPLY, REQUEST, WireError, float_count, tune
+from .wire_peer import Accepted, Peer
 
 HELLO_TIMEOUT = 10.0  # seconds a new connection has to show the token
 MAX_STRANGERS = 1024  # connections at once that have not shown it yet; one more drops the oldest of them
-
-
-class _Connection:
-    """One peer: the frame it is reading (``view``, filled up to ``got``, then ``then(view)``), the replies
-    waiting to be sent, and who it is once it has shown the token."""
-
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self.sock, self.deadline = sock, deadline
-        self.stranger, self.closing = True, False
-        self.key: str | None = None
-        self.pusher: str | None = None
-        self.landing: np.ndarray | None = None
-        self.view = memoryview(bytearray(0))
-        self.got = 0
-        self.then: Callable[[memoryview], None] = lambda _: None
-        self.out: deque[memoryview] = deque()
-
-    def expect(self, view: memoryview, then: Callable[[memoryview], None]) -> None:
-        self.view, self.got, self.then = view, 0, then
-
-    def expect_bytes(self, n: int, then: Callable[[memoryview], None]) -> None:
-        self.expect(memoryview(bytearray(n)), then)
 
 
 class WireServer:
@@ -83,8 +67,10 @@ class WireServer:
     """
 
     def __init__(self, lookup: Callable[[str], Any], host: str = "127.0.0.1", hello_timeout: float = HELLO_TIMEOUT,
-                 max_strangers: int = MAX_STRANGERS) -> None:
-        self._lookup = lookup
+                 max_strangers: int = MAX_STRANGERS, ends_with_doors: bool = False) -> None:
+        self._lookup, self.host = lookup, host
+        self._doors: dict[bytes, Accepted] = {}  # a wired partition's token -> where its connections go
+        self._ends_with_doors = ends_with_doors  # started for partitions only: closes with the last one
         self.hello_timeout, self.max_strangers = float(hello_timeout), int(max_strangers)
         self.refused = 0  # connections closed for want of a token: wrong, late, or dropped for a newer one
         self.requests = 0  # fetches and pushes served (for tests and benchmarks)
@@ -96,7 +82,7 @@ class WireServer:
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         # lock order: leaf (the open connections, read by ``connections`` from other threads)
         self._lock = threading.Lock()
-        self._connections: dict[socket.socket, _Connection] = {}  # in the order they came: strangers oldest first
+        self._connections: dict[socket.socket, Peer] = {}  # in the order they came: strangers oldest first
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="dbkit-wire", daemon=True)
         self._thread.start()
@@ -109,10 +95,10 @@ class WireServer:
                     if key.data is None:
                         self._accept()
                         continue
-                    c: _Connection = key.data
+                    c: Peer = key.data
                     try:
                         if events & selectors.EVENT_READ and not c.closing:
-                            self._read(c)
+                            c.receive()
                         if events & selectors.EVENT_WRITE or c.out:
                             self._send(c)
                     except (OSError, WireError, ValueError):  # ValueError: a key that is not UTF-8
@@ -133,7 +119,7 @@ class WireServer:
                 return
             sock.setblocking(False)
             tune(sock)
-            c = _Connection(sock, time.monotonic() + self.hello_timeout)
+            c = Peer(sock, time.monotonic() + self.hello_timeout)
             strangers = [s for s in self._connections.values() if s.stranger]
             if len(strangers) >= self.max_strangers:
                 self._drop(strangers[0])
@@ -142,22 +128,7 @@ class WireServer:
                 self._connections[sock] = c
             self._selector.register(sock, selectors.EVENT_READ, c)
 
-    def _read(self, c: _Connection) -> None:
-        """Take what has arrived into the frame under way, finishing frames as they fill."""
-        while not c.closing:
-            if c.got < len(c.view):
-                try:
-                    k = c.sock.recv_into(c.view[c.got:])
-                except (BlockingIOError, InterruptedError):
-                    return
-                if k == 0:
-                    raise WireError("the peer closed the connection")
-                c.got += k
-                if c.got < len(c.view):
-                    continue
-            c.then(c.view)
-
-    def _send(self, c: _Connection) -> None:
+    def _send(self, c: Peer) -> None:
         """Send what the socket takes now; wait for it to take more, or close once a last reply is out."""
         while c.out:
             try:
@@ -170,6 +141,9 @@ class WireServer:
         if not c.out and c.closing:
             self._drop(c, refused=False)
             return
+        if not c.out and c.handed is not None:
+            self._hand(c, *c.handed)
+            return
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.out else 0)
         if self._selector.get_key(c.sock).events != events:
             self._selector.modify(c.sock, events, c)
@@ -178,7 +152,7 @@ class WireServer:
         for c in [c for c in self._connections.values() if c.stranger and c.deadline <= now]:
             self._drop(c)
 
-    def _drop(self, c: _Connection, refused: bool = True) -> None:
+    def _drop(self, c: Peer, refused: bool = True) -> None:
         with self._lock:
             if self._connections.pop(c.sock, None) is None:
                 return
@@ -190,8 +164,16 @@ class WireServer:
             pass
         c.sock.close()
 
+    def _hand(self, c: Peer, sender: int, accepted: Accepted) -> None:
+        """The greeted partner's connection goes to its partition, which reads it from now on."""
+        with self._lock:
+            self._connections.pop(c.sock, None)
+        self._selector.unregister(c.sock)
+        c.sock.setblocking(True)
+        accepted(sender, c.sock)
+
     # ---- the frames --------------------------------------------------------------------------------------
-    def _reply(self, c: _Connection, meta: dict[str, Any], values: np.ndarray | None = None, status: int = OK,
+    def _reply(self, c: Peer, meta: dict[str, Any], values: np.ndarray | None = None, status: int = OK,
                last: bool = False) -> None:
         """Queue one reply (header, JSON ``meta``, raw float32 ``values``); ``last``: then close."""
         body = json.dumps(meta).encode()
@@ -202,14 +184,17 @@ class WireServer:
         c.closing = c.closing or last
         self._send(c)
 
-    def _hello_of(self, c: _Connection) -> Callable[[memoryview], None]:
+    def _hello_of(self, c: Peer) -> Callable[[memoryview], None]:
         return lambda view: self._hello(c, bytes(view))
 
-    def _hello(self, c: _Connection, hello: bytes) -> None:
+    def _hello(self, c: Peer, hello: bytes) -> None:
         """The token first, then (only for the token's holder) anything decoded; a stranger is answered and
         dropped before any of its bytes are read as text."""
         token, key_len, pusher_len = HELLO.unpack(hello)
-        if not hmac.compare_digest(token, self._token):
+        with self._lock:
+            doors = list(self._doors.items())
+        c.door = next((door for known, door in doors if hmac.compare_digest(token, known)), None)
+        if c.door is None and not hmac.compare_digest(token, self._token):
             self.refused += 1
             c.stranger = False  # (counted: its last reply goes out, then it closes)
             self._reply(c, {"error": "wrong token: this wire serves only its own job's replicas"}, status=ERROR,
@@ -220,8 +205,14 @@ class WireServer:
         if key_len + pusher_len == 0:
             c.then(c.view)
 
-    def _named(self, c: _Connection, names: bytes, key_len: int) -> None:
+    def _named(self, c: Peer, names: bytes, key_len: int) -> None:
         c.key, c.pusher = names[:key_len].decode(), names[key_len:].decode() or None
+        if c.door is not None:  # a wired partition's partner, named by its index
+            if not (c.pusher or "").isdigit():
+                raise WireError(f"a partition's partner named {c.pusher!r}, not by its index")
+            c.handed = (int(c.pusher or 0), c.door)
+            self._reply(c, {"partition": True})
+            return
         shard = self._lookup(c.key)
         if shard is None:
             self._reply(c, {"error": f"no shard {c.key} in this process"}, status=ERROR, last=True)
@@ -229,7 +220,7 @@ class WireServer:
         c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
         self._reply(c, {"size": int(shard.size)})
 
-    def _request(self, c: _Connection, header: bytes) -> None:
+    def _request(self, c: Peer, header: bytes) -> None:
         op, version, first, examples, nbytes = REQUEST.unpack(header)
         self.requests += 1
         assert c.key is not None
@@ -253,7 +244,7 @@ class WireServer:
         if n == 0:
             c.then(c.view)
 
-    def _push(self, c: _Connection, op: int, grad: np.ndarray, version: int, first: int, examples: int) -> None:
+    def _push(self, c: Peer, op: int, grad: np.ndarray, version: int, first: int, examples: int) -> None:
         c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
         assert c.key is not None
         shard = self._lookup(c.key)
@@ -273,6 +264,23 @@ class WireServer:
             self._reply(c, {"error": f"{type(e).__name__}: {e}"}, status=ERROR)
 
     # ---- from other threads --------------------------------------------------------------------------------
+    def add_door(self, accepted: Accepted) -> WireAddress:
+        """(``wire_doors.open_door``.) A new token whose holders' connections go to ``accepted``."""
+        token = secrets.token_bytes(16)
+        with self._lock:
+            self._doors[token] = accepted
+        return WireAddress(self.address.host, self.address.port, token.hex())
+
+    def remove_door(self, address: WireAddress) -> bool:
+        """(``wire_doors.close_door``.) Forget a door; whether this wire, started for partitions, has none left."""
+        with self._lock:
+            self._doors.pop(bytes.fromhex(address.token), None)
+            return self._ends_with_doors and not self._doors
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     @property
     def connections(self) -> int:
         with self._lock:
@@ -287,3 +295,5 @@ class WireServer:
             self._listener.close()
         except OSError:
             pass
+
+

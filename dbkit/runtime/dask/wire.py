@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ...ps.records import WireAddress
+from ...ps.wire_doors import share
 from ...ps.wire_server import WireServer
 
 PLUGIN = "dbkit-shard-wire"
@@ -40,6 +41,7 @@ class ShardWirePlugin(WorkerPlugin):
         if url.scheme == "tcp" and url.hostname:
             actors = worker.state.actors
             self.server = WireServer(actors.get, url.hostname)
+            share(self.server)  # the worker's wired partitions greet their partners on it too
 
     def teardown(self, worker) -> None:  # noqa: ANN001
         if self.server is not None:
