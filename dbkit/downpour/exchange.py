@@ -9,9 +9,9 @@ worker may read it in place), so two buffers take turns. Arrived parameters
 go to ``on_params``, push answers to ``on_answers``. With ``overlap=False``
 every call is waited for at once: the blocking loop.
 
-The same object serves a whole replica (on a thread: ``collect``, ``push``,
-``flush``) and a partition (an async actor: ``acollect``, ``apush``,
-``aflush``); only the waiting differs.
+The same object serves a whole replica and a partition; both wait on a
+thread (a partition actor on its own, ``DownpourPartition._exchanging``), so
+each call has one form.
 """
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ class Exchange:
     """The accrued gradient and the calls under way between one replica (or partition) and its shards."""
 
     def __init__(self, server, size: int, overlap: bool, on_params: Callable[[np.ndarray], None],
-                 on_answers: Callable[[list[PushAnswer]], None], on_thread: bool = False) -> None:
-        # ``on_thread``: its owner awaits the ``a...`` methods on a thread, not an event loop (a wired
-        # partition's step): they wait as the thread's methods do
-        self.server, self.overlap, self.on_thread = server, overlap, on_thread
+                 on_answers: Callable[[list[PushAnswer]], None]) -> None:
+        self.server, self.overlap = server, overlap
         # weakly: the owner holds its exchange, and a cycle would keep a dropped partition actor (and its
         # arithmetic thread) alive until the next garbage collection
         self._on_params, self._on_answers = _weak(on_params), _weak(on_answers)
@@ -122,7 +120,7 @@ class Exchange:
             self.fetching = None
             _call(self._on_params, result[1] if isinstance(result, tuple) else result)
 
-    # ---- on a thread ---------------------------------------------------------------------------
+    # ---- waiting (on a thread: a partition actor calls these on its own) ------------------------------
     def fetch_now(self) -> None:
         """Fetch and wait for it (a first fetch, a fresh start, or the blocking loop)."""
         if self.fetching is not None:  # the fetch under way first: it may be a push_fetch with answers
@@ -153,41 +151,6 @@ class Exchange:
         """Wait for everything under way."""
         for p in self.pending():
             self.take(p, p.result())
-
-    # ---- on an event loop (a partition actor) --------------------------------------------------------
-    async def afetch_now(self) -> None:
-        if self.on_thread:
-            return self.fetch_now()
-        if self.fetching is not None:
-            self.take(self.fetching, await self.fetching.aresult())
-        self.start_fetch()
-        assert self.fetching is not None
-        self.take(self.fetching, await self.fetching.aresult())
-
-    async def acollect(self) -> None:
-        if self.on_thread:
-            return self.collect()
-        for p in self.arrived():
-            self.take(p, await p.aresult())
-
-    async def apush(self, and_fetch: bool) -> bool:
-        if self.on_thread:
-            return self.push(and_fetch)
-        versions = list(self.server.versions)
-        if self.pushing is not None:
-            self.take(self.pushing, await self.pushing.aresult())
-        fetched = self.start_push(and_fetch, versions)
-        if not self.overlap:
-            await self.aflush()
-        else:
-            await self.acollect()
-        return fetched
-
-    async def aflush(self) -> None:
-        if self.on_thread:
-            return self.flush()
-        for p in self.pending():
-            self.take(p, await p.aresult())
 
 
 def _weak(fn: Callable) -> Callable[[], Callable | None]:

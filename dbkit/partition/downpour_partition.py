@@ -15,6 +15,7 @@ injected, so the same class runs in one process or as a Dask actor
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,7 @@ from ..data import MiniBatches
 from ..downpour.exchange import Exchange
 from ..downpour.schedule import StepActions
 from ..ps import Histogram, ShardedParameters
+from ..runtime.run_through import on_event_loop
 from ..training.figures import PartitionFigures, ReplicaCounters
 from .worker import PartitionWorker
 
@@ -69,10 +71,19 @@ class DownpourPartition(PartitionWorker):
         self.shard_ids = tuple(int(s) for s in shard_ids)
         self.batches = MiniBatches(X, np.asarray(y), batch_size, seed=seed)
         self.counters = ReplicaCounters()
-        self.exchange = Exchange(server, int(self.mine.size), overlap, self._took_params, self.counters.answered,
-                                 on_thread=self.link is not None)
+        self.exchange = Exchange(server, int(self.mine.size), overlap, self._took_params, self.counters.answered)
         self._fresh = True  # the next fetch is waited for: a first step, or after a dropped gradient
         return int(self.mine.size)
+
+    async def _exchanging(self, fn, *args):
+        """A call on the exchange, which may wait for the shards: on an event loop (an actor) it waits on this
+        partition's own thread, which keeps the loop serving; a wired step is on that thread already, and a
+        simulated one waits in virtual time."""
+        if self.link is not None or not on_event_loop():
+            return fn(*args)
+        if self.aborted is not None:  # its own thread has ended (``abort``): a last flush waits on the loop's pool
+            return await asyncio.to_thread(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._thread(), fn, *args)
 
     def _took_params(self, params: np.ndarray) -> None:
         self.params[:] = params  # in place: the layer parts hold views of it
@@ -80,13 +91,13 @@ class DownpourPartition(PartitionWorker):
     async def downpour_step(self, step: int, actions: StepActions, lr: float) -> PartitionStep:
         """One step of this partition, doing what ``actions`` says."""
         c, ex = self.counters, self.exchange
-        await ex.acollect()
+        await self._exchanging(ex.collect)
         if actions.fetch:
             if self._fresh or not ex.overlap:
-                await ex.afetch_now()
+                await self._exchanging(ex.fetch_now)
             else:
                 ex.start_fetch()
-                await ex.acollect()
+                await self._exchanging(ex.collect)
             self._fresh = False
             c.fetches += 1
         X, y = next(self.batches)
@@ -100,7 +111,7 @@ class DownpourPartition(PartitionWorker):
             self._fresh = True
         else:
             ex.accrue(grad, len(y), (self.params, lr) if actions.local else None)
-            if actions.push and await ex.apush(actions.push_fetch):
+            if actions.push and await self._exchanging(ex.push, actions.push_fetch):
                 c.fetches += 1
         loss = None if out["loss"] is None else float(out["loss"])
         return PartitionStep(finite, loss, float(out["penalty"]), len(y), self.figures())
@@ -109,8 +120,8 @@ class DownpourPartition(PartitionWorker):
         """Push what this partition accumulated since its last push and wait for everything under way
         (before pausing or stopping)."""
         if self.exchange.examples:
-            await self.exchange.apush(False)
-        await self.exchange.aflush()
+            await self._exchanging(self.exchange.push, False)
+        await self._exchanging(self.exchange.flush)
         return self.figures()
 
     def figures(self) -> PartitionFigures:

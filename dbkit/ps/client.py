@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .client_calls import CALL_TIMEOUT, aresolve, resolve
+from .client_calls import CALL_TIMEOUT, resolve
 from .layout import ShardLayout
 from .owned_end import OwnedEnd
 from .pending import Pending
@@ -33,9 +33,6 @@ class ShardedParameters:
         Where each shard lives (for reports); ``"local"`` by default.
     name : str, optional
         Who pushes through this client; shards count accepted pushes per name.
-
-    Methods prefixed ``a`` (``afetch``, ``apush``, ``apush_fetch``) are the
-    same calls for code running on an event loop (an async actor).
     """
 
     def __init__(self, shards: Sequence, layout: ShardLayout, workers: Sequence[str] | None = None,
@@ -91,15 +88,6 @@ class ShardedParameters:
         """``push`` then ``fetch``, one message per shard; returns ``(answers, parameters)``."""
         return self._answered_and_fetched(
             [resolve(p) for p in self._send("push_fetch", grad, versions, examples, first_versions)])
-
-    async def afetch(self) -> np.ndarray:
-        pending = [s.fetch() for s in self.shards]
-        return self._assemble([await aresolve(p) for p in pending])
-
-    async def apush(self, grad: np.ndarray, examples: int = 0,
-                    first_versions: Sequence[int] | None = None) -> list[PushAnswer]:
-        pending = self._send("push", grad, None, examples, first_versions)
-        return self._answered([await aresolve(p) for p in pending])
 
     def _send(self, method: str, grad: np.ndarray, versions: Sequence[int] | None, examples: int,
               first_versions: Sequence[int] | None, out: np.ndarray | None = None) -> list:

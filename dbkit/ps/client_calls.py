@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-from concurrent.futures import Future
 
 #: seconds a replica waits for one shard's answer. An actor call to a shard whose worker died can
 #: wait for ever (Dask cancels the actor's key, and the call's future is never set), so every wait
@@ -22,19 +20,6 @@ def resolve(value, timeout: float | None = None):
         return result()
     try:
         return result(timeout=timeout)
-    except TimeoutError as e:
-        raise TimeoutError(f"a parameter shard did not answer within {timeout:g}s (its worker may be gone)") from e
-
-
-async def aresolve(value, timeout: float | None = None):
-    """``resolve`` for code on an event loop: awaits what can be awaited (an actor call, a wire call)."""
-    if isinstance(value, Future):  # a wire call (``WireShard``): awaited without blocking the loop
-        value = asyncio.wrap_future(value)
-    if not inspect.isawaitable(value):
-        return resolve(value, timeout)
-    try:
-        async with asyncio.timeout(timeout):  # a deadline on this task: no task of its own per call
-            return await value
     except TimeoutError as e:
         raise TimeoutError(f"a parameter shard did not answer within {timeout:g}s (its worker may be gone)") from e
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .client_calls import CALL_TIMEOUT, aresolve, resolve
+from .client_calls import CALL_TIMEOUT, resolve
 
 T = TypeVar("T")
 
@@ -41,12 +41,5 @@ class Pending(Generic[T]):
         """The combined answers, waiting for them if need be; combined (and counted) once."""
         if not self._taken:
             self._value = self._finish([resolve(c, CALL_TIMEOUT) for c in self._calls])
-            self._taken = True
-        return self._value  # type: ignore[return-value]
-
-    async def aresult(self) -> T:
-        """``result()`` for code on an event loop (an async actor): awaits the answers."""
-        if not self._taken:
-            self._value = self._finish([await aresolve(c, CALL_TIMEOUT) for c in self._calls])
             self._taken = True
         return self._value  # type: ignore[return-value]
