@@ -18,16 +18,15 @@ from .timing import median_ms
 _keys = count()
 
 
-def _nothing() -> int:
+def _nothing(side) -> int:  # noqa: ANN001 - its worker's TaskSide
     return 0
 
 
-def _peer_calls(key: str, worker: str, calls: int) -> float:
+def _peer_calls(side, key: str, worker: str, calls: int) -> float:  # noqa: ANN001 - its worker's TaskSide
     """From a task: the median round trip of ``calls`` actor calls to the shard ``key`` on ``worker``."""
     from ..ps import ParameterShard
-    from ..runtime.task_side import task_side
 
-    shard = task_side().remote(ParameterShard, worker, key)
+    shard = side.remote(ParameterShard, worker, key)
     times = []
     for _ in range(calls + 1):
         t = time.perf_counter()

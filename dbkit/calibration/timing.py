@@ -167,7 +167,7 @@ def _whole_step(baseline: tuple) -> float:
     return time.perf_counter() - t
 
 
-def _whole_step_task(baseline: tuple) -> float:
+def _whole_step_task(side: Any, baseline: tuple) -> float:
     """The whole network's step in a task, with one BLAS thread, as the partitions compute; its seconds."""
     from threadpoolctl import threadpool_limits
 
@@ -200,16 +200,14 @@ def _call_steps(replicas: dict, steps: int, whole: Callable[[], float] | None,
     return times, base
 
 
-def _lead_steps(keys: dict[int, str], steps: int, baseline: tuple | None,
+def _lead_steps(side: Any, keys: dict[int, str], steps: int, baseline: tuple | None,
                 block: int = BLOCK) -> tuple[dict[int, list[float]], list[float]]:
     """A task on the partitions 0's worker: each step of each wired replica started here by its partition 0
     (``dbkit.partition.lead``), and the whole network's, interleaved in blocks; seconds each."""
     from threadpoolctl import threadpool_limits
 
     from ..partition.lead import lead
-    from ..runtime.task_side import task_side
 
-    side = task_side()
     leads: dict[int, Any] = {kk: side.local(key) for kk, key in keys.items()}
     times: dict[int, list[float]] = {kk: [] for kk in keys}
     base: list[float] = []

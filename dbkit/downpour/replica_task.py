@@ -16,8 +16,8 @@ import numpy as np
 
 from ..partition.actors import PartitionActor
 from ..partition.replica import PartitionedDownpourReplica
+from ..runtime.protocol import TaskSide
 from ..runtime.shards import ShardHandles, connect
-from ..runtime.task_side import task_side
 from ..training.figures import ReplicaFigures, ReplicaSettings
 from .coordinators import CoordinatorEnd
 from .replica import DownpourReplica
@@ -57,7 +57,7 @@ class ReplicaControl:
         return dict(self.figures)
 
 
-def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None, y: np.ndarray | None,
+def run_replica(side: TaskSide, index: int, control_key: str, network: Any, X: np.ndarray | None, y: np.ndarray | None,
                 shards: ShardHandles | None, batch_size: int, seed: int, max_nonfinite: int,
                 partitions: list[tuple[str, str]] | None = None, floats_per_example: int = 0,
                 overlap: bool = True, wired: bool = False, loop: str | type[DownpourReplica] = "downpour",
@@ -73,7 +73,6 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
     ``dbkit.downpour.replica_kinds``) with its ``knobs`` and its end of the ``coordinator`` its loop names
     (``(key, worker, class)``: ``dbkit.downpour.coordinators``).
     """
-    side = task_side()
     side.leave_slot()
     ctl = side.local(control_key)
     if ctl is None:
@@ -90,7 +89,7 @@ def run_replica(index: int, control_key: str, network: Any, X: np.ndarray | None
                                              gather=side.gather, max_nonfinite=max_nonfinite, lead=lead)
     else:
         assert X is not None and y is not None and shards is not None
-        server = connect(shards, name=f"replica{index}", threaded=overlap)
+        server = connect(shards, side, name=f"replica{index}", threaded=overlap)
         cls = replica_class(loop) if isinstance(loop, str) else loop
         co = None
         if coordinator is not None:

@@ -91,6 +91,6 @@ class PartitionActor(DownpourPartition):
     async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
                             batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
         """Give this partition its shards (``shards.layout`` over its own block) and its data."""
-        server = connect(shards, name=name, threaded=overlap)  # off the event loop: the arithmetic of shards here
-        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=task_side().address,
-                                 overlap=overlap)
+        side = task_side()
+        server = connect(shards, side, name=name, threaded=overlap)  # off the event loop: shards here compute
+        return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=side.address, overlap=overlap)

@@ -27,6 +27,7 @@ from ..runtime.sim.engine import Simulation
 from ..runtime.sim.job_session import STAND_INS
 from ..runtime.sim.machines import Machine, Network
 from ..runtime.sim.shape import LayerShape, layer_shape
+from ..runtime.task_side import task_side
 from . import Ownership
 from .actors import PartitionActor
 from .downpour_partition import DownpourPartition
@@ -126,7 +127,7 @@ class SimulatedPartitionActor(SimulatedPartition):
 
     async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
                             batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
-        server = connect(shards, name=name)
+        server = connect(shards, task_side(), name=name)
         return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=self.machine.name, overlap=overlap)
 
 

@@ -94,7 +94,8 @@ class Runtime(Protocol):
         ...
 
     def submit_on(self, worker: str, fn: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> TaskFuture:
-        """Run ``fn(*args, **kwargs)`` on ``worker`` as a task that may run for the whole job."""
+        """Run ``fn(side, *args, **kwargs)`` on ``worker`` as a task that may run for the whole job; ``side`` is
+        the ``TaskSide`` of the worker it runs on, given to it rather than looked up."""
         ...
 
     def put(self, value: Any, worker: str) -> Any:

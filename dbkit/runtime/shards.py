@@ -11,8 +11,7 @@ from ..ps.client import owned_end
 from ..ps.records import WireAddress
 from ..ps.threaded_shard import ThreadedShard
 from ..ps.wire_client import WireShard
-from .protocol import Runtime
-from .task_side import task_side
+from .protocol import Runtime, TaskSide
 
 
 def start_shards(cluster: Runtime, initial: np.ndarray, n_shards: int, optimizer: str | UpdateRule = "sgd",
@@ -65,9 +64,10 @@ def handles_of(server: ShardedParameters, which: list[int] | None = None, layout
                         tuple(wires.get(w) for w in workers) if wires is not None else ())
 
 
-def connect(handles: ShardHandles, colocated: bool = True, name: str | None = None, threaded: bool = False
-            ) -> ShardedParameters:
-    """Handles to the shards named by ``handles``, for use inside a task on a worker.
+def connect(handles: ShardHandles, side: TaskSide, colocated: bool = True, name: str | None = None,
+            threaded: bool = False) -> ShardedParameters:
+    """Handles to the shards named by ``handles``, for use inside a task (or an actor) on the worker whose
+    side is ``side``.
 
     A shard on another worker is reached through an actor proxy, and its
     fetches and pushes through its worker's wire when ``handles.wires`` has
@@ -79,7 +79,6 @@ def connect(handles: ShardHandles, colocated: bool = True, name: str | None = No
     their own (``ThreadedShard``), beside the caller's computing. Close the
     result (``ShardedParameters.close``) to end its connections and threads.
     """
-    side = task_side()
     wires = handles.wires or (None,) * len(handles.keys)
     shards: list = []
     try:

@@ -227,13 +227,14 @@ class Cluster(RealMachines):
         return proxy
 
     def submit_on(self, worker: str, fn, *args, key: str, **kwargs):
-        """Run ``fn(*args, **kwargs)`` as a task pinned to ``worker``; returns its Future.
+        """Run ``fn(side, *args, **kwargs)`` as a task pinned to ``worker`` (``side``: its Dask side); returns
+        its Future.
 
         A pinned task never moves: if its worker dies, it is lost with it.
         """
         if self._closed:
             raise ClusterError("this cluster is closed")
-        future, _ = self._submit(fn, args, kwargs, worker, key=key)
+        future, _ = self._submit(_on_side, (fn, *args), kwargs, worker, key=key)
         return future
 
     def _submit(self, fn, args, kwargs, worker: str | None, key: str, actor: bool = False):
@@ -327,3 +328,10 @@ def _close_all() -> None:
             cluster.close()
         except Exception:  # noqa: BLE001 - at exit, close what can be closed
             pass
+
+
+def _on_side(fn, *args, **kwargs):  # noqa: ANN001, ANN202 - runs on the worker
+    """A task's body on a Dask worker: ``fn`` given its worker's side."""
+    from .task_side import DaskTaskSide
+
+    return fn(DaskTaskSide(), *args, **kwargs)

@@ -203,8 +203,9 @@ class InProcessSession(RealMachines):
         if self._closed:
             raise RuntimeError("this session is closed")
         w = self.cluster.worker(worker, alive=False)  # a task sent to a dead worker is lost, as on Dask
-        task = Task(w, key, fn, tuple(_arrive(a) for a in args), {k: _arrive(v) for k, v in kwargs.items()},
-                    lambda at: running_on(self.cluster.task_side(at)))
+        side = self.cluster.task_side(w)
+        task = Task(w, key, fn, (side, *(_arrive(a) for a in args)), {k: _arrive(v) for k, v in kwargs.items()},
+                    lambda at: running_on(side))
         with self._lock:
             self._tasks.append(task)
         return task

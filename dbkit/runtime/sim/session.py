@@ -183,7 +183,8 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
         message = self.cost.task_seconds()  # sending a task, and its answer (a Sandblaster unit's round trip)
         task = SimTask(self.sim, key, fn, args, kwargs, worker=worker, on_end=functools.partial(_leave, machine),
                        side=lambda t: SimTaskSide(self, worker, lambda: t.cancelled or not self.alive(worker),
-                                                  number), start_after=message, answer_after=message)
+                                                  number), start_after=message, answer_after=message,
+                       given_side=True)
         self._keep(task)
         return task
 

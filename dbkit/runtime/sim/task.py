@@ -26,7 +26,7 @@ class SimTask:
     def __init__(self, sim: Simulation, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
                  side: Callable[[SimTask], SimTaskSide] | None = None, worker: str = "",
                  on_end: Callable[[], None] | None = None, start_after: float = 0.0,
-                 answer_after: float = 0.0) -> None:
+                 answer_after: float = 0.0, given_side: bool = False) -> None:
         self.sim, self.key, self.worker = sim, key, worker
         self._on_end = on_end
         self._status = "pending"
@@ -36,6 +36,8 @@ class SimTask:
         self._callbacks: list[Callable[[], None]] = []
         self._start_after, self._answer_after = start_after, answer_after
         self._side = side(self) if side is not None else None
+        if given_side:  # a task's body takes its machine's side first (``Runtime.submit_on``)
+            args = (self._side, *args)
         sim.spawn(self._body, fn, args, kwargs, name=key)
 
     def _body(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
