@@ -190,29 +190,6 @@ def test_a_threaded_shard_answers_as_the_shard_does_in_order():
     assert _no_wire_threads()
 
 
-def test_the_ends_of_one_shard_share_its_call_thread_which_ends_with_the_last():
-    """A worker holds a call thread per shard, not one per replica: two replicas' ends of one shard take turns
-    on one thread, in the order their calls were made, and it ends when both have closed."""
-    shard, twin = ParameterShard(0, 0, 40, np.zeros(40, np.float32)), ParameterShard(0, 0, 40, np.zeros(40, np.float32))
-    other = ParameterShard(1, 0, 10, np.zeros(10, np.float32))
-    ends = [ThreadedShard(shard), ThreadedShard(shard), ThreadedShard(other)]
-    names = lambda: [t for t in threading.enumerate() if t.name.startswith("dbkit-shard-call")]  # noqa: E731
-    g = np.linspace(-1, 1, 40, dtype=np.float32)
-    calls = [ends[0].push(g, 0, "a", 2), ends[1].push(2 * g, 0, "b", 2), ends[0].fetch(), ends[2].fetch()]
-    got = [c.result(timeout=5) for c in calls]
-    twin.push(g, 0, "a", 2)
-    twin.push(2 * g, 0, "b", 2)
-    np.testing.assert_array_equal(got[2][1], twin.fetch()[1])  # both pushes, in order, before the fetch
-    assert len(names()) == 2  # one per shard: three ends, two shards
-    ends[0].close()
-    assert ends[1].fetch().result(timeout=5)[0] == 2  # the other end goes on
-    with pytest.raises(RuntimeError, match="closed"):
-        ends[0].fetch()
-    ends[1].close()
-    ends[2].close()
-    assert names() == []
-
-
 def test_shards_on_call_threads_write_fetches_in_place_and_match_the_shards():
     init = np.random.default_rng(2).standard_normal(300).astype(np.float32)
     layout = balanced_layout(300, 3)
