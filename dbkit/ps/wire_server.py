@@ -18,7 +18,7 @@ gives only to its replicas) within ``hello_timeout`` and names its shard by
 key; the server looks the key up on every request, so a shard released from
 the process is gone for its connections too. Nothing received is unpickled.
 
-The same loop greets a wired partition's partners (``hand_off``): a
+The same loop greets a wired partition's partners (``add_door``): a
 connection that shows a partition's own token is answered and handed to that
 partition's mailbox, which reads its frames from then on. One listener and
 one loop per process greet every peer, so strangers, however many, never
