@@ -5,6 +5,7 @@ use, and a Cluster stops its workers' wires when it closes."""
 
 import contextlib
 import dataclasses
+import gc
 import socket
 import struct
 import threading
@@ -188,6 +189,52 @@ def test_a_threaded_shard_answers_as_the_shard_does_in_order():
     assert t.figures().pushers == {"r": 2}
     t.close()
     assert _no_wire_threads()
+
+
+def test_the_ends_of_one_shard_share_its_call_thread_which_ends_with_the_last():
+    """A worker holds a call thread per shard, not one per replica: two replicas' ends of one shard take turns
+    on one thread, in the order their calls were made, and it ends when both have closed."""
+    shard, twin = ParameterShard(0, 0, 40, np.zeros(40, np.float32)), ParameterShard(0, 0, 40, np.zeros(40, np.float32))
+    other = ParameterShard(1, 0, 10, np.zeros(10, np.float32))
+    names = lambda: [t for t in threading.enumerate() if t.name.startswith("dbkit-shard-call")]  # noqa: E731
+    before = len(names())
+    ends = [ThreadedShard(shard), ThreadedShard(shard), ThreadedShard(other)]
+    g = np.linspace(-1, 1, 40, dtype=np.float32)
+    calls = [ends[0].push(g, 0, "a", 2), ends[1].push(2 * g, 0, "b", 2), ends[0].fetch(), ends[2].fetch()]
+    got = [c.result(timeout=5) for c in calls]
+    twin.push(g, 0, "a", 2)
+    twin.push(2 * g, 0, "b", 2)
+    np.testing.assert_array_equal(got[2][1], twin.fetch()[1])  # both pushes, in order, before the fetch
+    assert len(names()) == before + 2  # one per shard: three ends, two shards
+    ends[0].close()
+    assert ends[1].fetch().result(timeout=5)[0] == 2  # the other end goes on
+    with pytest.raises(RuntimeError, match="closed"):
+        ends[0].fetch()
+    ends[1].close()
+    ends[2].close()
+    assert len(names()) == before
+
+
+def test_a_dropped_end_that_was_never_closed_takes_its_shards_call_thread_with_it():
+    """The table that finds a shard's call thread holds it weakly: ends that are dropped unclosed (a test that
+    forgot, a replica that died) do not keep the thread alive, and a later end of the same shard gets a new one."""
+    shard = ParameterShard(0, 0, 8, np.zeros(8, np.float32))
+    names = lambda: [t for t in threading.enumerate() if t.name.startswith("dbkit-shard-call")]  # noqa: E731
+    before = len(names())
+    end = ThreadedShard(shard)
+    assert end.fetch().result(timeout=5)[0] == 0
+    assert len(names()) == before + 1
+    del end
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while len(names()) > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(names()) == before
+    again = ThreadedShard(shard)
+    assert again.fetch().result(timeout=5)[0] == 0
+    again.close()
+    assert len(names()) == before
+
 
 
 def test_shards_on_call_threads_write_fetches_in_place_and_match_the_shards():
