@@ -271,3 +271,13 @@ def test_thread_count(tmp_path):
             tmp_path=tmp_path)
     assert r["threads"] > r["cluster_alone"] > 0  # the job's own threads come on top of Dask's
     assert sum(r["python_threads_by_name"].values()) <= r["threads"]  # (the libraries' threads are not Python's)
+
+
+def test_step_files(tmp_path):
+    """The files a step passes through are found on both sides of the hand-off: the replica's step reaches its
+    in-process shard's end (not its rule), and the rule's apply runs on the shard's own call thread."""
+    r = run("step_files", "--runtimes", "in-process", tmp_path=tmp_path)["in-process"]
+    assert {"dbkit/downpour/replica.py", "dbkit/ps/threaded_shard.py", "dbkit/nn/network.py"} <= set(r["replica"])
+    assert "dbkit/ps/rules.py" not in r["replica"]  # the arithmetic of the shard runs on its call thread
+    assert {"dbkit/ps/shard.py", "dbkit/ps/rules.py"} <= set(r["shard"])
+    assert r["files"] == len(set(r["replica"]) | set(r["shard"]))

@@ -203,7 +203,7 @@ def test_a_shard_call_that_never_answers_ends_after_its_bound_with_a_clear_error
     """An actor call to a dead shard's worker can stay unanswered for ever; every wait has a bound."""
     from concurrent.futures import Future
 
-    from dbkit.ps.client_calls import resolve
+    from dbkit.ps.pending import resolve
 
     with pytest.raises(TimeoutError, match=r"did not answer within 0\.1s"):
         resolve(Future(), 0.1)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..named_classes import NamedClasses
-from ..ps.client_calls import resolve
+from ..ps.pending import resolve
 
 COORDINATORS = NamedClasses(None, "coordinator", "barrier")
 

@@ -12,10 +12,9 @@ from .checkpoint import (
     write_manifest,
 )
 from .client import ShardedParameters
-from .client_calls import resolve
 from .histogram import Histogram, staleness_summary
 from .layout import ShardLayout, balanced_layout
-from .pending import Pending
+from .pending import Pending, resolve
 from .records import PushAnswer, ShardFigures
 from .rules import OPTIMIZERS, SGD, Adagrad, check_lr
 from .shard import ParameterShard

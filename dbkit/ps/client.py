@@ -13,10 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .client_calls import CALL_TIMEOUT, resolve
 from .layout import ShardLayout
 from .owned_end import OwnedEnd
-from .pending import Pending
+from .pending import CALL_TIMEOUT, Pending, resolve
 from .records import PushAnswer, ShardFigures
 from .update_rule import UpdateRule
 
