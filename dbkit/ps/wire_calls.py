@@ -1,11 +1,12 @@
-"""One thread per process carries every ``WireShard`` 's calls: a ``selectors`` loop over their sockets.
+"""Every ``WireShard`` 's calls of a process ride its one wire loop (``wire_loop``), beside the server.
 
 A replica's calls to a shard across the wire return futures at once and are
 answered in the order they were made (DistBelief Sec. 4.1: a replica fetches and
 pushes while it computes). Each connection (``_Calls``) keeps the calls not yet
 sent and those sent and not yet answered; the loop writes requests as the socket
 takes them and reads each reply into the array its call named, then settles that
-call's future. The replica threads only queue calls and wake the loop. A peer
+call's future. The replica threads only queue calls and wake the loop; the loop is the
+same thread that serves the process's own shards (``wire_server``). A peer
 silent for ``timeout`` seconds with calls outstanding fails them all, as does a
 connection that breaks; every later call then fails at once. No Dask import.
 """
@@ -25,6 +26,7 @@ import numpy as np
 
 from .records import PushAnswer
 from .wire_frames import FETCH, MAX_META, OK, PUSH, REPLY, REQUEST, WireError, float_count
+from .wire_loop import WireLoop
 
 
 @dataclass
@@ -49,7 +51,7 @@ class _Calls:
         self.closed = threading.Event()
         self.broken: WireError | None = None
         self.heard = time.monotonic()
-        self.loop: CallLoop | None = None  # the loop that carries it
+        self.loop = WireLoop.join()  # the process's loop carries it, from ``start`` to ``_end``
         self._header()
 
     def _header(self) -> None:
@@ -101,156 +103,109 @@ class _Calls:
         self.sent.clear()
         self.waiting.clear()
 
+    # ---- from the caller's thread --------------------------------------------------------------------------
+    def start(self) -> None:
+        self.loop.call_soon(self._register)
 
-class CallLoop:
-    """The process's loop (thread ``dbkit-wire-calls``), while it carries a connection; see ``open``."""
-
-    _here: CallLoop | None = None
-    # lock order: leaf (the one loop of the process, and whether it has ended)
-    _made = threading.Lock()
-
-    @classmethod
-    def open(cls, sock: socket.socket, where: str, size: int, timeout: float) -> _Calls:
-        """Carry the calls of ``sock`` (greeted already) from now on, on the process's loop (started if
-        none runs: it ends once it carries no connection)."""
-        sock.setblocking(False)
-        calls = _Calls(sock, where, size, timeout)
-        with cls._made:
-            if cls._here is None or cls._here._ended:
-                cls._here = CallLoop()
-            calls.loop = cls._here
-            cls._here._joining.append(calls)
-        calls.loop.wake()
-        return calls
-
-    def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._joining: deque[_Calls] = deque()  # new connections and those with calls queued
-        self._ended = False  # (under ``_made``: no connection left, the thread has ended or is ending)
-        self._thread = threading.Thread(target=self._run, name="dbkit-wire-calls", daemon=True)
-        self._thread.start()
-
-    def submit(self, calls: _Calls, call: Call) -> Future:
-        if calls.broken is not None:
-            call.future.set_exception(calls.broken)
+    def submit(self, call: Call) -> Future:
+        if self.broken is not None:
+            call.future.set_exception(self.broken)
             return call.future
-        calls.waiting.append(call)
-        self._joining.append(calls)
-        self.wake()
+        self.waiting.append(call)
+        self.loop.call_soon(self._flush)
         return call.future
 
-    def close(self, calls: _Calls, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = 5.0) -> None:
         """Finish the calls made, then close; a peer silent for ``timeout`` s after that fails them."""
-        calls.closing = True
-        self._joining.append(calls)
-        self.wake()
-        if threading.current_thread() is not self._thread and not calls.closed.wait(timeout):
-            calls.fail(WireError(f"{calls.where}: closed with calls unanswered after {timeout:g} s"))
+        self.closing = True
+        self.loop.call_soon(self._flush)
+        if not self.loop.on_loop() and not self.closed.wait(timeout):
+            self.fail(WireError(f"{self.where}: closed with calls unanswered after {timeout:g} s"))
             try:
-                calls.sock.shutdown(socket.SHUT_RDWR)
+                self.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
-    def wake(self) -> None:
+    # ---- on the process's wire loop ------------------------------------------------------------------------
+    def _register(self) -> None:
+        self.loop.register(self.sock, self._ready)
+        self.loop.add_tick(self._tick)
+
+    def _ready(self, events: int) -> None:
         try:
-            self._wake_w.send(b"x")
-        except (BlockingIOError, OSError):
-            pass  # (a wake-up is already pending)
+            if events & selectors.EVENT_READ:
+                self._read()
+            if events & selectors.EVENT_WRITE:
+                self._write()
+        except (OSError, WireError, ValueError) as e:
+            self._end(WireError(f"lost the connection to {self.where}: {e}"))
 
-    # ---- the loop's thread -----------------------------------------------------------------------------
-    def _run(self) -> None:
-        live: set[_Calls] = set()
-        while True:
-            for key, events in self._selector.select(0.5):
-                calls = key.data
-                if calls is None:
-                    try:
-                        while self._wake_r.recv(4096):
-                            pass
-                    except (BlockingIOError, OSError):
-                        pass
-                    continue
-                try:
-                    if events & selectors.EVENT_READ:
-                        self._read(calls)
-                    if events & selectors.EVENT_WRITE:
-                        self._write(calls)
-                except (OSError, WireError, ValueError) as e:
-                    self._end(calls, live, WireError(f"lost the connection to {calls.where}: {e}"))
-            while self._joining:
-                calls = self._joining.popleft()
-                if calls.closed.is_set():
-                    continue
-                if calls not in live:
-                    live.add(calls)
-                    self._selector.register(calls.sock, selectors.EVENT_READ, calls)
-                calls.take()
-                try:
-                    self._write(calls)
-                except OSError as e:
-                    self._end(calls, live, WireError(f"lost the connection to {calls.where}: {e}"))
-            now = time.monotonic()
-            for calls in list(live):
-                if calls.closing and not calls.sent and not calls.waiting and not calls.out:
-                    self._end(calls, live, None)
-                elif calls.sent and now - calls.heard > calls.timeout:
-                    self._end(calls, live, WireError(f"{calls.where} was silent for {calls.timeout:g} s"))
-            if not live:
-                with CallLoop._made:
-                    if not self._joining:
-                        self._ended = True
-                        break
-        self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+    def _flush(self) -> None:
+        if self.closed.is_set():
+            return
+        self.take()
+        try:
+            self._write()
+        except OSError as e:
+            self._end(WireError(f"lost the connection to {self.where}: {e}"))
+            return
+        self._tick(time.monotonic())
 
-    def _read(self, calls: _Calls) -> None:
+    def _tick(self, now: float) -> None:
+        if self.closing and not self.sent and not self.waiting and not self.out:
+            self._end(None)
+        elif self.sent and now - self.heard > self.timeout:
+            self._end(WireError(f"{self.where} was silent for {self.timeout:g} s"))
+
+    def _read(self) -> None:
         while True:
-            if calls.got < len(calls.view):
+            if self.got < len(self.view):
                 try:
-                    k = calls.sock.recv_into(calls.view[calls.got:])
+                    k = self.sock.recv_into(self.view[self.got:])
                 except (BlockingIOError, InterruptedError):
                     return
                 if k == 0:
                     raise WireError("the peer closed the connection")
-                calls.got += k
-                calls.heard = time.monotonic()
-                if calls.got < len(calls.view):
+                self.got += k
+                self.heard = time.monotonic()
+                if self.got < len(self.view):
                     continue
-            if not calls.sent:
+            if not self.sent:
                 raise WireError("a reply to no call")
-            calls.received()
+            self.received()
 
-    def _write(self, calls: _Calls) -> None:
-        out = calls.out
+    def _write(self) -> None:
+        out = self.out
         while out:
             try:
-                k = calls.sock.send(out[0])
+                k = self.sock.send(out[0])
             except (BlockingIOError, InterruptedError):
                 break
             out[0] = out[0][k:]
             if not len(out[0]):
                 out.popleft()
-        if calls.sent and not out:
-            calls.heard = max(calls.heard, time.monotonic())  # (a peer's silence counts from the last request)
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if out else 0)
-        if self._selector.get_key(calls.sock).events != events:
-            self._selector.modify(calls.sock, events, calls)
+        if self.sent and not out:
+            self.heard = max(self.heard, time.monotonic())  # (a peer's silence counts from the last request)
+        self.loop.want_write(self.sock, bool(out))
 
-    def _end(self, calls: _Calls, live: set[_Calls], error: WireError | None) -> None:
+    def _end(self, error: WireError | None) -> None:
+        if self.closed.is_set():
+            return
         if error is not None:
-            calls.fail(error)
-        live.discard(calls)
-        try:
-            self._selector.unregister(calls.sock)
-        except (KeyError, ValueError):
-            pass
-        calls.sock.close()
-        calls.closed.set()
+            self.fail(error)
+        self.loop.unregister(self.sock)
+        self.loop.remove_tick(self._tick)
+        self.sock.close()
+        self.closed.set()
+        self.loop.leave()
+
+
+def open_calls(sock: socket.socket, where: str, size: int, timeout: float) -> _Calls:
+    """Carry the calls of ``sock`` (greeted already) from now on, on the process's wire loop."""
+    sock.setblocking(False)
+    calls = _Calls(sock, where, size, timeout)
+    calls.start()
+    return calls
 
 
 def request(op: int, grad: np.ndarray | None, version: int, first: int, examples: int) -> list[memoryview]:

@@ -3,7 +3,7 @@
 A ``WireShard`` stands where an actor proxy would in ``ShardedParameters``:
 ``fetch``, ``push`` and ``push_fetch`` return at once with a
 ``concurrent.futures.Future``, and the process's one wire loop
-(``wire_calls.CallLoop``) sends the requests in the order they were made and
+(``wire_loop``, through ``wire_calls``) sends the requests in the order they were made and
 reads the answers (the replica computes meanwhile). Any other method
 (figures, learning rate, ...) goes to ``fallback``, the shard's actor.
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from .owned_end import OwnedEnd
 from .records import WireAddress
-from .wire_calls import Call, CallLoop, request
+from .wire_calls import Call, open_calls, request
 from .wire_frames import FETCH, HELLO, OK, PUSH, PUSH_FETCH, WireError, open_connection, recv_reply
 
 
@@ -61,10 +61,8 @@ class WireShard(OwnedEnd):
         self._closed = False
         # The loop holds the connection's calls, not this object: a WireShard dropped without close() (a
         # partition actor deleted with its worker's state) is collected, and its finalizer ends the connection.
-        self._calls = CallLoop.open(self._sock, self._where, self.size, timeout)
-        assert self._calls.loop is not None
-        self._loop = self._calls.loop
-        self._finalizer = weakref.finalize(self, self._loop.close, self._calls)
+        self._calls = open_calls(self._sock, self._where, self.size, timeout)
+        self._finalizer = weakref.finalize(self, self._calls.close)
 
     # ---- the calls a Downpour replica makes, answered as an actor's would be ----
     def fetch(self, into: np.ndarray | None = None) -> Future:
@@ -99,7 +97,7 @@ class WireShard(OwnedEnd):
                                  or not into.flags.c_contiguous):
             raise ValueError(f"{self._where}: into must be {self.size} contiguous float32")
         first = int(version if first is None else first)
-        return self._loop.submit(self._calls, Call(op, request(op, grad, int(version), first, int(examples)), into))
+        return self._calls.submit(Call(op, request(op, grad, int(version), first, int(examples)), into))
 
     def close(self) -> None:
         """Finish the calls already made, then close the connection. Safe to call twice."""

@@ -9,7 +9,8 @@ shards of another process over its own TCP connection, one per (replica,
 shard), at the raw socket's cost. Dask still places the shards and finds
 them; everything but fetch and push still goes to the actor.
 
-One thread serves every connection of the process (a ``selectors`` loop): a
+One thread serves every connection of the process (``wire_loop``, which also
+carries the process's calls to other shards): a
 connection is a small state machine reading its next frame into a buffer and
 sending its replies when the socket takes them, so a thousand replicas, or a
 thousand strangers, hold no thread each. A connection must open with the
@@ -29,6 +30,7 @@ No Dask import.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hmac
 import json
 import secrets
@@ -43,6 +45,7 @@ import numpy as np
 
 from .records import WireAddress
 from .wire_frames import ERROR, FETCH, HELLO, OK, PUSH, PUSH_FETCH, REPLY, REQUEST, WireError, float_count, tune
+from .wire_loop import WireLoop
 from .wire_peer import Accepted, Peer
 
 HELLO_TIMEOUT = 10.0  # seconds a new connection has to show the token
@@ -78,36 +81,34 @@ class WireServer:
         self._listener = socket.create_server((host, 0))
         self._listener.setblocking(False)
         self.address = WireAddress(host, self._listener.getsockname()[1], self._token.hex())
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._listener, selectors.EVENT_READ, None)
         # lock order: leaf (the open connections, read by ``connections`` from other threads)
         self._lock = threading.Lock()
         self._connections: dict[socket.socket, Peer] = {}  # in the order they came: strangers oldest first
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="dbkit-wire", daemon=True)
-        self._thread.start()
+        self._loop = WireLoop.join()
+        self._loop.call_soon(self._open)
 
-    # ---- the loop ------------------------------------------------------------------------------------------
-    def _run(self) -> None:
+    # ---- on the process's wire loop --------------------------------------------------------------------------
+    def _open(self) -> None:
+        self._loop.register(self._listener, lambda _: self._accept())
+        self._loop.add_tick(self._expire)
+
+    def _serve(self, c: Peer, events: int) -> None:
         try:
-            while not self._closed:
-                for key, events in self._selector.select(0.25):
-                    if key.data is None:
-                        self._accept()
-                        continue
-                    c: Peer = key.data
-                    try:
-                        if events & selectors.EVENT_READ and not c.closing:
-                            c.receive()
-                        if events & selectors.EVENT_WRITE or c.out:
-                            self._send(c)
-                    except (OSError, WireError, ValueError):  # ValueError: a key that is not UTF-8
-                        self._drop(c)  # the peer went away or broke the protocol; the shard is untouched
-                self._expire(time.monotonic())
-        finally:
-            for c in list(self._connections.values()):
-                self._drop(c, refused=False)
-            self._selector.close()
+            if events & selectors.EVENT_READ and not c.closing:
+                c.receive()
+            if events & selectors.EVENT_WRITE or c.out:
+                self._send(c)
+        except (OSError, WireError, ValueError):  # ValueError: a key that is not UTF-8
+            self._drop(c)  # the peer went away or broke the protocol; the shard is untouched
+
+    def _shut(self, done: threading.Event) -> None:
+        self._loop.remove_tick(self._expire)
+        self._loop.unregister(self._listener)
+        self._listener.close()
+        for c in list(self._connections.values()):
+            self._drop(c, refused=False)
+        done.set()
 
     def _accept(self) -> None:
         while True:
@@ -126,7 +127,7 @@ class WireServer:
             c.expect_bytes(HELLO.size, self._hello_of(c))
             with self._lock:
                 self._connections[sock] = c
-            self._selector.register(sock, selectors.EVENT_READ, c)
+            self._loop.register(sock, functools.partial(self._serve, c))
 
     def _send(self, c: Peer) -> None:
         """Send what the socket takes now; wait for it to take more, or close once a last reply is out."""
@@ -144,9 +145,7 @@ class WireServer:
         if not c.out and c.handed is not None:
             self._hand(c, *c.handed)
             return
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.out else 0)
-        if self._selector.get_key(c.sock).events != events:
-            self._selector.modify(c.sock, events, c)
+        self._loop.want_write(c.sock, bool(c.out))
 
     def _expire(self, now: float) -> None:
         for c in [c for c in self._connections.values() if c.stranger and c.deadline <= now]:
@@ -158,17 +157,14 @@ class WireServer:
                 return
         if c.stranger and refused:
             self.refused += 1
-        try:
-            self._selector.unregister(c.sock)
-        except (KeyError, ValueError, OSError):
-            pass
+        self._loop.unregister(c.sock)
         c.sock.close()
 
     def _hand(self, c: Peer, sender: int, accepted: Accepted) -> None:
         """The greeted partner's connection goes to its partition, which reads it from now on."""
         with self._lock:
             self._connections.pop(c.sock, None)
-        self._selector.unregister(c.sock)
+        self._loop.unregister(c.sock)
         c.sock.setblocking(True)
         accepted(sender, c.sock)
 
@@ -287,13 +283,15 @@ class WireServer:
             return len(self._connections)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop listening, end every connection and the loop's thread. Safe to call twice."""
-        self._closed = True
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-        try:
-            self._listener.close()
-        except OSError:
-            pass
+        """Stop listening and end every connection; the loop ends with its last user. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        done = threading.Event()
+        self._loop.call_soon(lambda: self._shut(done))
+        if not self._loop.on_loop():
+            done.wait(timeout)
+        self._loop.leave()
 
 
