@@ -396,3 +396,47 @@ def test_idle_strangers_cannot_keep_a_replica_off_the_wire():
         for s in idle:
             s.close()
         server.close()
+
+
+def test_a_process_serves_and_calls_the_wire_on_one_loop_that_ends_with_its_last_user():
+    """The shards' server and the replicas' calls of one process ride one thread: a replica's end of a shard
+    served in the same process needs no second one, the loop outlives any one user, and ends with the last."""
+    shards = {"s0": ParameterShard(0, 0, 10, np.zeros(10, np.float32), "sgd", 0.1)}
+    wire = lambda: [t.name for t in threading.enumerate() if t.name.startswith("dbkit-wire")]  # noqa: E731
+    assert wire() == []
+    server = WireServer(shards.get)
+    end = WireShard(server.address, "s0", pusher="replica0")
+    assert end.push(np.ones(10, np.float32), 0).result(timeout=5).accepted
+    assert wire() == ["dbkit-wire"]  # the server and the calls: one loop
+    end.close()
+    assert wire() == ["dbkit-wire"]  # the server still uses it
+    again = WireShard(server.address, "s0")
+    assert again.fetch().result(timeout=5)[0] == 1
+    again.close()
+    server.close()
+    deadline = time.monotonic() + 5
+    while wire() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert wire() == []
+
+
+def test_a_users_error_on_the_wire_loop_is_reported_and_the_loop_serves_on():
+    """A bug in one user's handler must not end the loop every other user of the process shares: it goes to
+    ``threading.excepthook``, and the next call is served."""
+    from dbkit.ps.wire_loop import WireLoop
+
+    shards = {"s0": ParameterShard(0, 0, 10, np.zeros(10, np.float32), "sgd", 0.1)}
+    seen, before = [], threading.excepthook
+    threading.excepthook = lambda args: seen.append(args.exc_type)
+    server = WireServer(shards.get)
+    try:
+        end = WireShard(server.address, "s0")
+        loop = WireLoop.join()
+        loop.call_soon(lambda: 1 / 0)
+        loop.leave()
+        assert end.fetch().result(timeout=5)[0] == 0
+        assert seen == [ZeroDivisionError]
+        end.close()
+    finally:
+        threading.excepthook = before
+        server.close()
