@@ -1,8 +1,8 @@
-"""The frames a partition's boundary wire carries: a fixed header, a little JSON, then raw float32 (no pickle).
+"""A partition's boundary messages as the wire's one frame (``dbkit.ps.wire_frames.FRAME``), and their reader.
 
 A connection opens as a shard's does (``dbkit.ps.wire_frames.HELLO``: the
-receiving partition's door token, the sender's partition index). Each frame is ``FRAME`` (kind, step, layer, partner,
-rows, JSON bytes, payload bytes), then the JSON (a step's orders or a
+receiving partition's door token, the sender's partition index). Each frame is
+the wire's ``FRAME`` with (kind, step, layer, partner, rows), then the JSON (a step's orders or a
 partition's result, if any), then the values as raw float32 in ``rows`` rows.
 A frame names its message as the mailbox does, by key: ``(step, "f", layer,
 from)``, ``(step, "b", layer, from)``, ``(step, "logits", from)``,
@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import json
 import socket
-import struct
 from typing import Any
 
 import numpy as np
 
-from ..ps.wire_frames import WireError, float_count, recv_into
+from ..ps.wire_frames import FRAME, MAX_META, WireError, float_count, recv_into
 
 KINDS = {"f": 1, "b": 2, "logits": 3, "dlogits": 4, "go": 5, "done": 6}
 NAMES = {code: name for name, code in KINDS.items()}
-FRAME = struct.Struct("<BqiiiIQ")  # kind, step, layer, partner, rows, JSON bytes, payload bytes
-MAX_META = 1 << 20  # a step's orders or result are a few hundred bytes of JSON
 MAX_PAYLOAD = 1 << 32  # 4 GB: no boundary slice of a model that fits in memory is larger
 
 Key = tuple

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .records import PushAnswer
-from .wire_frames import FETCH, MAX_META, OK, PUSH, REPLY, REQUEST, WireError, float_count
+from .wire_frames import FETCH, FRAME, MAX_META, OK, PUSH, WireError, float_count
 from .wire_loop import WireLoop
 
 
@@ -55,7 +55,7 @@ class _Calls:
         self._header()
 
     def _header(self) -> None:
-        self.view, self.got, self.stage = memoryview(bytearray(REPLY.size)), 0, "header"
+        self.view, self.got, self.stage = memoryview(bytearray(FRAME.size)), 0, "header"
 
     def take(self) -> None:
         """Move the calls queued since into the bytes to send."""
@@ -67,7 +67,7 @@ class _Calls:
     def received(self) -> None:
         """The part of a reply under way is full: read the next part, or settle the oldest call."""
         if self.stage == "header":
-            self.status, meta_len, self.payload = REPLY.unpack(self.view)
+            self.status, *_, meta_len, self.payload = FRAME.unpack(self.view)
             if meta_len > MAX_META:
                 raise WireError(f"a reply with {meta_len} bytes of JSON: not a dbkit shard")
             self.view, self.got, self.stage = memoryview(bytearray(meta_len)), 0, "meta"
@@ -210,5 +210,5 @@ def open_calls(sock: socket.socket, where: str, size: int, timeout: float) -> _C
 
 def request(op: int, grad: np.ndarray | None, version: int, first: int, examples: int) -> list[memoryview]:
     """A request's bytes: its header, then the gradient's raw float32, if any."""
-    head = memoryview(REQUEST.pack(op, version, first, examples, 0 if grad is None else grad.nbytes))
+    head = memoryview(FRAME.pack(op, version, first, examples, 0, 0, 0 if grad is None else grad.nbytes))
     return [head] if grad is None else [head, grad.data.cast("B")]

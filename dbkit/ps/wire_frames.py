@@ -1,11 +1,14 @@
-"""The frames a shard's socket carries: a fixed header, a little JSON, then raw float32 (no pickle).
+"""The one frame the wire carries: a fixed header, a little JSON, then raw float32 (no pickle).
 
-A *request* is ``REQUEST`` (operation, fetched version, first version,
-examples, payload bytes) followed by the gradient slice, if any. A *reply* is
-``REPLY`` (status, JSON bytes, payload bytes), the JSON (a push's answer, the
-version fetched, or an error) and the parameters, if any. A connection opens
-with ``HELLO`` (the server's token, then the shard's key and the pusher's
-name). Nothing received is ever unpickled: a peer can send only numbers.
+Every frame on the wire, a shard's and a partition's alike, is ``FRAME``
+(a code, four integers, JSON bytes, payload bytes), then the JSON, then the
+values. A shard's *request* is (operation, fetched version, first version,
+examples, 0) and the gradient slice, if any, with no JSON; its *reply* is
+(status, 0, 0, 0, 0), the JSON (a push's answer, the version fetched, or an
+error) and the parameters, if any; a partition's frame is (kind, step, layer,
+partner, rows) (``dbkit.partition.boundary_frames``). A connection opens with
+``HELLO`` (a token, then the shard's key or nothing, and the sender's name).
+Nothing received is ever unpickled: a peer can send only numbers and JSON.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ import numpy as np
 
 FETCH, PUSH, PUSH_FETCH = 1, 2, 3
 OPERATIONS = {"fetch": FETCH, "push": PUSH, "push_fetch": PUSH_FETCH}
-REQUEST = struct.Struct("<Bqqqq")  # operation, fetched version, first version, examples, payload bytes
-REPLY = struct.Struct("<BIq")  # status (0 ok, 1 error), JSON bytes, payload bytes
+#: code (operation, status or kind), four integers, JSON bytes, payload bytes
+FRAME = struct.Struct("<BqqqqIQ")
 HELLO = struct.Struct("<16sHH")  # token, key bytes, pusher bytes
 OK, ERROR = 0, 1
-MAX_META = 1 << 20  # a reply's JSON is a few hundred bytes; anything larger is not a shard speaking
+MAX_META = 1 << 20  # a frame's JSON is a few hundred bytes; anything larger is not dbkit speaking
 
 
 class WireError(ConnectionError):
@@ -64,19 +67,10 @@ def recv_floats(sock: socket.socket, nbytes: int, limit: int, into: np.ndarray |
     return out
 
 
-def send_reply(sock: socket.socket, meta: dict[str, Any], values: np.ndarray | None = None, status: int = OK) -> None:
-    """One reply: header, JSON ``meta``, then ``values`` as raw float32."""
-    body = json.dumps(meta).encode()
-    payload = 0 if values is None else values.nbytes
-    sock.sendall(REPLY.pack(status, len(body), payload) + body)
-    if values is not None and payload:
-        sock.sendall(np.ascontiguousarray(values, dtype=np.float32).data.cast("B"))
-
-
 def recv_reply(sock: socket.socket, limit: int, into: np.ndarray | None = None
                ) -> tuple[int, dict[str, Any], np.ndarray | None]:
     """``(status, meta, values or None)`` of one reply."""
-    status, meta_len, payload = REPLY.unpack(recv_exact(sock, REPLY.size))
+    status, *_, meta_len, payload = FRAME.unpack(recv_exact(sock, FRAME.size))
     if meta_len > MAX_META:
         raise WireError(f"a reply with {meta_len} bytes of JSON: not a dbkit shard")
     meta = json.loads(recv_exact(sock, meta_len)) if meta_len else {}

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from .records import WireAddress
-from .wire_frames import ERROR, FETCH, HELLO, OK, PUSH, PUSH_FETCH, REPLY, REQUEST, WireError, float_count, tune
+from .wire_frames import ERROR, FETCH, FRAME, HELLO, OK, PUSH, PUSH_FETCH, WireError, float_count, tune
 from .wire_loop import WireLoop
 from .wire_peer import Accepted, Peer
 
@@ -174,7 +174,7 @@ class WireServer:
         """Queue one reply (header, JSON ``meta``, raw float32 ``values``); ``last``: then close."""
         body = json.dumps(meta).encode()
         payload = 0 if values is None else values.nbytes
-        c.out.append(memoryview(REPLY.pack(status, len(body), payload) + body))
+        c.out.append(memoryview(FRAME.pack(status, 0, 0, 0, 0, len(body), payload) + body))
         if payload:
             c.out.append(np.ascontiguousarray(values, dtype=np.float32).data.cast("B"))
         c.closing = c.closing or last
@@ -213,21 +213,22 @@ class WireServer:
         if shard is None:
             self._reply(c, {"error": f"no shard {c.key} in this process"}, status=ERROR, last=True)
             return
-        c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
+        c.expect_bytes(FRAME.size, lambda view: self._request(c, bytes(view)))
         self._reply(c, {"size": int(shard.size)})
 
     def _request(self, c: Peer, header: bytes) -> None:
-        op, version, first, examples, nbytes = REQUEST.unpack(header)
+        op, version, first, examples, _, meta_len, nbytes = FRAME.unpack(header)
         self.requests += 1
         assert c.key is not None
         shard = self._lookup(c.key)
         if shard is None:
             self._reply(c, {"error": f"shard {c.key} is gone from this process"}, status=ERROR, last=True)
             return
-        if op not in (FETCH, PUSH, PUSH_FETCH):
-            self._reply(c, {"error": f"unknown operation {op}"}, status=ERROR, last=True)
+        if op not in (FETCH, PUSH, PUSH_FETCH) or meta_len:
+            self._reply(c, {"error": f"unknown operation {op}" if not meta_len else "a request with JSON"},
+                        status=ERROR, last=True)
             return
-        c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
+        c.expect_bytes(FRAME.size, lambda view: self._request(c, bytes(view)))
         if op == FETCH:
             version, values = shard.fetch()
             self._reply(c, {"version": int(version)}, values)
@@ -241,7 +242,7 @@ class WireServer:
             c.then(c.view)
 
     def _push(self, c: Peer, op: int, grad: np.ndarray, version: int, first: int, examples: int) -> None:
-        c.expect_bytes(REQUEST.size, lambda view: self._request(c, bytes(view)))
+        c.expect_bytes(FRAME.size, lambda view: self._request(c, bytes(view)))
         assert c.key is not None
         shard = self._lookup(c.key)
         if shard is None:
