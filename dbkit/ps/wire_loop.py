@@ -37,8 +37,7 @@ class WireLoop:
         with cls._made:
             if cls._here is None or cls._here._ended:
                 cls._here = WireLoop()
-            cls._here._users += 1
-            return cls._here
+            return cls._here._add_user()
 
     def __init__(self) -> None:
         self._selector = selectors.DefaultSelector()
@@ -52,6 +51,10 @@ class WireLoop:
         self._ended = False
         self._thread = threading.Thread(target=self._run, name="dbkit-wire", daemon=True)
         self._thread.start()
+
+    def _add_user(self) -> WireLoop:
+        self._users += 1  # (under ``_made``, held by ``join``)
+        return self
 
     # ---- from any thread -------------------------------------------------------------------------------------
     def call_soon(self, fn: Callable[[], None]) -> None:
