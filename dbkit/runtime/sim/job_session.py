@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...ps import ParameterShard
 from ..every import every_loop
+from .compute import GradientBatch
 from .cost import CostModel
-from .gradient_batch import GradientBatch
 from .layout import lay_out
 from .session import SimSession
 from .shape import ModelShape

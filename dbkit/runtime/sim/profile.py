@@ -35,7 +35,8 @@ class MachineSpec:
     ``machines`` are processes sharing one host of this many cores (dbkit's LocalCluster: two worker
     processes and the driver on one computer), and ``host_load`` of those cores are busy with work not
     simulated (the scheduler's and the driver's event loops). ``switch_seconds``: a machine is a Python
-    process whose interpreter lets a waiting thread in after this long (``dbkit.runtime.sim.interpreter``; 0: not).
+    process whose interpreter lets a waiting thread in after this long
+    (``dbkit.runtime.sim.machines.when_free``; 0: not).
     ``release_seconds``: when not 0, a computation lets the machine's other threads' short work (a shard's
     service, a message's CPU) in at its next release of the interpreter lock, about this long after the work
     arrives, instead of after the whole computation; the next computation on the machine pays for it, and

@@ -34,10 +34,9 @@ from ..registry import ActorRegistry
 from ..run_here import run_here
 from .actor_end import ActorEnd, Placed
 from .actor_in_tasks import ActorInTasks
-from .compute import TimedNetwork
+from .compute import GradientBatch, TimedNetwork
 from .cost import CostModel
 from .engine import Simulation
-from .gradient_batch import GradientBatch
 from .layout import Layout
 from .machines import Machine
 from .shard_service import ShardService

@@ -23,8 +23,7 @@ import greenlet
 
 from .cost import CostModel
 from .engine import Simulation
-from .interpreter import when_free
-from .machines import Machine, Network
+from .machines import Machine, Network, when_free
 
 
 class VirtualFuture:
