@@ -271,6 +271,8 @@ def test_thread_count(tmp_path):
             tmp_path=tmp_path)
     assert r["threads"] > r["cluster_alone"] > 0  # the job's own threads come on top of Dask's
     assert sum(r["python_threads_by_name"].values()) <= r["threads"]  # (the libraries' threads are not Python's)
+    bare = r["bare"]  # the ceiling without dbkit: actors and seceded tasks cost Dask threads of its own
+    assert bare["with_actors_and_tasks"] > bare["cluster_alone"] > 0
 
 
 def test_step_files(tmp_path):
