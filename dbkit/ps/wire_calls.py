@@ -148,8 +148,6 @@ class _Calls:
             self._write()
         except OSError as e:
             self._end(WireError(f"lost the connection to {self.where}: {e}"))
-            return
-        self._tick(time.monotonic())
 
     def _tick(self, now: float) -> None:
         if self.closing and not self.sent and not self.waiting and not self.out:

@@ -78,8 +78,9 @@ class WireLoop:
         return threading.current_thread() is self._thread
 
     # ---- on the loop's thread --------------------------------------------------------------------------------
-    def register(self, sock: socket.socket, handler: Handler, write: bool = False) -> None:
-        self._selector.register(sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if write else 0), handler)
+    def register(self, sock: socket.socket, handler: Handler) -> None:
+        """Call ``handler`` when ``sock`` is readable (and writable, once ``want_write`` asks for it)."""
+        self._selector.register(sock, selectors.EVENT_READ, handler)
 
     def want_write(self, sock: socket.socket, write: bool) -> None:
         """Whether ``sock``'s handler is also called when the socket can take more bytes."""
