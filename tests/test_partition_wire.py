@@ -237,16 +237,13 @@ def test_partitions_are_wired_only_where_every_partner_can_reach_them():
     assert not wireable([tcp, None])  # a simulated partition has no wire
 
 
-def test_no_wire_under_tls(monkeypatch):
+def test_no_wire_under_tls():
     import asyncio
-
-    import dbkit.partition.actors as actors
 
     class TLSSide:
         address = "tls://127.0.0.1:8786"
 
-    monkeypatch.setattr(actors, "task_side", lambda: TLSSide())
-    part = PartitionActor(0, ownership(nn.build("mlp", 64, 10, hidden=(8,)), 2))
+    part = PartitionActor(0, ownership(nn.build("mlp", 64, 10, hidden=(8,)), 2), side=TLSSide())
     try:
         address = asyncio.run(part.open_wire())
         assert address.wire is None and part.link.address is None  # nothing listens: Dask's comms carry them

@@ -4,7 +4,6 @@ semantics; bad arguments; cleanup."""
 
 import threading
 import time
-from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -154,7 +153,7 @@ def test_a_lost_worker_refuses_calls_and_its_tasks_count_as_lost():
     w = Worker("inprocess://test")
     w.add("k", _Counter(np.zeros(1)))
     release = threading.Event()
-    task = Task(w, "task", release.wait, (), {}, lambda _: nullcontext())
+    task = Task(w, "task", release.wait, (), {})
     assert task.status == "pending"
     w.lose()
     assert task.status == "lost"
@@ -163,9 +162,9 @@ def test_a_lost_worker_refuses_calls_and_its_tasks_count_as_lost():
     release.set()
     assert task.join(5)
     ran = []
-    late = Task(w, "late", lambda: ran.append(1), (), {}, lambda _: nullcontext())  # sent after the death
+    late = Task(w, "late", lambda: ran.append(1), (), {})  # sent after the death
     assert late.join(5) and late.status == "lost" and ran == []
-    failing = Task(Worker("inprocess://other"), "bad", lambda: 1 / 0, (), {}, lambda _: nullcontext())
+    failing = Task(Worker("inprocess://other"), "bad", lambda: 1 / 0, (), {})
     assert failing.join(5) and failing.status == "error"
     assert isinstance(failing.exception(1), ZeroDivisionError)
 

@@ -18,12 +18,13 @@ from urllib.parse import urlparse
 import numpy as np
 
 from ..ps.records import WireAddress
+from ..runtime.protocol import TaskSide
 from ..runtime.shards import ShardHandles, connect
-from ..runtime.task_side import task_side
 from .boundary_link import End, InMemoryEnd
 from .boundary_wire import BoundaryEnd
 from .downpour_partition import DownpourPartition
 from .lead import lead
+from .ownership import Ownership
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,14 @@ def wireable(addresses: list[BoundaryAddress | None]) -> bool:
 
 
 class PartitionActor(DownpourPartition):
-    """One partition of a replica as a Dask actor (all methods async, on the worker's event loop)."""
+    """One partition of a replica as an actor (all methods async, on its worker's event loop), given the side
+    of the worker it lives on (``side``: its address, the actors beside it)."""
+
+    takes_side = True
+
+    def __init__(self, index: int, ownership: Ownership, side: TaskSide, exchange_timeout: float = 120.0) -> None:
+        super().__init__(index, ownership, exchange_timeout)
+        self.side = side
 
     async def ping(self) -> int:
         """Answered on the worker's event loop at once: the driver's heartbeat (a hung machine answers nothing)."""
@@ -53,7 +61,7 @@ class PartitionActor(DownpourPartition):
     async def open_wire(self) -> BoundaryAddress:
         """Wire this partition (``PartitionWorker.wire_up``): listen on the worker's interface if it speaks
         plain TCP (never under TLS, where Dask's encrypted comms carry the slices)."""
-        url = urlparse(task_side().address)
+        url = urlparse(self.side.address)
         host = url.hostname if url.scheme == "tcp" and url.hostname else None
         return BoundaryAddress(self.wire_up(host), f"{socket.gethostname()}:{os.getpid()}")
 
@@ -61,7 +69,7 @@ class PartitionActor(DownpourPartition):
         """Proxies to every partition of this replica, given as ``(key, worker address)`` in partition order;
         with ``wires`` (each one's ``open_wire``), ends to them instead: in memory where a partner is in this
         process, else over its wire."""
-        side = task_side()
+        side = self.side
         if wires is None:
             return await self.connect([side.remote(PartitionActor, w, k) for k, w in partners])
         ends: dict[int, End] = {}
@@ -91,6 +99,6 @@ class PartitionActor(DownpourPartition):
     async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
                             batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
         """Give this partition its shards (``shards.layout`` over its own block) and its data."""
-        side = task_side()
+        side = self.side
         server = connect(shards, side, name=name, threaded=overlap)  # off the event loop: shards here compute
         return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=side.address, overlap=overlap)

@@ -20,6 +20,7 @@ from typing import Any
 import greenlet
 import numpy as np
 
+from ..runtime.protocol import TaskSide
 from ..runtime.shards import ShardHandles, connect
 from ..runtime.sim.compute import TimedNetwork
 from ..runtime.sim.cost import CostModel
@@ -27,7 +28,6 @@ from ..runtime.sim.engine import Simulation
 from ..runtime.sim.job_session import STAND_INS
 from ..runtime.sim.machines import Machine, Network
 from ..runtime.sim.shape import LayerShape, layer_shape
-from ..runtime.task_side import task_side
 from . import Ownership
 from .actors import PartitionActor
 from .downpour_partition import DownpourPartition
@@ -107,9 +107,10 @@ class SimulatedPartitionActor(SimulatedPartition):
     ``_post``) and reaching its shards from its machine (``connect`` in a task there)."""
 
     def __init__(self, index: int, ownership: Ownership, sim: Simulation, machine: Machine, network: Network,
-                 cost: CostModel, find: Callable[[str], SimulatedPartition], threads: int = 1) -> None:
+                 cost: CostModel, find: Callable[[str], SimulatedPartition], side: TaskSide,
+                 threads: int = 1) -> None:
         super().__init__(index, ownership, sim, machine, network, cost, threads=threads)
-        self._find = find
+        self._find, self.side = find, side
 
     async def ping(self) -> int:
         return 0
@@ -127,14 +128,15 @@ class SimulatedPartitionActor(SimulatedPartition):
 
     async def attach_shards(self, shards: ShardHandles, shard_ids: list[int], X: np.ndarray, y: np.ndarray,
                             batch_size: int, seed: int, name: str, overlap: bool = True) -> int:
-        server = connect(shards, task_side(), name=name)
+        server = connect(shards, self.side, name=name)
         return await self.attach(server, shard_ids, X, y, batch_size, seed, worker=self.machine.name, overlap=overlap)
 
 
-def _stand_in(session: Any, machine: Machine, index: int, ownership: Ownership) -> SimulatedPartitionActor:
+def _stand_in(session: Any, machine: Machine, index: int, ownership: Ownership,
+              side: TaskSide) -> SimulatedPartitionActor:
     """What a simulated session places for a ``PartitionActor``: the real partition, timed on ``machine``."""
     return SimulatedPartitionActor(index, ownership, session.sim, machine, session.layout.network, session.cost,
-                                   session.actor, threads=session.threads_per_task)
+                                   session.actor, side, threads=session.threads_per_task)
 
 
 STAND_INS[PartitionActor] = _stand_in

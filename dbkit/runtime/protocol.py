@@ -90,7 +90,9 @@ class Runtime(Protocol):
     def wait_for_workers(self, n: int, timeout: float = 30.0) -> list[str]: ...
 
     def place_actor(self, name: str, cls: type, *args: Any, worker: str | None = None, **kwargs: Any) -> Any:
-        """``cls(*args, **kwargs)`` on ``worker`` (any if ``None``), registered as ``name``; its proxy."""
+        """``cls(*args, **kwargs)`` on ``worker`` (any if ``None``), registered as ``name``; its proxy. A class
+        whose ``takes_side`` is true is built with ``side=`` the ``TaskSide`` of the worker it lives on, as a
+        task is given its own (``submit_on``)."""
         ...
 
     def submit_on(self, worker: str, fn: Callable[..., Any], *args: Any, key: str, **kwargs: Any) -> TaskFuture:

@@ -23,6 +23,7 @@ from ..clock import REAL_TIME
 from ..real_machines import RealMachines
 from ..registry import ActorRegistry
 from .scheduler import ClusterError, probe_scheduler
+from .task_side import DaskTaskSide
 from .worker_processes import WORKER_DASK_CONFIG, WORKER_MALLOC, workers_ignore_group_signals
 
 _OPEN: weakref.WeakSet[Cluster] = weakref.WeakSet()
@@ -206,6 +207,8 @@ class Cluster(RealMachines):
         if worker is not None and worker not in (workers := self.workers()):
             # Dask would keep an actor pinned to an unknown worker waiting for it for ever
             raise ClusterError(f"no worker {worker} in the cluster (its workers: {', '.join(workers) or 'none'})")
+        if getattr(cls, "takes_side", False):
+            kwargs = {**kwargs, "side": DaskTaskSide()}  # finds its worker once there
         future, scattered = self._submit(cls, args, kwargs, worker, key=f"dbkit-{name}-{self.tag}", actor=True)
         try:  # in slices: a pinned actor whose worker dies meanwhile would wait for ever
             proxy = wait_unless_gone(future.result, self.place_timeout,
@@ -332,6 +335,4 @@ def _close_all() -> None:
 
 def _on_side(fn, *args, **kwargs):  # noqa: ANN001, ANN202 - runs on the worker
     """A task's body on a Dask worker: ``fn`` given its worker's side."""
-    from .task_side import DaskTaskSide
-
     return fn(DaskTaskSide(), *args, **kwargs)

@@ -12,12 +12,22 @@ T = TypeVar("T")
 
 
 class DaskTaskSide:
-    """``TaskSide`` for a task running on a Dask worker."""
+    """``TaskSide`` for a task running on a Dask worker: made where the task runs, or made on the driver and
+    sent with an actor's arguments (it finds its worker where it is first asked, and is sent without it)."""
 
     def __init__(self) -> None:
-        from distributed import get_worker
+        self._found: Any = None
 
-        self._worker = get_worker()
+    @property
+    def _worker(self) -> Any:
+        if self._found is None:
+            from distributed import get_worker
+
+            self._found = get_worker()
+        return self._found
+
+    def __getstate__(self) -> dict:
+        return {"_found": None}
 
     @property
     def address(self) -> str:

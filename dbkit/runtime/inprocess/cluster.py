@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
-import functools
 import threading
 import uuid
 import weakref
@@ -23,7 +22,7 @@ from ..clock import REAL_TIME
 from ..real_machines import RealMachines
 from ..registry import ActorRegistry
 from ..run_here import run_here
-from .task_side import InProcessTaskSide, bind, running_on
+from .task_side import InProcessTaskSide
 from .workers import ActorProxy, Placed, Task, Worker
 
 
@@ -37,7 +36,7 @@ class InProcessCluster:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
         addresses = [f"inprocess://worker-{k}" for k in range(workers)]
-        self._workers = {a: Worker(a, on_thread=functools.partial(self._bind, a)) for a in addresses}
+        self._workers = {a: Worker(a) for a in addresses}
         self._closed = False
         # lock order: leaf (the worker table and the closed flag)
         self._lock = threading.Lock()
@@ -83,10 +82,6 @@ class InProcessCluster:
         with self._lock:
             live = [w for w in self._workers.values() if w.alive]
         return {w.address: w.keys() for w in live}
-
-    def _bind(self, address: str) -> None:
-        """Run first on each thread a worker starts: code there asks its own worker (``task_side``)."""
-        bind(self.task_side(self._workers[address]))
 
     def task_side(self, worker: Worker) -> InProcessTaskSide:
         return InProcessTaskSide(worker, dict(self._workers))
@@ -183,7 +178,8 @@ class InProcessSession(RealMachines):
         address = worker if worker is not None else self._least_loaded()
         w = self.cluster.worker(address)
         key = f"dbkit-{name}-{self.tag}"
-        w.add(key, cls(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+        side = {"side": self.cluster.task_side(w)} if getattr(cls, "takes_side", False) else {}
+        w.add(key, cls(*copy.deepcopy(args), **copy.deepcopy(kwargs), **side))
         proxy = ActorProxy(w, key)
         self.registry.add(name, Placed(w, key), proxy, address)
         return proxy
@@ -204,8 +200,7 @@ class InProcessSession(RealMachines):
             raise RuntimeError("this session is closed")
         w = self.cluster.worker(worker, alive=False)  # a task sent to a dead worker is lost, as on Dask
         side = self.cluster.task_side(w)
-        task = Task(w, key, fn, (side, *(_arrive(a) for a in args)), {k: _arrive(v) for k, v in kwargs.items()},
-                    lambda at: running_on(side))
+        task = Task(w, key, fn, (side, *(_arrive(a) for a in args)), {k: _arrive(v) for k, v in kwargs.items()})
         with self._lock:
             self._tasks.append(task)
         return task

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import concurrent.futures
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from ..clock import REAL_TIME, Clock
 from .workers import LOST, ActorProxy, Worker
 
 T = TypeVar("T")
-
-_here = threading.local()
-
 
 class InProcessTaskSide:
     """``dbkit.runtime.TaskSide`` for a task on an in-process worker."""
@@ -74,22 +70,3 @@ class InProcessTaskSide:
 
         return checked
 
-
-def bind(side: InProcessTaskSide) -> None:
-    """Mark this thread, for its whole life, as one of ``side``'s worker (its actor thread, its event loop)."""
-    _here.side = side
-
-
-def current() -> InProcessTaskSide | None:
-    """The in-process worker this thread's task runs on, or ``None`` (not an in-process task)."""
-    return getattr(_here, "side", None)
-
-
-@contextmanager
-def running_on(side: InProcessTaskSide) -> Iterator[None]:
-    """Mark this thread as a task of ``side``'s worker while the block runs."""
-    _here.side = side
-    try:
-        yield
-    finally:
-        _here.side = None

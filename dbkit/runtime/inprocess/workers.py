@@ -48,20 +48,15 @@ def _answer(source: Future) -> Answer:
 
 
 class Worker:
-    """One in-process worker. ``_lock`` guards its actors, its event loop and whether it is alive.
+    """One in-process worker. ``_lock`` guards its actors, its event loop and whether it is alive."""
 
-    ``on_thread`` runs first on each thread the worker starts (its actor thread, its event loop's), so that
-    code running there can ask which worker it is on.
-    """
-
-    def __init__(self, address: str, on_thread: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, address: str) -> None:
         self.address = address
         self._actors: dict[str, Any] = {}
         self._alive = True
         # lock order: leaf (the actor table and liveness; a call is submitted while held, run after)
         self._lock = threading.Lock()
-        self._on_thread = on_thread
-        self._calls = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-{address}-actors", initializer=on_thread)
+        self._calls = ThreadPoolExecutor(1, thread_name_prefix=f"dbkit-{address}-actors")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
 
@@ -109,7 +104,6 @@ class Worker:
             loop = asyncio.new_event_loop()
 
             def run() -> None:
-                self._on_thread()
                 asyncio.set_event_loop(loop)
                 loop.run_forever()
 
@@ -188,21 +182,19 @@ class Task(Future):
 
     _numbers = itertools.count()
 
-    def __init__(self, worker: Worker, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                 enter: Callable[[Worker], Any]) -> None:
+    def __init__(self, worker: Worker, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         super().__init__()
         self.worker, self.key = worker, key
         self._forgotten = False
-        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs, enter), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs), daemon=True,
                                         name=f"dbkit-task-{next(self._numbers)}-{key}")
         self._thread.start()
 
-    def _run(self, fn: Callable[..., Any], args: tuple, kwargs: dict, enter: Callable[[Worker], Any]) -> None:
+    def _run(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         if not self.worker.alive or not self.set_running_or_notify_cancel():
             return  # sent to a worker that had died: it never runs, and reads as lost
         try:
-            with enter(self.worker):
-                value = fn(*args, **kwargs)
+            value = fn(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - the task's error is its future's, as on Dask
             self.set_exception(e)
         else:

@@ -1,7 +1,6 @@
 """The runtime protocol in virtual time: a job's drivers on simulated machines (``SimSession``).
 
-Loaded lazily: ``dbkit.runtime.task_side`` asks ``task_side.current`` on every
-runtime, and the session itself needs the simulator.
+Loaded lazily: the session needs the simulator.
 """
 
 from __future__ import annotations

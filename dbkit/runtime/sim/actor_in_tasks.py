@@ -3,7 +3,7 @@
 A Dask actor whose methods are coroutines (a partition: its step waits for its partners' boundary slices
 and for its shards) interleaves its calls on its worker's event loop: a partner's ``receive`` is served
 while the step it feeds waits. So here each call that reaches the actor starts a task on its machine
-(``task_side`` answers there, as in a task submitted to it), runs the method (to its end, if it is a
+(the actor was given its machine's side when placed), runs the method (to its end, if it is a
 coroutine: ``finish`` below) and sends the answer back. A parameter shard's queue
 (``dbkit.runtime.sim.shard_service.ShardService``) serves its calls one at a time instead.
 """
@@ -11,7 +11,7 @@ coroutine: ``finish`` below) and sends the answer back. A parameter shard's queu
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from ..run_through import run_through
@@ -19,7 +19,6 @@ from .cost import CostModel
 from .engine import Simulation, SimulationError
 from .machines import Machine, Network
 from .shard_service import Request
-from .task_side import SimTaskSide, bind
 
 
 def finish(coroutine: Coroutine) -> Any:
@@ -31,20 +30,19 @@ def finish(coroutine: Coroutine) -> Any:
 
 
 class ActorInTasks:
-    """``actor`` on ``machine``; ``side()`` is the side of a task there; an answer takes ``answer_seconds``
+    """``actor`` on ``machine``; an answer takes ``answer_seconds``
     (one way of an actor call: through Dask even to a caller on the same worker)."""
 
     def __init__(self, sim: Simulation, actor: Any, machine: Machine, network: Network, cost: CostModel,
-                 side: Callable[[], SimTaskSide], answer_seconds: float) -> None:
+                 answer_seconds: float) -> None:
         self.sim, self.shard, self.machine, self.network, self.cost = sim, actor, machine, network, cost
-        self._side, self.answer_seconds = side, answer_seconds
+        self.answer_seconds = answer_seconds
 
     def arrive(self, request: Request) -> None:
         """``request`` reached the actor's machine: its method runs now, in a task of its own."""
         self.sim.spawn(self._serve, request, name=f"{request.kind} on {self.machine.name}")
 
     def _serve(self, request: Request) -> None:
-        bind(self._side())
         value: Any = None
         error: BaseException | None = None
         try:

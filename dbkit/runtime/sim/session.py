@@ -122,15 +122,15 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
         key = f"dbkit-{name}-{self.tag}"
         args, kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)  # arguments arrive as copies, as pickled
         machine = self.machine(address)
+        if getattr(cls, "takes_side", False):
+            kwargs["side"] = SimTaskSide(self, address, lambda: not self.alive(address))
         stand_in = self._stand_ins.get(cls)
         if stand_in is None:
             self._actors[key] = ShardService(self.sim, cls(*args, **kwargs), machine, self.layout.network, self.cost,
                                              self.float_scale)
         else:  # an actor whose methods wait: each call in a task of its own
             self._actors[key] = ActorInTasks(self.sim, stand_in(machine, *args, **kwargs), machine,
-                                             self.layout.network, self.cost,
-                                             lambda: SimTaskSide(self, address, lambda: not self.alive(address)),
-                                             self.cost.partition_call_seconds())
+                                             self.layout.network, self.cost, self.cost.partition_call_seconds())
         proxy = self.end(key, self.driver.name)
         self.registry.add(name, Placed(self.remove, key), proxy, address)
         return proxy
@@ -182,16 +182,14 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
         message = self.cost.task_seconds()  # sending a task, and its answer (a Sandblaster unit's round trip)
         task = SimTask(self.sim, key, fn, args, kwargs, worker=worker, on_end=functools.partial(_leave, machine),
                        side=lambda t: SimTaskSide(self, worker, lambda: t.cancelled or not self.alive(worker),
-                                                  number), start_after=message, answer_after=message,
-                       given_side=True)
+                                                  number), start_after=message, answer_after=message)
         self._keep(task)
         return task
 
     def drive(self, fn: Callable[..., Any], *args: Any, key: str = "driver") -> SimTask:
         """``fn(*args)`` as a task on the driver's machine: a driver's code, whose calls and waits take
         virtual time, runs in one of these."""
-        task = SimTask(self.sim, key, fn, args, {},
-                       side=lambda t: SimTaskSide(self, self.driver.name, lambda: t.cancelled))
+        task = SimTask(self.sim, key, fn, args, {})
         self._keep(task)
         return task
 

@@ -14,19 +14,19 @@ from typing import Any
 import greenlet
 
 from .engine import Simulation
-from .task_side import SimTaskSide, bind
+from .task_side import SimTaskSide
 
 
 class SimTask:
-    """``fn(*args, **kwargs)`` started now as a task of ``sim`` on machine ``side`` (``None``: on no machine,
-    a driver's). ``start_after`` and ``answer_after``: the virtual seconds its sending and its answer take
-    (a Dask task's two messages): it begins that much after it is submitted, and its handle says it ended
-    that much after its last line."""
+    """``fn(*args, **kwargs)`` started now as a task of ``sim``; with ``side``, ``fn`` is given its machine's
+    side first (``None``: a driver's task, on no machine). ``start_after`` and ``answer_after``: the virtual
+    seconds its sending and its answer take (a Dask task's two messages): it begins that much after it is
+    submitted, and its handle says it ended that much after its last line."""
 
     def __init__(self, sim: Simulation, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
                  side: Callable[[SimTask], SimTaskSide] | None = None, worker: str = "",
                  on_end: Callable[[], None] | None = None, start_after: float = 0.0,
-                 answer_after: float = 0.0, given_side: bool = False) -> None:
+                 answer_after: float = 0.0) -> None:
         self.sim, self.key, self.worker = sim, key, worker
         self._on_end = on_end
         self._status = "pending"
@@ -35,13 +35,11 @@ class SimTask:
         self._waiters: list[greenlet.greenlet] = []
         self._callbacks: list[Callable[[], None]] = []
         self._start_after, self._answer_after = start_after, answer_after
-        self._side = side(self) if side is not None else None
-        if given_side:  # a task's body takes its machine's side first (``Runtime.submit_on``)
-            args = (self._side, *args)
+        if side is not None:  # a task's body takes its machine's side first (``Runtime.submit_on``)
+            args = (side(self), *args)
         sim.spawn(self._body, fn, args, kwargs, name=key)
 
     def _body(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-        bind(self._side)
         status, value, error = "finished", None, None
         try:
             if self._start_after > 0:

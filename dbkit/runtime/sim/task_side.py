@@ -1,20 +1,16 @@
 """A task's own side of a simulated machine: its virtual clock, the actors beside it, its arithmetic.
 
-Every task of a simulated session (a replica's loop, a driver's) is a greenlet
-of the simulation (``dbkit.runtime.sim.engine``); each knows its side through a
-greenlet-local table, as an in-process task knows its own through a
-thread-local. Greenlet and nothing of the simulator are imported here, so
-``dbkit.runtime.task_side`` can look this side up first on every runtime.
+Every task of a simulated session (a replica's loop) is a greenlet of the
+simulation (``dbkit.runtime.sim.engine``); it is given its machine's side
+first, and an actor that needs one (a partition) is built with it, as on the
+other runtimes.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import greenlet
 
 if TYPE_CHECKING:
     from .engine import Simulation
@@ -23,9 +19,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 LOST = "simulated machine lost"
-
-_sides: weakref.WeakKeyDictionary[greenlet.greenlet, SimTaskSide] = weakref.WeakKeyDictionary()
-
 
 class VirtualTime:
     """A simulation's clock: ``now`` its virtual seconds, ``sleep`` a wait in virtual time (from a task).
@@ -136,13 +129,3 @@ def _virtual_lock() -> type:
 
 _VIRTUAL_LOCK: type | None = None
 
-
-def bind(side: SimTaskSide | None) -> None:
-    """Mark the current greenlet as a task on ``side``'s machine (``None``: a task of no machine)."""
-    if side is not None:
-        _sides[greenlet.getcurrent()] = side
-
-
-def current() -> SimTaskSide | None:
-    """The simulated machine the current greenlet's task runs on, or ``None``."""
-    return _sides.get(greenlet.getcurrent())
