@@ -1,7 +1,7 @@
 """One table of every setting a run has: its kind, its allowed range, and what it means.
 
 The run configuration (``dbkit.config``), a replica's schedule
-(``dbkit.downpour.schedule``), the shards' update rule (``dbkit.ps.rules``)
+(``dbkit.downpour.exchange``), the shards' update rule (``dbkit.ps.rules``)
 and Sandblaster's coordinator all check values against this table, so a
 range is written once and every refusal reads the same: the setting's name,
 what is allowed, and the value given.

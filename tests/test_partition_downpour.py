@@ -14,7 +14,7 @@ import pytest
 from dbkit import data, nn
 from dbkit.config import RunConfig
 from dbkit.downpour import DownpourSGD
-from dbkit.downpour.schedule import Schedule
+from dbkit.downpour.exchange import Schedule
 from dbkit.partition import aligned_layout, ownership
 from dbkit.ps import balanced_layout
 from dbkit.runtime import InProcessCluster

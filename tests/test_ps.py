@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dbkit.ps import ParameterShard, PushAnswer, ShardedParameters, balanced_layout, local_shards, staleness_summary
-from dbkit.ps.histogram import Histogram, coarse
+from dbkit.ps.records import Histogram, coarse
 from dbkit.ps.shard import AGE_WINDOW
 
 
@@ -203,7 +203,7 @@ def test_a_shard_call_that_never_answers_ends_after_its_bound_with_a_clear_error
     """An actor call to a dead shard's worker can stay unanswered for ever; every wait has a bound."""
     from concurrent.futures import Future
 
-    from dbkit.ps.pending import resolve
+    from dbkit.ps.client import resolve
 
     with pytest.raises(TimeoutError, match=r"did not answer within 0\.1s"):
         resolve(Future(), 0.1)

@@ -211,10 +211,10 @@ def test_a_simulated_shard_end_writes_fetched_parameters_into_the_clients_array(
     from dbkit.ps import ParameterShard, ShardedParameters, balanced_layout
     from dbkit.ps.client import owned_end
     from dbkit.runtime.sim.cost import CostModel
+    from dbkit.runtime.sim.ends import ShardEnd
     from dbkit.runtime.sim.engine import Simulation
     from dbkit.runtime.sim.machines import Cores, Machine, Network
     from dbkit.runtime.sim.shape import ModelShape
-    from dbkit.runtime.sim.shard_end import ShardEnd
     from dbkit.runtime.sim.shard_service import ShardService
 
     net = nn.build("mlp", 8, 3)

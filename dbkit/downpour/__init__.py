@@ -14,11 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .exchange import Exchange
+from .exchange import Exchange, Schedule, StepActions, check_rates
 from .replica import DownpourReplica
 from .replica_book import ReplicaBook
 from .replica_loop import run_replica_loop
-from .schedule import Schedule, StepActions, check_rates
 
 _LAZY = {"DownpourSGD": ".job", "Fleet": ".fleet", "Placement": ".placement", "Recovery": ".recovery"}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..named_classes import NamedClasses
-from ..ps.pending import resolve
+from ..ps.client import resolve
 
 COORDINATORS = NamedClasses(None, "coordinator", "barrier")
 

@@ -13,7 +13,7 @@ from typing import Any
 from ..config import RunConfig
 from ..data import Dataset, shard_indices
 from ..nn import Network
-from ..ps.pending import CALL_TIMEOUT, resolve
+from ..ps.client import CALL_TIMEOUT, resolve
 from ..runtime.protocol import Runtime
 from ..training.figures import NO_CAP, ReplicaFigures, ReplicaSettings
 from .controls import ControlActors

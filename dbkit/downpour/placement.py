@@ -23,7 +23,7 @@ from ..nn import Network
 from ..partition import AlignedLayout, Ownership, aligned_layout, ownership
 from ..partition.placement import PartitionPlacement
 from ..ps import ParameterShard, ShardedParameters, ShardFigures, ShardState, UpdateRule, make_rule, resolve
-from ..ps.pending import CALL_TIMEOUT
+from ..ps.client import CALL_TIMEOUT
 from ..runtime.protocol import Runtime
 from ..runtime.shards import ShardHandles, handles_of, start_shards
 from .coordinators import coordinator_class

@@ -30,9 +30,8 @@ from ..runtime.clock import REAL_TIME, Clock
 from ..settings import Knobs as NoKnobs
 from ..settings import Setting
 from ..training.figures import ReplicaCounters, ReplicaFigures
-from .exchange import Exchange
+from .exchange import Exchange, Schedule
 from .replica_kinds import register_replica
-from .schedule import Schedule
 
 FIRST_WAIT, LONGEST_WAIT = 0.0005, 0.02  # seconds between a waiting loop's looks (``wait_until``: doubling)
 

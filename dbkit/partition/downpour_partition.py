@@ -21,8 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data import MiniBatches
-from ..downpour.exchange import Exchange
-from ..downpour.schedule import StepActions
+from ..downpour.exchange import Exchange, StepActions
 from ..ps import Histogram, ShardedParameters
 from ..runtime.run_through import on_event_loop
 from ..training.figures import PartitionFigures, ReplicaCounters

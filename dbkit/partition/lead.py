@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..downpour.schedule import StepActions
+from ..downpour.exchange import StepActions
 from ..runtime.run_through import run_through
 from .downpour_partition import DownpourPartition
 from .worker import PartitionWorker

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..downpour.schedule import Schedule
+from ..downpour.exchange import Schedule
 from ..ps import Histogram, resolve
 from ..training.figures import PartitionFigures, ReplicaCounters, ReplicaFigures
 from .downpour_partition import DownpourPartition, PartitionStep

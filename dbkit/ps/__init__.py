@@ -11,11 +11,9 @@ from .checkpoint import (
     shard_file,
     write_manifest,
 )
-from .client import ShardedParameters
-from .histogram import Histogram, staleness_summary
+from .client import Pending, ShardedParameters, resolve
 from .layout import ShardLayout, balanced_layout
-from .pending import Pending, resolve
-from .records import PushAnswer, ShardFigures
+from .records import Histogram, PushAnswer, ShardFigures, staleness_summary
 from .rules import OPTIMIZERS, SGD, Adagrad, check_lr
 from .shard import ParameterShard
 from .update_rule import UpdateRule, describe_rules, make_rule, register_rule, registered_rules, rule_class

@@ -22,8 +22,7 @@ from collections import Counter
 import numpy as np
 
 from .checkpoint import ShardState, write_shard
-from .histogram import Histogram, coarse
-from .records import PushAnswer, ShardFigures
+from .records import Histogram, PushAnswer, ShardFigures, coarse
 from .rules import check_lr
 from .update_rule import UpdateRule, make_rule
 from .vector_checkpoint import VectorState, write_vectors

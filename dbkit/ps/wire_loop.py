@@ -1,7 +1,7 @@
 """The process's one wire loop: one thread (``dbkit-wire``) and one ``selectors`` loop for both ends of the wire.
 
 The shards' server (``wire_server``) and the replicas' calls to other
-processes' shards (``wire_calls``) are users of the same loop: each joins it
+processes' shards (``wire_client``) are users of the same loop: each joins it
 (``WireLoop.join``) and leaves it when done; the thread starts with the first
 user and ends with the last. Everything that touches the selector runs on
 the loop's thread: other threads hand work over with ``call_soon``, which

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..ps import Histogram, PushAnswer
-from ..ps.histogram import coarse
+from ..ps.records import coarse
 
 NO_CAP = 2**62  # "no step cap" for a replica
 
@@ -87,7 +87,7 @@ class ReplicaFigures:
     """One replica's counters and state; cumulative since it started.
 
     ``staleness`` counts its accepted pushes by staleness in versions and
-    ``age`` by age in examples (coarse bins, ``dbkit.ps.histogram.coarse``);
+    ``age`` by age in examples (coarse bins, ``dbkit.ps.records.coarse``);
     ``epoch`` is that of the last ``ReplicaSettings`` it acted on.
     """
 

@@ -32,10 +32,10 @@ from ..inprocess.cluster import NoWires
 from ..real_machines import RealMachines
 from ..registry import ActorRegistry
 from ..run_here import run_here
-from .actor_end import ActorEnd, Placed
 from .actor_in_tasks import ActorInTasks
 from .compute import GradientBatch, TimedNetwork
 from .cost import CostModel
+from .ends import ActorEnd, Placed
 from .engine import Simulation
 from .layout import Layout
 from .machines import Machine

@@ -8,7 +8,7 @@ the shard's machine. The shard's own method runs when its service starts, so
 the order of pushes and fetches on each shard, hence staleness and the
 parameters themselves, is the order of virtual time.
 
-Each client reaches a shard through its own end of it (``dbkit.runtime.sim.shard_end.ShardEnd``), whose calls
+Each client reaches a shard through its own end of it (``dbkit.runtime.sim.ends.ShardEnd``), whose calls
 arrive here as ``Request`` s and are answered through a ``VirtualFuture``.
 """
 
