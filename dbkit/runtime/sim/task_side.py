@@ -118,10 +118,10 @@ class SimTaskSide:
 
 
 def _virtual_lock() -> type:
-    """``dbkit.runtime.sim.sync.VirtualLock``, imported once it is first needed (the simulator imports this package)."""
+    """``virtual_lock.VirtualLock``, imported once it is first needed (the simulator imports this package)."""
     global _VIRTUAL_LOCK
     if _VIRTUAL_LOCK is None:
-        from .sync import VirtualLock
+        from .virtual_lock import VirtualLock
 
         _VIRTUAL_LOCK = VirtualLock
     return _VIRTUAL_LOCK
