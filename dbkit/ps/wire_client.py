@@ -46,6 +46,7 @@ from .wire_frames import (
     float_count,
     open_connection,
     recv_reply,
+    recv_some,
 )
 from .wire_loop import WireLoop
 
@@ -179,12 +180,9 @@ class _Calls:
     def _read(self) -> None:
         while True:
             if self.got < len(self.view):
-                try:
-                    k = self.sock.recv_into(self.view[self.got:])
-                except (BlockingIOError, InterruptedError):
+                k = recv_some(self.sock, self.view[self.got:])
+                if k is None:
                     return
-                if k == 0:
-                    raise WireError("the peer closed the connection")
                 self.got += k
                 self.heard = time.monotonic()
                 if self.got < len(self.view):

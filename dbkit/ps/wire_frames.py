@@ -51,6 +51,18 @@ def recv_into(sock: socket.socket, view: memoryview) -> None:
         got += k
 
 
+def recv_some(sock: socket.socket, view: memoryview) -> int | None:
+    """The bytes a non-blocking ``sock`` put into ``view`` now, or ``None`` if none has arrived; ``WireError``
+    if the peer closed."""
+    try:
+        k = sock.recv_into(view)
+    except (BlockingIOError, InterruptedError):
+        return None
+    if k == 0:
+        raise WireError("the peer closed the connection")
+    return k
+
+
 def float_count(nbytes: int, limit: int) -> int:
     """How many float32 ``nbytes`` hold; ``WireError`` above ``limit`` bytes or if they are not whole floats."""
     if nbytes < 0 or nbytes > limit or nbytes % 4:

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from .records import WireAddress
-from .wire_frames import ERROR, FETCH, FRAME, HELLO, OK, PUSH, PUSH_FETCH, WireError, float_count, tune
+from .wire_frames import ERROR, FETCH, FRAME, HELLO, OK, PUSH, PUSH_FETCH, WireError, float_count, recv_some, tune
 from .wire_loop import WireLoop
 
 Accepted = Callable[[int, socket.socket], None]  # a wired partition's door: (the partner's index, its connection)
@@ -81,12 +81,9 @@ class Peer:
         peer closed."""
         while not self.closing and self.handed is None:
             if self.got < len(self.view):
-                try:
-                    k = self.sock.recv_into(self.view[self.got:])
-                except (BlockingIOError, InterruptedError):
+                k = recv_some(self.sock, self.view[self.got:])
+                if k is None:
                     return
-                if k == 0:
-                    raise WireError("the peer closed the connection")
                 self.got += k
                 if self.got < len(self.view):
                     continue
