@@ -283,3 +283,12 @@ def test_step_files(tmp_path):
     assert "dbkit/ps/rules.py" not in r["replica"]  # the arithmetic of the shard runs on its call thread
     assert {"dbkit/ps/shard.py", "dbkit/ps/rules.py"} <= set(r["shard"])
     assert r["files"] == len(set(r["replica"]) | set(r["shard"]))
+
+
+def test_scheduler_loss(tmp_path):
+    """A round kills a real scheduler under a running job: the run ends by itself with its report, and a bare
+    Dask client of the same scheduler sees the loss too (the floor)."""
+    r = run("scheduler_loss", "--rounds", "1", tmp_path=tmp_path)
+    [row] = r["rounds"]
+    assert row["exit"] == 1 and row["ended"] == "scheduler lost"
+    assert row["run_s"] > 0 and row["bare_client_s"] >= 0 and r["median_run_s"] == row["run_s"]
