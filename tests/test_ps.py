@@ -194,7 +194,7 @@ def test_a_gradient_that_starts_at_any_byte_gives_the_same_update(optimizer):
     assert not b.push(unaligned, b.version).accepted and b.version == 3
     unaligned[5] = g[5]
     for shard, values in ((a, g), (b, unaligned)):  # Sandblaster's accumulate too
-        shard.zero("acc")
+        shard.vectors("zero", "acc")
         assert shard.accumulate("acc", values, (1,)).accepted
     np.testing.assert_array_equal(a.fetch_vector("acc")[1], b.fetch_vector("acc")[1])
 
@@ -232,9 +232,18 @@ def test_named_vectors_are_a_component_that_sees_the_shards_parameters_through_a
     assert isinstance(shard.named, NamedVectors) and not isinstance(shard, NamedVectors)
     saved = shard.state()
     shard.load_vectors({"grad": b})
-    assert shard.dot("params", "grad") == pytest.approx(float(np.dot(a.astype(np.float64), b)), rel=1e-6)
-    shard.axpy(-0.5, "grad", "params")  # a write to the parameters: one more version
+    assert shard.vectors("dot", "params", "grad") == pytest.approx(float(np.dot(a.astype(np.float64), b)), rel=1e-6)
+    shard.vectors("axpy", -0.5, "grad", "params")  # a write to the parameters: one more version
     assert shard.version == 1 and np.allclose(shard.fetch()[1], a - 0.5 * b)
     shard.load_state(saved)
-    assert np.array_equal(shard.fetch_vector("params")[1], a) and shard.dot("params", "params") == pytest.approx(
-        float(np.dot(a.astype(np.float64), a)), rel=1e-6)
+    assert np.array_equal(shard.fetch_vector("params")[1], a)
+    assert shard.vectors("dot", "params", "params") == pytest.approx(float(np.dot(a.astype(np.float64), a)), rel=1e-6)
+
+
+def test_a_shard_runs_only_its_named_vector_commands_and_refuses_another_by_name():
+    shard = ParameterShard(0, 0, 3, np.arange(3, dtype=np.float32))
+    shard.vectors("copy", "params", "x")
+    assert sorted(shard.vectors("names")) == ["params", "x"]
+    with pytest.raises(ValueError, match="no vector command 'load_state'"):
+        shard.vectors("load_state", {})  # a shard method, but not a vector command
+    assert shard.version == 0 and np.array_equal(shard.fetch()[1], np.arange(3, dtype=np.float32))

@@ -106,8 +106,8 @@ def time_shard(quick: bool = False) -> dict[str, float]:
             out.setdefault(rule, []).append((n, median_seconds(partial(s.push, g, s.version), reps)))
         s = ParameterShard(0, 0, n, np.zeros(n, np.float32), "sgd", 1e-3)
         out.setdefault("fetch", []).append((n, median_seconds(s.fetch, reps)))
-        s.copy("params", "x")
-        out.setdefault("vector", []).append((n, median_seconds(partial(s.axpy, 0.5, "params", "x"), reps)))
+        s.vectors("copy", "params", "x")
+        out.setdefault("vector", []).append((n, median_seconds(partial(s.vectors, "axpy", 0.5, "params", "x"), reps)))
     slopes = {k: max(0.0, (v[1][1] - v[0][1]) / (v[1][0] - v[0][0])) for k, v in out.items()}
     fixed = min(max(0.0, v[0][1] - slopes[k] * v[0][0]) for k, v in out.items())
     return {"request_seconds": fixed, "push_seconds_per_float_sgd": slopes["sgd"],

@@ -30,7 +30,7 @@ def _peer_calls(side, key: str, worker: str, calls: int) -> float:  # noqa: ANN0
     times = []
     for _ in range(calls + 1):
         t = time.perf_counter()
-        shard.dot("params", "params").result()
+        shard.vectors("dot", "params", "params").result()
         times.append(time.perf_counter() - t)
     return float(np.median(times[1:]))
 
@@ -104,7 +104,7 @@ def time_control_plane(quick: bool = False
         first, second = cluster.workers()[:2]
         ps = start_shards(cluster, np.zeros(16, np.float32), 1, "sgd", 1e-6, prefix=f"{tag}-", workers=[second])
         shard = ps.shards[0]
-        actor = _median(lambda: shard.dot("params", "params").result(), calls)
+        actor = _median(lambda: shard.vectors("dot", "params", "params").result(), calls)
         task = _median(lambda: cluster.submit_on(second, _nothing, key=f"{tag}-t{time.perf_counter_ns()}").result(),
                        calls)
         peer = cluster.submit_on(first, _peer_calls, str(shard.key), second, calls, key=f"{tag}-peer").result()

@@ -217,22 +217,22 @@ class ShardedParameters:
 
     def dot(self, a: str, b: str) -> float:
         """``a . b`` over the whole vector: each shard's part, summed here."""
-        return float(sum(self._all("dot", a, b)))
+        return float(sum(self._all("vectors", "dot", a, b)))
 
     def axpy(self, alpha: float, x: str, y: str) -> None:
-        self._all("axpy", float(alpha), x, y)
+        self._all("vectors", "axpy", float(alpha), x, y)
 
     def scale(self, alpha: float, x: str) -> None:
-        self._all("scale", float(alpha), x)
+        self._all("vectors", "scale", float(alpha), x)
 
     def copy(self, src: str, dst: str) -> None:
-        self._all("copy", src, dst)
+        self._all("vectors", "copy", src, dst)
 
     def zero(self, name: str) -> None:
-        self._all("zero", name)
+        self._all("vectors", "zero", name)
 
     def drop(self, name: str) -> None:
-        self._all("drop", name)
+        self._all("vectors", "drop", name)
 
     def fetch_vector(self, name: str) -> np.ndarray:
         """A whole named vector (replicas fetch trial parameters this way; the coordinator never does)."""
@@ -250,7 +250,7 @@ class ShardedParameters:
 
     def landed(self, name: str) -> list[set]:
         """Per shard, the work units already accumulated into ``name``."""
-        return [set(x) for x in self._all("landed_units", name)]
+        return [set(x) for x in self._all("vectors", "landed_units", name)]
 
     def figures(self) -> list[ShardFigures]:
         """Each shard's ``figures()``, with the worker that holds it."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,10 @@ from .vector_checkpoint import VectorState, write_vectors
 from .vectors import NamedVectors
 
 AGE_WINDOW = 4096  # versions back for which a shard remembers how many examples it had applied
+
+
+#: what a shard's named vectors answer as they are (``NamedVectors``); pushes into them are ``accumulate``
+VECTOR_COMMANDS = frozenset({"dot", "axpy", "scale", "copy", "zero", "drop", "names", "landed_units"})
 
 
 class ParameterShard:
@@ -186,43 +191,14 @@ class ParameterShard:
         version, params = self.fetch(into)
         return answer, version, params
 
-    # ---- Sandblaster's commands on named vectors (DistBelief Sec. 4.2): each under the shard's lock ----
-    def vector_names(self) -> list[str]:
+    # ---- Sandblaster's named vectors (DistBelief Sec. 4.2): each command under the shard's lock ----------
+    def vectors(self, command: str, *args: Any) -> Any:
+        """Run ``command`` (one of ``VECTOR_COMMANDS``: ``dot``, ``axpy``, ``scale``, ``copy``, ``zero``,
+        ``drop``, ``names``, ``landed_units``) on this shard's named vectors (``NamedVectors``); its answer."""
+        if command not in VECTOR_COMMANDS:
+            raise ValueError(f"no vector command {command!r} (one of {', '.join(sorted(VECTOR_COMMANDS))})")
         with self._lock:
-            return self.named.names()
-
-    def zero(self, name: str) -> None:
-        """Zero vector ``name`` and forget which work units landed in it."""
-        with self._lock:
-            self.named.zero(name)
-
-    def landed_units(self, name: str) -> list[int]:
-        """Work units whose gradients were accumulated into ``name`` since it was zeroed."""
-        with self._lock:
-            return self.named.landed_units(name)
-
-    def copy(self, src: str, dst: str) -> None:
-        with self._lock:
-            self.named.copy(src, dst)
-
-    def drop(self, name: str) -> None:
-        with self._lock:
-            self.named.drop(name)
-
-    def dot(self, a: str, b: str) -> float:
-        """This shard's part of ``a . b``, accumulated in float64."""
-        with self._lock:
-            return self.named.dot(a, b)
-
-    def axpy(self, alpha: float, x: str, y: str) -> None:
-        """``y += alpha * x``."""
-        with self._lock:
-            self.named.axpy(alpha, x, y)
-
-    def scale(self, alpha: float, x: str) -> None:
-        """``x *= alpha``."""
-        with self._lock:
-            self.named.scale(alpha, x)
+            return getattr(self.named, command)(*args)
 
     def accumulate(self, name: str, values: np.ndarray, units: tuple = ()) -> PushAnswer:
         """``name += values`` (a replica's summed gradient slice); refused like a bad push, and refused when

@@ -21,6 +21,9 @@ from ...ps.owned_end import OwnedEnd
 from .machines import Machine
 from .shard_service import Request, ShardService, VirtualFuture
 
+#: the commands that pass over a shard's vector (its named vectors' arithmetic, their checkpoints)
+PASSES = frozenset({"dot", "axpy", "scale", "copy", "zero", "load_vectors", "save_vectors"})
+
 
 class CallCosts(NamedTuple):
     """A call's fixed costs for one message size: its bytes up and down, the client's CPU to send, what the
@@ -88,14 +91,15 @@ class ShardEnd(OwnedEnd):
         return self._call("accumulate", lambda s: s.accumulate(name, values, units), self.cost.vector_seconds(n), n, 0)
 
     def __getattr__(self, method: str) -> Callable[..., VirtualFuture]:
-        """Any other shard method (``dot``, ``axpy``, ``copy``, ``figures``, ``set_lr`` ...) as a command:
-        a small message each way and, for a vector command, a pass over the shard's floats."""
+        """Any other shard method (``vectors``, ``figures``, ``set_lr`` ...) as a command: a small message each
+        way and, for a command that passes over a vector (``PASSES``), a pass over the shard's floats."""
         if method.startswith("_"):
             raise AttributeError(method)
-        vector = method in ("dot", "axpy", "scale", "copy", "zero", "load_vectors", "save_vectors")
-        seconds = self.cost.vector_seconds(self.service.floats) if vector else self.cost.profile.shard.request_seconds
 
         def command(*args: Any, **kwargs: Any) -> VirtualFuture:
+            passes = method in PASSES or (method == "vectors" and bool(args) and args[0] in PASSES)
+            seconds = (self.cost.vector_seconds(self.service.floats) if passes
+                       else self.cost.profile.shard.request_seconds)
             return self._call(method, lambda s: getattr(s, method)(*args, **kwargs), seconds, 0, 0, control=True)
 
         return command
