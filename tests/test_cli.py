@@ -303,7 +303,7 @@ def test_a_failed_run_writes_its_report_says_why_in_one_line_and_exits_1(tmp_pat
                 "events": [{"type": "ErrorEvent", "message": "RuntimeError: lost parameter shard 0 on w"}]}
 
     monkeypatch.setattr(dbkit.runner, "run", failed_run)
-    monkeypatch.setattr("dbkit.cli.summary.print_summary", lambda report: None)
+    monkeypatch.setattr("dbkit.cli.summary.print_summary", lambda report, **kwargs: None)
     status = main(["run", "downpour", "--report", str(tmp_path / "r.json"), "--quiet"])
     err = capsys.readouterr().err
     assert status == 1 and (tmp_path / "r.json").exists()

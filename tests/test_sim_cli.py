@@ -138,3 +138,79 @@ def test_progress_lines_say_the_budget_and_the_accuracy_only_where_known():
     Ticker(lines.append, "sandblaster", 2.0, every=0.0)(0.5, 0.91)
     assert lines[0].startswith("  downpour: 0.250 simulated s (") and "accuracy" not in lines[0]
     assert lines[1].startswith("  sandblaster: 0.500 of 2 simulated s, test accuracy 0.910 (")
+
+
+def test_simulate_help_lists_only_what_a_simulation_takes():
+    out = dbkit("simulate", "downpour", "--help")
+    assert out.returncode == 0
+    for flag in ("--scheduler", "--checkpoint-dir", "--transport", "--runtime", "--resume", "--heartbeat-timeout",
+                 "--workers", "--no-restart-replicas", "--checkpoint-every"):
+        assert flag not in out.stdout, flag
+    for flag in ("--profile", "--machines", "--cost-only", "--replicas", "--n-push", "--report", "--quiet"):
+        assert flag in out.stdout, flag
+    assert "--scheduler" in dbkit("run", "downpour", "--help").stdout  # a real run still lists it
+
+
+@pytest.mark.parametrize("flag", [["--runtime", "in-process"], ["--transport", "actor"],
+                                  ["--checkpoint-every", "3"]])
+def test_a_real_cluster_flag_left_out_of_the_help_is_still_refused_by_name(flag):
+    out = dbkit("simulate", "downpour", "--steps", "10", *flag)
+    assert out.returncode == 2 and f"{flag[0]} does not apply to a simulation" in out.stderr
+
+
+def test_quiet_prints_only_the_summary_and_many_replicas_are_summarised(tmp_path):
+    args = ("simulate", "downpour", "--replicas", "30", "--shards", "2", "--steps", "90", "--report",
+            str(tmp_path / "r.json"))
+    quiet = dbkit(*args, "--quiet")
+    assert quiet.returncode == 0, quiet.stderr
+    lines = quiet.stdout.strip().splitlines()
+    assert lines[0].startswith("simulated on profile here") and lines[-1].startswith("report:")
+    assert not any(line.lstrip().startswith(("replica", "shard", "30 replicas", "simulated cluster"))
+                   for line in lines) and len(lines) <= 8
+    loud = dbkit(*args)
+    assert loud.returncode == 0, loud.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    steps = sorted(r["steps"] for r in report["replicas"])
+    assert f"30 replicas: {steps[0]}-" in loud.stdout or f"30 replicas: {steps[0]} steps" in loud.stdout
+    assert "replica 0:" not in loud.stdout and "shard 1 on" in loud.stdout  # 2 shards: a row each
+
+
+def test_the_progress_line_gives_steps_and_what_is_left():
+    from dbkit.sim.figures.ticker import RunTicker
+
+    said: list[str] = []
+    tick = RunTicker(said.append, "downpour", steps=1000, seconds=None, every=0.0)
+    assert tick.done(3.0, 250) == 0.25
+    tick(3.0, 250)
+    assert "250 of 1,000 steps" in said[-1] and "3.000 simulated s" in said[-1] and "to go" in said[-1]
+    by_time = RunTicker(said.append, "sandblaster", steps=None, seconds=8.0, every=0.0)
+    assert by_time.done(2.0, 5) == 0.25 and by_time.done(20.0, 5) == 1.0
+
+
+@pytest.mark.parametrize("signame, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_signal_writes_the_report_of_what_was_simulated(tmp_path, signame, status):
+    """Ctrl-C, or a batch system's SIGTERM at its time limit: the simulation stops, its report (of what
+    ran, marked interrupted) is written and the exit status is 130 or 143."""
+    import signal
+    import time
+
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "dbkit", "simulate", "downpour", "--replicas", "20", "--steps",
+                             "10000000", "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the cluster's line: the run is set up ...
+        assert first.startswith("simulated cluster"), first
+        assert "simulated s" in proc.stdout.readline()  # ... and a progress line: it is simulating
+        time.sleep(0.5)
+        proc.send_signal(getattr(signal, signame))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == status, err
+    assert "Traceback" not in err and f"interrupted ({signame})" in out
+    r = json.loads(report.read_text())
+    assert validate_report(r) == [] and r["interrupted"] is True and r["signal"] == signame
+    assert 0 < r["steps"] < 10000000 and r["simulated"] is True

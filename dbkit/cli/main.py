@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 report = simulate_from_args(args, progress=not args.quiet)
             else:
                 report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None))
-            print_summary(report)
+            print_summary(report, rows=not (args.command == "simulate" and args.quiet))
             _write_outputs(report, report_path, plot_path)
             presses.reported = True
         if report.get("interrupted"):
@@ -247,9 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, DataError, OSError) as e:
         print(f"dbkit: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("dbkit: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # before anything ran (or while it is set up): nothing to report
+        name = getattr(e, "signal_name", "SIGINT")
+        print(f"dbkit: interrupted ({name}) before the run began: no report", file=sys.stderr)
+        return 143 if name == "SIGTERM" else 130
     except Exception as e:  # noqa: BLE001 - the command line never ends in a traceback
         print(f"dbkit: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -24,9 +24,15 @@ def _hidden(text: str) -> tuple[int, ...]:
     return widths
 
 
-def add_run_options(p: argparse.ArgumentParser, replica: bool = False) -> None:
-    """Flags shared by every algorithm (DESIGN.md, CLI contract); with ``replica``, Downpour's ``--replica``."""
+def add_run_options(p: argparse.ArgumentParser, replica: bool = False, simulated: bool = False) -> None:
+    """Flags shared by every algorithm (DESIGN.md, CLI contract); with ``replica``, Downpour's ``--replica``.
+    ``simulated`` (``dbkit simulate``): the flags of a real cluster (its scheduler, workers, runtime, wire,
+    checkpoints) are still read, so that giving one is refused with its reason, but the help leaves them out."""
     d = DEFAULTS
+
+    def real(text: str) -> str:
+        return argparse.SUPPRESS if simulated else text
+
     g = p.add_argument_group("data and model")
     g.add_argument("--dataset", default=d.dataset, metavar="NAME_OR_PATH",
                    help="digits (bundled, default), signals (MNIST-1D-style 1-D signals), synthetic, "
@@ -75,9 +81,9 @@ def add_run_options(p: argparse.ArgumentParser, replica: bool = False) -> None:
                    help="replicas wait for every fetch and push instead of computing on meanwhile (the paper's "
                         "client overlaps them; compare the two)")
     s.add_argument("--transport", choices=TRANSPORTS, default=d.downpour.transport,
-                   help="how replicas fetch from and push to shards on other workers: socket, their own TCP "
+                   help=real("how replicas fetch from and push to shards on other workers: socket, their own TCP "
                         "connection (off by itself on a TLS cluster), or actor, Dask actor calls "
-                        "(default: %(default)s)")
+                        "(default: %(default)s)"))
     s.add_argument("--slow-replica", type=_slow, action="append", default=[], metavar="I:FACTOR",
                    help="make replica I FACTOR times slower (repeatable): a straggler, to watch Downpour go on "
                         "without waiting and Sandblaster's load balancing and backups")
@@ -86,29 +92,32 @@ def add_run_options(p: argparse.ArgumentParser, replica: bool = False) -> None:
     add_extension_options(p, replica)
     c = p.add_argument_group("cluster")
     c.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="address of a running Dask scheduler (tcp://HOST:PORT); default: start a LocalCluster")
+                   help=real("address of a running Dask scheduler (tcp://HOST:PORT); default: start a LocalCluster"))
     c.add_argument("--workers", type=int, default=d.workers,
-                   help="workers dbkit starts: LocalCluster processes, or in-process workers (default: %(default)s)")
+                   help=real("workers dbkit starts: LocalCluster processes, or in-process workers "
+                             "(default: %(default)s)"))
     c.add_argument("--runtime", choices=RUNTIMES, default=d.runtime,
-                   help="where the workers run: dask, or in-process (threads of this process, no Dask; "
-                        "default: %(default)s)")
+                   help=real("where the workers run: dask, or in-process (threads of this process, no Dask; "
+                        "default: %(default)s)"))
     f = p.add_argument_group("faults (a lost machine)")
     f.add_argument("--checkpoint-dir", default=None, metavar="DIR",
-                   help="the parameter shards checkpoint here (on a real cluster: a folder every machine shares); "
-                        "a shard lost with its worker comes back from it (Downpour, Sandblaster)")
+                   help=real("the parameter shards checkpoint here (on a real cluster: a folder every machine "
+                        "shares); a shard lost with its worker comes back from it (Downpour, Sandblaster)"))
     f.add_argument("--checkpoint-every", type=float, default=d.checkpoint_every, metavar="SECONDS",
-                   help="seconds between checkpoints (default: %(default)s)")
+                   help=real("seconds between checkpoints (default: %(default)s)"))
     f.add_argument("--resume", default=None, metavar="DIR",
-                   help="start from the checkpoint in DIR (the same model and layout; Downpour, Sandblaster)")
+                   help=real("start from the checkpoint in DIR (the same model and layout; Downpour, Sandblaster)"))
     f.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout, metavar="SECONDS",
-                   help="a machine whose parameter shard does not answer for this long counts as hung: it is "
-                        "dropped and its shards come back from the checkpoint (default: %(default)s)")
+                   help=real("a machine whose parameter shard does not answer for this long counts as hung: it is "
+                        "dropped and its shards come back from the checkpoint (default: %(default)s)"))
     f.add_argument("--no-restart-replicas", dest="restart_replicas", action="store_false",
-                   help="do not replace a replica whose worker was lost")
+                   help=real("do not replace a replica whose worker was lost"))
     o = p.add_argument_group("output")
     o.add_argument("--report", default=None, metavar="PATH", help="write the JSON run report here")
     o.add_argument("--plot", default=None, metavar="PATH", help="write a PNG of loss and accuracy against time here")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("--quiet", action="store_true",
+                   help="print only the summary: no progress lines, no row per replica or shard" if simulated
+                   else "no progress bar")
 
 
 def add_extension_options(p: argparse.ArgumentParser, replica: bool = False) -> None:

@@ -51,12 +51,12 @@ def add_parsers(sub: Any) -> None:
     kinds = sim.add_subparsers(dest="kind", required=True, metavar="{downpour,sandblaster,fig3,fig4,fig5}")
     d = kinds.add_parser("downpour", help="Downpour SGD on simulated machines (paper Sec. 4.1)",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_options(d, replica=True)
+    add_run_options(d, replica=True, simulated=True)
     add_simulation_options(d)
     d.set_defaults(replicas=2, shards=2, optimizer="adagrad")
     s = kinds.add_parser("sandblaster", help="Sandblaster L-BFGS on simulated machines (paper Sec. 4.2)",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_options(s)
+    add_run_options(s, simulated=True)
     add_sandblaster_options(s)
     add_simulation_options(s)
     s.set_defaults(replicas=3, shards=2, model="linear", l2=1e-3)
@@ -122,7 +122,8 @@ def print_figure(report: dict) -> None:
 
 NOT_SIMULATED = (("scheduler", None, "--scheduler"), ("checkpoint_dir", None, "--checkpoint-dir"),
                  ("resume", None, "--resume"), ("restart_replicas", True, "--no-restart-replicas"),
-                 ("transport", DEFAULTS.downpour.transport, "--transport"),
+                 ("transport", DEFAULTS.downpour.transport, "--transport"), ("runtime", DEFAULTS.runtime, "--runtime"),
+                 ("checkpoint_every", DEFAULTS.checkpoint_every, "--checkpoint-every"),
                  ("heartbeat_timeout", DEFAULTS.heartbeat_timeout, "--heartbeat-timeout"))
 
 
@@ -165,7 +166,7 @@ def calibrate_from_args(args: argparse.Namespace) -> int:
 def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     """Run the simulation the flags describe; its report."""
     from ..sim import Cluster, simulated_run
-    from ..sim.figures.ticker import Ticker
+    from ..sim.figures.ticker import RunTicker
 
     for attr, default, flag in NOT_SIMULATED:
         if getattr(args, attr, default) != default:
@@ -174,8 +175,14 @@ def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
         args.workers if args.workers != DEFAULTS.workers else None)
     cluster = Cluster(args.profile, machines)
     config = config_from_args(args, args.kind)
-    print(cluster.describe())
+    if progress:
+        print(cluster.describe())
     run = simulated_run(config, cluster, shape=args.shape, cost_only=args.cost_only)
-    if progress:  # a line every few seconds of computing: where the run has got in simulated time
-        run.on_evaluation = Ticker(print, config.algorithm, config.seconds)
-    return run.run()
+    if progress:  # a line every few seconds of computing: how far the run has got, and how far it has to go
+        run.on_progress = RunTicker(print, config.algorithm, config.steps, config.seconds)
+    try:
+        return run.run()
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM as the command line turns it into one: what ran
+        name = getattr(e, "signal_name", "SIGINT")
+        print(f"interrupted ({name}): stopped, reporting what was simulated", flush=True)
+        return {**run.report(), "interrupted": True, "signal": name}

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 
+ROWS = 24
+"""Replicas or shards beyond this many are summarised in a line (with the ones not ``stopped`` still named)."""
 
-def print_summary(report: dict, log: Callable[[str], None] = print) -> None:
+
+def print_summary(report: dict, log: Callable[[str], None] = print, rows: bool = True) -> None:
+    """A few lines read off ``report``; with ``rows``, a line per replica and per shard (or, beyond
+    :data:`ROWS` of them, a line for them all and one for each replica that did not stop cleanly)."""
     f = report["final"]
     if report.get("simulated"):
         s = report["simulation"]
@@ -43,12 +49,33 @@ def print_summary(report: dict, log: Callable[[str], None] = print) -> None:
         log(f"L-BFGS: {sb['iterations']} iterations, {sb['batch_evaluations']} batch gradients ({why}); "
             f"units per replica {sb['units_per_replica']}, backups {sb['backups_issued']} issued / "
             f"{sb['backups_won']} won")
-    if report["algorithm"] != "sgd":
-        for r in report["replicas"]:
-            state = f" ({r['state']}: {r['error']})" if r.get("error") else ""
-            log(f"  replica {r['replica']}: {r['steps']} steps, {r['pushes']} pushes, {r['fetches']} fetches{state}")
-    for s in report["shards"]:
+    if not rows:
+        return
+    replicas = report["replicas"] if report["algorithm"] != "sgd" else []
+    if len(replicas) > ROWS:
+        log(f"  {len(replicas)} replicas: " + ", ".join(f"{_spread([r[k] for r in replicas])} {k}"
+                                                      for k in ("steps", "pushes", "fetches")))
+        replicas = [r for r in replicas if r.get("error")]
+    for r in replicas[:ROWS]:
+        state = f" ({r['state']}: {r['error']})" if r.get("error") else ""
+        log(f"  replica {r['replica']}: {r['steps']} steps, {r['pushes']} pushes, {r['fetches']} fetches{state}")
+    if len(replicas) > ROWS:
+        log(f"  ... and {len(replicas) - ROWS} more replicas that did not stop cleanly (the report lists them)")
+    shards = report["shards"]
+    if len(shards) > ROWS:
+        means = [s["staleness"]["mean"] for s in shards]
+        log(f"  {len(shards)} shards: {_spread([s['updates'] for s in shards])} updates, "
+            f"{sum(s['rejected'] for s in shards)} refused, staleness mean {min(means):.2f} to {max(means):.2f} "
+            f"(versions)")
+        shards = []
+    for s in shards:
         st, age = s["staleness"], s["staleness_examples"]
         log(f"  shard {s['index']} on {s['worker']}: {s['updates']} updates, {s['rejected']} refused, "
             f"staleness mean {st['mean']:.2f} p95 {st['p95']} max {st['max']} (versions), "
             f"mean {age['mean']:.0f} examples")
+
+
+def _spread(values: list[int]) -> str:
+    """``values`` as "min-median-max" (one number when they agree)."""
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{low}" if low == high else f"{low}-{mid:g}-{high} (min-median-max)"

@@ -41,6 +41,8 @@ class JobRun:
         self.start = float(start)
         #: told each evaluation's simulated seconds (from ``start``) and test accuracy while the run goes on
         self.on_evaluation: Callable[[float, float], None] | None = None
+        #: told the simulated seconds and steps done, every half second of this machine's time (a progress line)
+        self.on_progress: Callable[[float, int], None] | None = None
         self.services: list[Any] = []  # once run: each shard behind its simulated queue (``ShardService``)
 
     def run(self) -> dict:
@@ -61,7 +63,8 @@ class JobRun:
         return self.report()
 
     def _tell(self, done: threading.Event) -> None:
-        """``on_evaluation`` for each evaluation so far, every half second of this machine's time."""
+        """``on_evaluation`` for each evaluation so far, and ``on_progress``, every half second of this
+        machine's time."""
         told = 0
         while not done.wait(0.5) or told < len(self.job.history):
             rows = self.job.history
@@ -69,6 +72,8 @@ class JobRun:
                 if self.on_evaluation is not None and row.get("test_accuracy") is not None:
                     self.on_evaluation(round(self.start + float(row["t"]), 4), float(row["test_accuracy"]))
             told = len(rows)
+            if self.on_progress is not None and not done.is_set():
+                self.on_progress(self.virtual_seconds, self.progress())
             if done.is_set():
                 return
 
