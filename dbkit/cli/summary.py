@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from ..runtime.sim.busy import Busy
+
 ROWS = 24
 """Replicas or shards beyond this many are summarised in a line (with the ones not ``stopped`` still named)."""
 
@@ -13,10 +15,16 @@ def print_summary(report: dict, log: Callable[[str], None] = print, rows: bool =
     """A few lines read off ``report``; with ``rows``, a line per replica and per shard (or, beyond
     :data:`ROWS` of them, a line for them all and one for each replica that did not stop cleanly)."""
     f = report["final"]
+    lost = [r for r in report.get("replicas", []) if r.get("state") == "lost"]
+    if lost:  # first, where it cannot be missed
+        log(f"{len(lost)} of {len(report['replicas'])} replicas were lost: "
+            f"{', '.join(str(r['replica']) for r in lost[:8])}{' ...' if len(lost) > 8 else ''} (see the report)")
     if report.get("simulated"):
         s = report["simulation"]
         log(f"simulated on profile {report['profile']}: {report['wall_seconds']:.4g} virtual seconds, computed in "
             f"{s['real_seconds']:.1f}s; every time below is virtual")
+        if "busy" in s:
+            log(Busy(**{k: v for k, v in s["busy"].items() if k != "saturated"}).describe())
     log(f"{report['algorithm']}: {report['state']}, {report['steps']} steps, {report['examples_per_second']:.0f} "
         f"examples/s, {report['wall_seconds']:.1f}s {'virtual' if report.get('simulated') else 'wall'}")
     if report.get("cost_only"):

@@ -19,8 +19,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...ps import ParameterShard
 from ..every import every_loop
+from .busy import Busy
 from .compute import GradientBatch
 from .cost import CostModel
 from .layout import lay_out
@@ -143,9 +143,7 @@ class JobSession(SimSession):
 
     def shard_services(self) -> list[ShardService]:
         """Each parameter shard behind its simulated queue, in shard order."""
-        queues = [s for s in self._actors.values() if isinstance(s, ShardService) and isinstance(s.shard,
-                                                                                                  ParameterShard)]
-        return sorted(queues, key=lambda s: s.shard.index)
+        return [self.shard_queues[i] for i in sorted(self.shard_queues)]
 
     def _fields(self) -> dict[str, Any]:
         spec, now = self.cluster.spec, self.sim.now
@@ -156,13 +154,18 @@ class JobSession(SimSession):
             "stacked_gradients": self.gradients.stacked if self.gradients else 0,
             "model_shape": {"name": self.shape.name, "parameters": self.shape.parameters},
             "machines": [{"name": m.name, "roles": m.roles, "cores": m.cores.n,
-                          "utilisation": round(m.utilisation(now), 4), "bytes_sent": m.bytes_sent,
+                          "utilisation": round(m.utilisation(now), 4), "link_busy": round(m.link_busy(now), 4),
+                          "bytes_sent": m.bytes_sent,
                           "bytes_received": m.bytes_received} for m in self.layout.machines],
-            "shard_queues": [{"shard": s.shard.index, "served": s.figures.served,
+            "shard_queues": [{"shard": s.shard.index, "served": s.figures.served, "servers": s.servers,
                               "utilisation": round(s.figures.busy / now, 4) if now > 0 else 0.0,
+                              "busy": round(s.figures.busy / (now * s.servers), 4) if now > 0 else 0.0,
+                              "link_busy": round(s.machine.link_busy(now), 4),
                               "mean_wait": s.figures.mean_wait(), "served_by": dict(s.figures.served_by),
                               "mean_wait_by": {k: s.figures.mean_wait(k) for k in s.figures.served_by},
+                              "mean_service_by": {k: s.figures.mean_service(k) for k in s.figures.served_by},
                               "longest_queue": s.figures.longest_queue} for s in queues],
+            "busy": Busy.of(self.layout.machines, queues, now).to_dict(),
         }
         fields: dict[str, Any] = {"simulated": True, "profile": spec.name, "simulation": block,
                                   "cost_only": self.cluster.cost_only}

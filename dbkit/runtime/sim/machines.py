@@ -75,6 +75,8 @@ class Machine:
     bytes_sent: int = 0
     bytes_received: int = 0
     messages_sent: int = 0
+    tx_busy: float = 0.0  # seconds its NIC has spent sending, and receiving (a message holds both ends)
+    rx_busy: float = 0.0
     roles: list[str] = field(default_factory=list)
     cpu_factor: float = 1.0
     replicas: int = 0  # replicas (or replica partitions) placed here
@@ -123,6 +125,11 @@ class Machine:
         """Mean busy cores over ``seconds`` of virtual time, as a fraction of all cores."""
         return self.cores.busy_seconds / (seconds * self.cores.n) if seconds > 0 else 0.0
 
+    def link_busy(self, seconds: float) -> float:
+        """The busier direction of its NIC over ``seconds`` of virtual time: the fraction of them it spent
+        sending (or receiving), 0 to 1."""
+        return min(1.0, max(self.tx_busy, self.rx_busy) / seconds) if seconds > 0 else 0.0
+
 
 @dataclass
 class Network:
@@ -140,6 +147,8 @@ class Network:
         seconds = nbytes / min(src.bandwidth, dst.bandwidth)
         start = max(now, src.tx_free, dst.rx_free)
         src.tx_free = dst.rx_free = start + seconds
+        src.tx_busy += seconds
+        dst.rx_busy += seconds
         src.bytes_sent += nbytes
         dst.bytes_received += nbytes
         src.messages_sent += 1

@@ -69,6 +69,8 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
         self.float_scale, self.jitter, self.seed = float_scale, jitter, seed
         self._machines = {m.name: m for m in layout.machines}
         self._actors: dict[str, ShardService | ActorInTasks] = {}  # key -> the actor behind its queue, on its machine
+        #: each parameter shard's queue by shard index, the latest placed (kept for the report once released)
+        self.shard_queues: dict[int, ShardService] = {}
         self._stand_ins: dict[type, Callable[..., Any]] = {}
         self._dropped: set[str] = set()
         self.wakeups = Wakeups(sim)  # tasks waiting for a message to reach their machine, or for a task's end
@@ -126,8 +128,10 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
             kwargs["side"] = SimTaskSide(self, address, lambda: not self.alive(address))
         stand_in = self._stand_ins.get(cls)
         if stand_in is None:
-            self._actors[key] = ShardService(self.sim, cls(*args, **kwargs), machine, self.layout.network, self.cost,
-                                             self.float_scale)
+            service = self._actors[key] = ShardService(self.sim, cls(*args, **kwargs), machine, self.layout.network,
+                                                       self.cost, self.float_scale)
+            if isinstance(service.shard, ParameterShard):
+                self.shard_queues[service.shard.index] = service
         else:  # an actor whose methods wait: each call in a task of its own
             self._actors[key] = ActorInTasks(self.sim, stand_in(machine, *args, **kwargs), machine,
                                              self.layout.network, self.cost, self.cost.partition_call_seconds())

@@ -85,12 +85,17 @@ class ServiceFigures:
     longest_queue: int = 0
     served_by: dict[str, int] = field(default_factory=dict)
     waited_by: dict[str, float] = field(default_factory=dict)
+    busy_by: dict[str, float] = field(default_factory=dict)  # seconds of service per kind of request
 
     def mean_wait(self, kind: str | None = None) -> float:
         """Mean seconds a request (of ``kind``) waited in the queue before its service began."""
         if kind is None:
             return self.waited / max(1, self.served)
         return self.waited_by.get(kind, 0.0) / max(1, self.served_by.get(kind, 0))
+
+    def mean_service(self, kind: str) -> float:
+        """Mean seconds of a shard's time that one request of ``kind`` took (its service, messages included)."""
+        return self.busy_by.get(kind, 0.0) / max(1, self.served_by.get(kind, 0))
 
 
 class ShardService:
@@ -144,6 +149,7 @@ class ShardService:
         f.busy += request.service
         f.served_by[kind] = f.served_by.get(kind, 0) + 1
         f.waited_by[kind] = f.waited_by.get(kind, 0.0) + waited
+        f.busy_by[kind] = f.busy_by.get(kind, 0.0) + request.service
         end = self.machine.interleave(now, request.service)
         try:
             value, error = request.apply(self.shard), None
