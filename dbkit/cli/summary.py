@@ -27,6 +27,12 @@ def print_summary(report: dict, log: Callable[[str], None] = print, rows: bool =
             log(Busy(**{k: v for k, v in s["busy"].items() if k != "saturated"}).describe())
     log(f"{report['algorithm']}: {report['state']}, {report['steps']} steps, {report['examples_per_second']:.0f} "
         f"examples/s, {report['wall_seconds']:.1f}s {'virtual' if report.get('simulated') else 'wall'}")
+    batch = report.get("batch")
+    if batch and batch["shrunk"]:
+        sizes = f"{batch['smallest']}" + (f"-{batch['largest']}" if batch["largest"] != batch["smallest"] else "")
+        log(f"batch: {sizes} examples a step, not the {batch['asked']} asked: each of the {len(report['replicas'])} "
+            f"replicas holds about {batch['examples_per_replica']} training examples (its data shard); fewer "
+            "replicas or a larger dataset give the batch asked")
     if report.get("cost_only"):
         log(f"cost-only: the time and bytes of {report['model']['name']} ({report['model']['parameters']:,} "
             "parameters), no numerics, so no losses or accuracies")

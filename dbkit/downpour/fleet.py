@@ -52,6 +52,12 @@ class Fleet:
         self.launching = threading.RLock()
 
     # ---- starting replicas -------------------------------------------------------------------
+
+    def batches(self) -> tuple[int, int]:
+        """The smallest and largest examples a replica's step computes: the config's batch size, or fewer
+        where a replica's data shard holds fewer (many replicas on a small training set)."""
+        sizes = [min(self.config.batch_size, len(rows)) for rows in self.rows]
+        return min(sizes), max(sizes)
     def launch_all(self, indices: list[int], data_shards: list[int | None] | None = None) -> list[str]:
         """Start replicas ``indices`` (each whole, or as its partitions), each on its data shard of
         ``data_shards`` (default: its own): every

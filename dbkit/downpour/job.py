@@ -362,7 +362,16 @@ class DownpourSGD(Job):
         return {"layout": {"partitions": a.partitions, "shards_of_partition": [list(s) for s in a.shards_of],
                            "boundary_exchange": exchange,
                            "relayouts": [e.to_dict() for e in self.events.of(Relayout)]},
-                "faults": self._recovery.figures(self._placement.last_read.lost if self._placement else {})}
+                "faults": self._recovery.figures(self._placement.last_read.lost if self._placement else {}),
+                "batch": self._batch()}
+
+    def _batch(self) -> dict:
+        """The batch size asked, and the smallest and largest a replica's step computes (fewer where its data
+        shard holds fewer examples: ``shrunk``)."""
+        asked = self.config.batch_size
+        smallest, largest = self._fleet.batches() if self._fleet is not None else (asked, asked)
+        return {"asked": asked, "smallest": smallest, "largest": largest, "shrunk": smallest < asked,
+                "examples_per_replica": self.data.n_train // max(1, self.config.replicas)}
 
     # ---- checkpoints (issue #13) --------------------------------------------------------------
     def checkpoint(self, path: str | os.PathLike[str]) -> Path:

@@ -6,6 +6,8 @@ import dataclasses
 import os
 from typing import Any
 
+import numpy as np
+
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import resolve_job
@@ -43,6 +45,8 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
                                        data if data is not None else config.dataset, config, {}, fit=False)
         model = model or ModelShape.of(named)  # (a preset is small; a named shape is never built)
         _, stand_in_data, stand_in = resolve_job(config.algorithm, "linear", "digits", config, {}, fit=False)
+        if config.algorithm == "downpour":  # a data shard of a full batch for every replica: the batch asked
+            stand_in_data = _repeated(stand_in_data, config.replicas * config.batch_size)
         if config.shards > model.parameters:
             raise ValueError(f"shards must be at most the model's {model.parameters:,} parameters, got {config.shards}")
         return _run(config, stand_in, stand_in_data, cluster, model, True, options)
@@ -51,6 +55,16 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
     check_memory(max(net.size, model.parameters if model else 0), config.replicas, config.algorithm,
                  config.sandblaster.memory)
     return _run(config, net, dataset, cluster, model, False, options)
+
+
+def _repeated(data: Dataset, n_train: int) -> Dataset:
+    """``data`` with its training examples repeated to at least ``n_train`` (a cost-only stand-in: its
+    numbers are never read, but each replica's step computes a batch of the size asked)."""
+    if data.n_train >= n_train:
+        return data
+    times = -(-n_train // data.n_train)
+    return Dataset(np.tile(data.X_train, (times, 1)), np.tile(data.y_train, times), data.X_test, data.y_test,
+                   name=data.name, image_shape=data.image_shape, n_classes=data.n_classes)
 
 
 def _run(config: RunConfig, network: Network, data: Dataset, cluster: Cluster, shape: ModelShape | None,
