@@ -29,6 +29,23 @@ def test_digits_is_bundled_and_standardised():
     assert ds.X_train.dtype == np.float32
 
 
+def test_digits_are_scikit_learns_arrays_read_without_importing_it():
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    from dbkit.data.sources import digits, split
+
+    ref = load_digits()
+    want = split(ref.data.astype(np.float32), ref.target, 0.2, 3)
+    got = digits(seed=3)
+    for a, b in zip((got.X_train, got.y_train, got.X_test, got.y_test), want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    code = "import sys; from dbkit.data.sources import digits; digits(); print('sklearn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
 def test_synthetic_is_seeded_and_learnable_shape():
     cfg = data.SyntheticConfig(n_features=10, n_classes=4, n_train=300, n_test=50, seed=5)
     a, b = data.synthetic(cfg), data.synthetic(cfg)
