@@ -1,7 +1,10 @@
-"""How fast the simulator runs: 200 simulated replicas x 1000 steps of the digits MLP with numerics, against
-computing the same 200,000 gradients in a plain numpy loop, in one run; and the cost-only Fig. 3 sweep.
+"""How fast the simulator runs: 200 simulated replicas x 250 steps of the digits MLP with numerics (8 shards,
+Adagrad, the ``here`` profile), through the command a user types (``dbkit simulate downpour`` with its
+report) and through the API (``fit`` on ``dbkit.sim.Cluster``), against a plain numpy loop of the same
+50,000 gradients and Adagrad updates at the replicas' own batch sizes (no dbkit class), in one run; and
+the cost-only Fig. 3 sweep.
 
-    python benchmarks/sim_speed.py [--replicas 200] [--steps 1000] [--n 1] [--repeat 1] [--json out.json]
+    python benchmarks/sim_speed.py [--replicas 200] [--steps 250] [--shards 8] [--n 1] [--repeat 1] [--json F]
 
 Beside the plain loop, in the same run: the same loop with Adagrad's arithmetic (one replica's Downpour
 step with no framework), 200 replicas each with its own parameters, accrued gradient and data in a bare
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -50,6 +54,96 @@ def adagrad(params: np.ndarray, grad: np.ndarray, state: np.ndarray, a: np.ndarr
     b += np.float32(eps)
     a /= b
     params -= a
+
+
+def numpy_gradient(flat: np.ndarray, grad: np.ndarray, x: np.ndarray, y: np.ndarray, l2: float = 1e-4) -> float:
+    """The digits MLP's loss and gradient (64-128-10, ReLU, softmax cross-entropy, ``l2/2 ||W||^2``) in
+    plain numpy, written into ``grad``: the flat vector holds ``W1, b1, W2, b2`` in that order, as dbkit's
+    network does (a test checks the two agree). No dbkit class: the arithmetic alone."""
+    W1, b1 = flat[:8192].reshape(64, 128), flat[8192:8320]
+    W2, b2 = flat[8320:9600].reshape(128, 10), flat[9600:9610]
+    gW1, gb1 = grad[:8192].reshape(64, 128), grad[8192:8320]
+    gW2, gb2 = grad[8320:9600].reshape(128, 10), grad[9600:9610]
+    n = len(y)
+    h = x @ W1
+    h += b1
+    np.maximum(h, 0, out=h)
+    z = h @ W2
+    z += b2
+    z -= z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    picked = np.arange(n)
+    loss = -float(np.log(p[picked, y]).mean()) + 0.5 * l2 * (float(np.dot(W1.ravel(), W1.ravel()))
+                                                          + float(np.dot(W2.ravel(), W2.ravel())))
+    p[picked, y] -= 1.0
+    p /= n
+    np.matmul(h.T, p, out=gW2)
+    gW2 += np.float32(l2) * W2
+    np.sum(p, axis=0, out=gb2)
+    dh = p @ W2.T
+    dh[h <= 0] = 0.0
+    np.matmul(x.T, dh, out=gW1)
+    gW1 += np.float32(l2) * W1
+    np.sum(dh, axis=0, out=gb1)
+    return loss
+
+
+def numpy_loop(gradients: int, sizes: list[int], lr: float = 0.05, eps: float = 1e-8) -> float:
+    """Seconds for ``gradients`` steps of the plain numpy floor: the MLP's gradient at the replicas' own
+    batch sizes (``sizes``, in turn) and Adagrad's update of the flat parameters, nothing else -- what the
+    command a user types is measured against."""
+    data, net = digits_mlp()
+    flat = net.init_params(0)
+    grad, state = np.empty_like(flat), np.full_like(flat, 0.1)
+    a, b = np.empty_like(flat), np.empty_like(flat)
+    rng = np.random.default_rng(0)
+    began = time.perf_counter()
+    for k in range(gradients):
+        rows = rng.integers(0, data.n_train, sizes[k % len(sizes)])
+        numpy_gradient(flat, grad, data.X_train[rows], data.y_train[rows])
+        adagrad(flat, grad, state, a, b, lr, eps)
+    return time.perf_counter() - began
+
+
+def user_command(replicas: int, steps: int, shards: int, profile: str, n: int, report: str) -> float:
+    """Seconds for ``dbkit simulate downpour`` as a user types it (a process of its own, its report
+    written): ``replicas`` replicas of the digits MLP, ``replicas * steps`` steps, a machine for each
+    replica and shard, Adagrad, one BLAS thread."""
+    import os
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "dbkit", "simulate", "downpour", "--dataset", "digits", "--model", "mlp",
+            "--replicas", str(replicas), "--shards", str(shards), "--machines", str(replicas + shards),
+            "--steps", str(replicas * steps), "--optimizer", "adagrad", "--n-fetch", str(n), "--n-push", str(n),
+            "--profile", profile, "--eval-every", str(max(1, replicas * steps // 10)), "--report", report,
+            "--quiet"]
+    began = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1",
+                                                                       "OPENBLAS_NUM_THREADS": "1"})
+    took = time.perf_counter() - began
+    if done.returncode not in (0, 3):  # (3: diverged, still a whole run)
+        raise RuntimeError(f"dbkit simulate failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    return took
+
+
+def user_fit(replicas: int, steps: int, shards: int, profile: str, n: int) -> float:
+    """Seconds for the same run through the Python API: a ``DownpourSGD`` on ``dbkit.sim.Cluster``, its
+    ``fit`` and its ``report()``."""
+    import dbkit
+    from dbkit.sim import Cluster
+
+    began = time.perf_counter()
+    job = dbkit.DownpourSGD("mlp", "digits", cluster=Cluster(profile, replicas + shards), replicas=replicas,
+                            shards=shards, optimizer="adagrad", lr=0.05, n_fetch=n, n_push=n,
+                            eval_every=max(1, replicas * steps // 10))
+    try:
+        job.fit(steps=replicas * steps, progress=False)
+        job.report()
+    finally:
+        job.stop()
+    return time.perf_counter() - began
 
 
 def plain_loop(gradients: int, sizes: list[int]) -> float:
@@ -201,10 +295,10 @@ def simulated(replicas: int, steps: int, shards: int, profile: str, n: int = 1) 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--replicas", type=int, default=200)
-    p.add_argument("--steps", type=int, default=1000, help="steps per replica")
-    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--steps", type=int, default=250, help="steps per replica (default: %(default)s, 50,000 in all)")
+    p.add_argument("--shards", type=int, default=8)
     p.add_argument("--n", type=int, default=1, help="n_fetch = n_push (default: %(default)s)")
-    p.add_argument("--profile", default="distbelief-2012")
+    p.add_argument("--profile", default="here")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="measure everything N times, in turn, and give each ratio as the median of its N "
                         "rounds' (this machine's speed drifts between minutes; default: %(default)s)")
@@ -216,12 +310,19 @@ def main(argv=None) -> int:
 
     from dbkit.sim.figures import figure3
 
+    import tempfile
+
     gradients = args.replicas * args.steps
     sizes = batch_sizes(args.replicas)
+    report_path = str(Path(tempfile.mkdtemp(prefix="dbkit-sim-speed-")) / "report.json")
     rounds: list[dict[str, float]] = []
     with threadpool_limits(1):
         for k in range(args.repeat):
-            r = {"plain": plain_loop(gradients, sizes), "bare_adagrad": bare_downpour(gradients, sizes),
+            r = {"numpy": numpy_loop(gradients, sizes),
+                 "user_command": user_command(args.replicas, args.steps, args.shards, args.profile, args.n,
+                                              report_path),
+                 "user_fit": user_fit(args.replicas, args.steps, args.shards, args.profile, args.n),
+                 "plain": plain_loop(gradients, sizes), "bare_adagrad": bare_downpour(gradients, sizes),
                  "bare_replicas": bare_replicas(args.replicas, args.steps, args.n)[0],
                  **({"direct_replicas": direct_replicas(args.replicas, args.steps)[0]} if args.n == 1 else {}),
                  "same_classes": same_classes(args.replicas, args.steps, args.shards, args.n)[0]}
@@ -240,6 +341,11 @@ def main(argv=None) -> int:
     def seconds(a: str) -> float:
         return float(np.median([r[a] for r in rounds]))
 
+    print(f"the command a user types, dbkit simulate downpour with its report ({args.replicas} replicas, "
+          f"{args.shards} shards, n={args.n}, {args.profile}, {gradients:,} steps): {seconds('user_command'):.1f} s "
+          f"= {ratio('user_command', 'numpy'):.2f}x a plain numpy loop of the same gradients and Adagrad updates "
+          f"at the replicas' batch sizes ({seconds('numpy'):.1f} s, no dbkit class); the API's fit on "
+          f"dbkit.sim.Cluster with its report {seconds('user_fit'):.1f} s = {ratio('user_fit', 'numpy'):.2f}x")
     print(f"{gradients:,} gradients of the digits MLP (batches of {min(sizes)} to {max(sizes)}), "
           f"{'median of ' + str(args.repeat) + ' rounds' if args.repeat > 1 else 'one round'}: plain numpy loop "
           f"{seconds('plain'):.1f} s; with Adagrad's update in the same bare loop {seconds('bare_adagrad'):.1f} s = "
@@ -259,6 +365,8 @@ def main(argv=None) -> int:
                                         "batch_sizes": sorted(set(sizes)), "rounds": rounds,
                                         **{f"{name}_seconds": seconds(name) for name in rounds[0]},
                                         "ratio": ratio("simulated"),
+                                        "user_command_ratio": ratio("user_command", "numpy"),
+                                        "user_fit_ratio": ratio("user_fit", "numpy"),
                                         "of_ceiling": 1 / ratio("simulated", "bare_replicas"),
                                         "overhead": ratio("simulated", "same_classes") - 1,
                                         "events": report["simulation"]["events"],

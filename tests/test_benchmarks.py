@@ -165,15 +165,32 @@ def test_sim_speed(tmp_path):
     r = run("sim_speed", "--replicas", "10", "--steps", "20", "--repeat", "2", tmp_path=tmp_path)
     assert r["replicas"] == 10 and r["steps"] == 20 and r["events"] > 0 and r["repeat"] == 2
     assert len(r["rounds"]) == 2
-    names = ("plain", "bare_adagrad", "bare_replicas", "direct_replicas", "same_classes", "simulated")
+    names = ("numpy", "user_command", "user_fit", "plain", "bare_adagrad", "bare_replicas", "direct_replicas",
+             "same_classes", "simulated")
     assert all(set(names) == set(one) and all(one[k] > 0 for k in names) for one in r["rounds"])
     # each ratio is the median over the rounds of the ratio within one round (two rounds: their mean)
     within = [one["simulated"] / one["plain"] for one in r["rounds"]]
     assert r["ratio"] == pytest.approx(sum(within) / 2) and r["fig3_seconds"] >= 0
     assert r["of_ceiling"] == pytest.approx(2 / sum(one["simulated"] / one["bare_replicas"] for one in r["rounds"]))
     assert 0 <= r["stacked_gradients"] <= 10 * 20
+    assert r["user_command_ratio"] == pytest.approx(sum(one["user_command"] / one["numpy"] for one in r["rounds"]) / 2)
     at_4 = run("sim_speed", "--replicas", "4", "--steps", "8", "--n", "4", tmp_path=tmp_path)
     assert "direct_replicas" not in at_4["rounds"][0] and "direct_replicas_seconds" not in at_4  # n = 1 only
+
+
+def test_the_numpy_floor_computes_dbkit_s_mlp_gradient():
+    """The floor the user's command is timed against computes what the simulated replicas compute: the digits
+    MLP's loss and gradient, checked against dbkit's network (itself checked against central differences)."""
+    sim_speed = benchmark("sim_speed")
+    data, net = sim_speed.digits_mlp()
+    for seed, n in ((1, 7), (2, 32)):
+        flat = net.init_params(seed)
+        x, y = data.X_train[n:2 * n], data.y_train[n:2 * n]
+        grad = np.empty_like(flat)
+        loss = sim_speed.numpy_gradient(flat, grad, x, y)
+        want_loss, want = net.loss_and_grad(flat, x, y)
+        assert loss == pytest.approx(want_loss, rel=1e-5)
+        np.testing.assert_allclose(grad, want, rtol=1e-4, atol=1e-6)
 
 
 def test_sim_speed_refuses_no_rounds(tmp_path):
