@@ -41,9 +41,18 @@ def add_parsers(sub: Any) -> None:
     """``dbkit simulate {downpour,sandblaster}`` and ``dbkit calibrate``."""
     cal = sub.add_parser("calibrate", help="measure this machine for the simulator's 'here' profile",
                          description="Measures this machine (each preset's arithmetic, a shard's service, the shard "
-                         "wire between two processes, Dask's control plane on a LocalCluster) and saves the "
-                         "simulator's 'here' profile; about a minute (--quick: about half).")
-    cal.add_argument("--out", default=None, metavar="PATH", help="also write the profile to this JSON file")
+                         "wire between two processes, Dask's control plane on a LocalCluster) for the simulator; "
+                         "about a minute and a half on an idle machine (--quick: about half). A probe timed "
+                         "before and after says whether the machine was steady: if not, nothing is written "
+                         "(--force writes it with a warning).")
+    cal.add_argument("--out", default=None, metavar="PATH",
+                     help="write the profile to this JSON file (default: a dated file in the profiles folder, "
+                          "used with --profile PATH)")
+    cal.add_argument("--replace-here", action="store_true",
+                     help="make it this machine's 'here' profile (the default profile of dbkit simulate)")
+    cal.add_argument("--force", action="store_true",
+                     help="write the profile even if the machine was too busy to measure it (with a warning "
+                          "that every simulation on it repeats)")
     cal.add_argument("--quick", action="store_true", help="fewer repetitions")
     sim = sub.add_parser("simulate", help="run Downpour or Sandblaster on simulated machines, in virtual time",
                          description="Runs dbkit's own replicas, shards and coordinator in virtual time on simulated "
@@ -129,14 +138,30 @@ NOT_SIMULATED = (("scheduler", None, "--scheduler"), ("checkpoint_dir", None, "-
 
 def calibrate_from_args(args: argparse.Namespace) -> int:
     """Measure, save as the ``here`` profile (and to ``--out``), print what was measured; exit status."""
-    from ..calibration.calibrate import calibrate
-    from ..calibration.control_plane import time_control_plane
-    from ..runtime.sim.profile import user_folder, write
+    import sys
+    from datetime import datetime
 
+    from ..calibration import calibrate as measuring
+    from ..calibration import control_plane, noise
+    from ..runtime.sim.profile import noise_warning, user_folder, write
+
+    began = datetime.now()
+    load = noise.machine_load()
+    before = noise.probe()
     print("Dask's control plane on a 2-worker LocalCluster ...")
-    control, worker_steps, host_load, real_steps = time_control_plane(args.quick)
-    profile = calibrate(control, worker_steps, host_load, real_steps, quick=args.quick)
-    paths = [write(profile, user_folder() / "here.json")] + ([write(profile, args.out)] if args.out else [])
+    control, worker_steps, host_load, real_steps = control_plane.time_control_plane(args.quick)
+    profile = measuring.calibrate(control, worker_steps, host_load, real_steps, quick=args.quick)
+    steady = noise.Noise.of(before, noise.probe(), load)
+    profile = dataclasses.replace(profile, measured={**profile.measured, "noise": steady.to_dict()})
+    problem = steady.problem()
+    if problem and not args.force:
+        print(f"dbkit: calibrate: the machine was too busy to measure ({problem}); no profile written: run it "
+              "again on an idle machine, or give --force to write it with a warning", file=sys.stderr)
+        return 1
+    out = args.out or (None if args.replace_here else
+                       str(user_folder() / f"here-{began.strftime('%Y%m%d-%H%M%S')}.json"))
+    paths = ([write(profile, out)] if out else []) + (
+        [write(profile, user_folder() / "here.json")] if args.replace_here else [])
     c, m = profile.compute, profile.message
     for key, (a, b) in sorted(profile.measured["gradients"].items()):
         print(f"  gradient of {key}: {a * 1e3:.3f} ms + {b * 1e6:.2f} us per example")
@@ -159,12 +184,21 @@ def calibrate_from_args(args: argparse.Namespace) -> int:
               f"of the remote shard's worker's; {local * 1e6:.0f} us to a shard on the caller's own worker")
     print(f"  an actor command {m.control_seconds * 1e3:.2f} ms, a task {m.task_seconds * 1e3:.2f} ms, a boundary "
           f"message {m.partition_message_seconds * 1e3:.2f} ms (one way)")
-    print("profile: " + ", ".join(str(p) for p in paths))
+    print(f"  the probe's times spread {steady.spread:.0%} and drifted {steady.drift:.0%} (load {steady.load:.1f} "
+          f"on {steady.cores} cores); took {(datetime.now() - began).total_seconds():.0f} s")
+    print("profile: " + ", ".join(str(p) for p in paths) + ("" if args.replace_here else
+          f" (use it with --profile {paths[0]}; --replace-here makes it the 'here' profile)"))
+    warning = noise_warning(profile)
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
 
 
 def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     """Run the simulation the flags describe; its report."""
+    import sys
+
+    from ..runtime.sim.profile import noise_warning
     from ..sim import Cluster, simulated_run
     from ..sim.figures.ticker import RunTicker
 
@@ -177,6 +211,9 @@ def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     config = config_from_args(args, args.kind)
     if progress:
         print(cluster.describe())
+    warning = noise_warning(cluster.spec)
+    if warning:  # a profile written on a busy machine: said every time it is used
+        print(warning, file=sys.stderr)
     run = simulated_run(config, cluster, shape=args.shape, cost_only=args.cost_only)
     if progress:  # a line every few seconds of computing: how far the run has got, and how far it has to go
         run.on_progress = RunTicker(print, config.algorithm, config.steps, config.seconds)

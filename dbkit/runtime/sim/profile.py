@@ -197,6 +197,17 @@ def from_dict(d: Any, where: str = "<dict>") -> Profile:
                    comments=dict(comments), measured=dict(measured))
 
 
+def noise_warning(profile: Profile) -> str | None:
+    """A warning to repeat wherever ``profile`` is used, if ``dbkit calibrate --force`` wrote it on a machine
+    too busy to measure (``measured.noise``); ``None`` for a profile measured steadily, or not measured."""
+    noise = profile.measured.get("noise") if isinstance(profile.measured, dict) else None
+    if not isinstance(noise, dict) or noise.get("trusted", True):
+        return None
+    return (f"warning: profile {profile.name} was measured on a busy machine (timings spread "
+            f"{float(noise.get('spread', 0)):.0%}, drift {float(noise.get('drift', 0)):.0%}): its times may be off "
+            "by as much; run dbkit calibrate again on an idle machine")
+
+
 def user_folder() -> Path:
     """Where ``dbkit calibrate`` keeps this machine's ``here`` profile."""
     env = os.environ.get("DBKIT_PROFILES")
