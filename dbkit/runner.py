@@ -34,7 +34,7 @@ def make_job(config: RunConfig, client: Any = None, resume: str | None = None) -
 
 
 def run(config: RunConfig, progress: bool = True, log: Callable[[str], None] = print, client: Any = None,
-        resume: str | None = None) -> dict:
+        resume: str | None = None, full_report: bool = False) -> dict:
     """Train as ``config`` says (``steps`` or ``seconds``), stop, and return the report.
 
     Ctrl-C (and SIGTERM, as the CLI turns it into one) stops the run: the report says
@@ -59,7 +59,7 @@ def run(config: RunConfig, progress: bool = True, log: Callable[[str], None] = p
             if job.state == "created":  # nothing started (a scheduler address that is not one): no report
                 raise
             error = f"{type(e).__name__}: {e}"
-    report = job.report()
+    report = job.report(full=full_report)
     report["interrupted"] = interrupted is not None
     if interrupted is not None:
         report["signal"] = interrupted

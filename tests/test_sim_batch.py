@@ -40,3 +40,26 @@ def test_a_batch_that_fits_is_not_called_shrunk():
     lines: list[str] = []
     print_summary(r, lines.append)
     assert not any(line.startswith("batch:") for line in lines)
+
+
+def test_a_report_of_200_replicas_summarises_its_samples_and_keeps_every_row_when_asked(tmp_path):
+    import json
+
+    from dbkit.telemetry import validate_report, write_report
+
+    cfg = RunConfig.make(algorithm="downpour", model="linear", replicas=200, shards=2, steps=600, eval_every=200)
+    run = simulated_run(cfg, Cluster("distbelief-2012"))
+    short = run.run()
+    samples = [e for e in short["events"] if e["type"] == "Sample"]
+    assert validate_report(short) == [] and short["replica_rows"] == "summarised" and len(short["replicas"]) == 200
+    assert samples and all(e["replicas"] == [] and e["live_replicas"] >= 0 for e in samples)
+    assert sum(r["steps"] for r in short["replicas"]) == short["steps"]  # the final table stays whole
+    run.full_report = True
+    full = run.report()
+    rows = [e for e in full["events"] if e["type"] == "Sample"]
+    assert full["replica_rows"] == "full" and validate_report(full) == []
+    assert max(len(e["replicas"]) for e in rows) == 200
+    small = write_report(short, tmp_path / "s.json").stat().st_size
+    big = write_report(full, tmp_path / "f.json").stat().st_size
+    assert small < big / 2
+    assert json.loads((tmp_path / "s.json").read_text())["replica_rows"] == "summarised"

@@ -226,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "simulate":
                 report = simulate_from_args(args, progress=not args.quiet)
             else:
-                report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None))
+                report = run(config, progress=not args.quiet, resume=getattr(args, "resume", None),
+                             full_report=getattr(args, "full_report", False))
             print_summary(report, rows=not (args.command == "simulate" and args.quiet))
             _write_outputs(report, report_path, plot_path)
             presses.reported = True

@@ -115,6 +115,9 @@ def add_run_options(p: argparse.ArgumentParser, replica: bool = False, simulated
     o = p.add_argument_group("output")
     o.add_argument("--report", default=None, metavar="PATH", help="write the JSON run report here")
     o.add_argument("--plot", default=None, metavar="PATH", help="write a PNG of loss and accuracy against time here")
+    o.add_argument("--full-report", action="store_true",
+                   help="keep a row per replica in every sample of the report's events (beyond 48 replicas "
+                        "they are summarised: a 500-replica report would run to tens of megabytes)")
     o.add_argument("--quiet", action="store_true",
                    help="print only the summary: no progress lines, no row per replica or shard" if simulated
                    else "no progress bar")

@@ -215,6 +215,7 @@ def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     if warning:  # a profile written on a busy machine: said every time it is used
         print(warning, file=sys.stderr)
     run = simulated_run(config, cluster, shape=args.shape, cost_only=args.cost_only)
+    run.full_report = args.full_report
     if progress:  # a line every few seconds of computing: how far the run has got, and how far it has to go
         run.on_progress = RunTicker(print, config.algorithm, config.steps, config.seconds)
     try:

@@ -101,12 +101,15 @@ class JobFigures(JobHooks):
         """Losses and accuracy of the current parameters, with ``full_batch_loss``."""
         return self.evaluator.final(self.parameters())
 
-    def report(self) -> dict:
+    def report(self, full: bool = False) -> dict:
         """The JSON report of DESIGN.md for this run so far (also after ``stop()``), in any state.
 
         When the shards or the scheduler do not answer, the report holds what the
         driver last knew (parameters as last evaluated, the last shard figures) and
-        says so in ``last_known``.
+        says so in ``last_known``. Beyond :data:`SAMPLE_ROWS` replicas, each sample in ``events``
+        gives its totals without a row per replica (``replica_rows``: ``"summarised"``; a 500-replica
+        report would otherwise run to tens of megabytes); ``full`` keeps every row. The final table,
+        ``replicas``, is always whole.
         """
         last_known: str | None = None
         final = self._final
@@ -128,10 +131,12 @@ class JobFigures(JobHooks):
             shards=final.shards, bytes=self._bytes(final),
             model={"name": self.network.name, "parameters": self.network.size,
                    "layers": [layer.describe() for layer in self.network.layers]},
-            dataset=self.data.summary(), cluster=final.cluster, events=self.events.to_dicts(),
+            dataset=self.data.summary(), cluster=final.cluster,
+            events=summarise_samples(self.events.to_dicts(), len(final.replicas), full),
             extra=self._report_blocks(final), steps=self._progress(),
             ended=self._known.lost or (self._state if self.ended else None))
         report = build_report(record)
+        report["replica_rows"] = "full" if full or len(final.replicas) <= SAMPLE_ROWS else "summarised"
         cluster = self._cluster()
         scale = cluster.bytes_scale if cluster is not None else 1.0
         if scale != 1.0:  # a cost-only simulation: its stand-in's bytes, as the costed model's
@@ -197,3 +202,15 @@ class JobFigures(JobHooks):
 
     def _reached(self, accuracy: float) -> None:
         """The job reached ``finish_at_accuracy``: it finishes (a simulated cluster's time stands still there)."""
+
+
+SAMPLE_ROWS = 48
+"""Replicas up to which a report's samples keep a row per replica (beyond: their totals only, unless asked)."""
+
+
+def summarise_samples(events: list[dict], replicas: int, full: bool) -> list[dict]:
+    """``events`` with each ``Sample``'s per-replica rows left out when there are over :data:`SAMPLE_ROWS`
+    replicas and not ``full`` (the sample's totals, ``live_replicas`` among them, stay)."""
+    if full or replicas <= SAMPLE_ROWS:
+        return events
+    return [{**e, "replicas": []} if e.get("type") == "Sample" else e for e in events]

@@ -44,6 +44,7 @@ class JobRun:
         #: told the simulated seconds and steps done, every half second of this machine's time (a progress line)
         self.on_progress: Callable[[float, int], None] | None = None
         self.services: list[Any] = []  # once run: each shard behind its simulated queue (``ShardService``)
+        self.full_report = False  # every sample's row per replica in the report, however many replicas
 
     def run(self) -> dict:
         """Train for the config's steps or simulated seconds (or to ``stop_at``), stop, and return the report."""
@@ -79,7 +80,7 @@ class JobRun:
 
     def report(self) -> dict:
         """The job's report (``"simulated": true``, its profile), its ``simulation.start`` the run's ``start``."""
-        report = self.job.report()
+        report = self.job.report(full=self.full_report)
         report["simulation"]["start"] = self.start
         return report
 
