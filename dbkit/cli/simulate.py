@@ -32,6 +32,9 @@ def add_simulation_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cost-only", action="store_true",
                    help="no arrays: time and bytes from the model's shape only (models of billions of parameters); "
                         "the report has no losses or accuracies")
+    g.add_argument("--seeds", type=int, default=None, metavar="K",
+                   help="run K seeds (--seed, --seed + 1, ...), each with computation times drawn around the "
+                        "modelled ones, and give each figure's spread (mean, sd, least, greatest)")
     g.add_argument("--shape", default=None, metavar="NAME",
                    help="charge the time of a paper-shaped model instead of --model's own: speech-42m, image-80m, "
                         "image-330m or image-1.7b")
@@ -212,6 +215,14 @@ def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     if progress:
         print(cluster.describe())
     warning = noise_warning(cluster.spec)
+    if args.seeds is not None:
+        from ..sim.seeds import over_seeds
+
+        def say(line: str) -> None:
+            if progress:
+                print(f"  {line}", flush=True)
+
+        return over_seeds(config, cluster, args.seeds, say, shape=args.shape, cost_only=args.cost_only)
     if warning:  # a profile written on a busy machine: said every time it is used
         print(warning, file=sys.stderr)
     run = simulated_run(config, cluster, shape=args.shape, cost_only=args.cost_only)

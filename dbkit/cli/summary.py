@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Callable
 
 from ..runtime.sim.busy import Busy
+from ..sim.seeds import Spread
 
 ROWS = 24
 """Replicas or shards beyond this many are summarised in a line (with the ones not ``stopped`` still named)."""
@@ -27,6 +28,13 @@ def print_summary(report: dict, log: Callable[[str], None] = print, rows: bool =
             log(Busy(**{k: v for k, v in s["busy"].items() if k != "saturated"}).describe())
     log(f"{report['algorithm']}: {report['state']}, {report['steps']} steps, {report['examples_per_second']:.0f} "
         f"examples/s, {report['wall_seconds']:.1f}s {'virtual' if report.get('simulated') else 'wall'}")
+    seeds = report.get("seeds")
+    if seeds and seeds["spread"]:
+        s = seeds["spread"]
+        log(f"over {seeds['count']} seeds, computation times jittered (the figures above: seed "
+            f"{report['config']['seed']}): examples/s " + Spread(**s["examples_per_second"]).describe()
+            + (", test accuracy " + Spread(**s["test_accuracy"]).describe(4) if "test_accuracy" in s else "")
+            + ", virtual seconds " + Spread(**s["virtual_seconds"]).describe(3))
     batch = report.get("batch")
     if batch and batch["shrunk"]:
         sizes = f"{batch['smallest']}" + (f"-{batch['largest']}" if batch["largest"] != batch["smallest"] else "")
