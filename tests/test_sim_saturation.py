@@ -62,3 +62,12 @@ def test_the_summary_names_the_saturated_resource_and_says_lost_replicas_first(s
     print_summary(lost, lines.append)
     assert lines[0] == "1 of 12 replicas were lost: 3 (see the report)"
     assert Busy(shard_cpu=0.5).saturated() is None and Busy(replica_link=0.95).saturated() == "replica_link"
+
+
+def test_the_heartbeat_beats_in_simulated_time(saturated):
+    """The driver's pings go out every heartbeat period of *virtual* time (about every 1 to 1.5 s here), so a
+    run's results do not depend on how fast this machine simulates it; in this machine's time, the run of
+    about a second would have sent a ping or two in its 80 simulated seconds."""
+    pings = saturated["simulation"]["shard_queues"][0]["served_by"]["ping"]
+    seconds = saturated["simulation"]["virtual_seconds"]
+    assert seconds / 1.5 - 2 <= pings <= seconds + 2

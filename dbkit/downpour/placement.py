@@ -66,7 +66,9 @@ class Placement:
         # what the driver last read of each shard: a lost one ends the job cleanly; a shard silent for
         # heartbeat_timeout counts as lost, its worker as hung (issue #21)
         self.last_read = LastRead(config.heartbeat_timeout, gone=self._left)
-        self.heartbeat = Heartbeat(config.heartbeat_timeout)
+        # in the runtime's time: virtual seconds on a simulated cluster (this machine's would make its pings, and
+        # so its results, depend on how fast the simulation happens to run)
+        self.heartbeat = Heartbeat(config.heartbeat_timeout, clock=cluster.time.now)
 
     @property
     def partitions(self) -> int:

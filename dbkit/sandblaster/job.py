@@ -93,7 +93,9 @@ class SandblasterLBFGS(Job):
         self._coordinator: LBFGSCoordinator | None = None
         self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
         self._checkpoints: SandblasterCheckpoints | None = None
-        self._heartbeat = self._res.pings = Heartbeat(config.heartbeat_timeout)  # the heartbeat thread's only
+        res = self._res  # (pings in the runtime's time: virtual seconds on a simulated cluster; see Placement)
+        self._heartbeat = self._res.pings = Heartbeat(  # the heartbeat thread's only
+            config.heartbeat_timeout, clock=lambda: res.cluster.time.now() if res.cluster is not None else 0.0)
         if config.checkpoint_dir is not None:
             writable(config.checkpoint_dir)
             self._checkpoints = SandblasterCheckpoints(config.checkpoint_dir, config.checkpoint_every,

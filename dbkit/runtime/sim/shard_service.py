@@ -14,6 +14,7 @@ arrive here as ``Request`` s and are answered through a ``VirtualFuture``.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -115,9 +116,9 @@ class ShardService:
     def size(self) -> int:
         return int(self.shard.size)
 
-    @property
+    @functools.cached_property
     def floats(self) -> int:
-        """The floats its messages and services are charged for."""
+        """The floats its messages and services are charged for (a shard's size does not change)."""
         return int(round(self.shard.size * self.float_scale))
 
     @property
