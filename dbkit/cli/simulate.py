@@ -215,6 +215,8 @@ def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
     if progress:
         print(cluster.describe())
     warning = noise_warning(cluster.spec)
+    if warning:  # a profile written on a busy machine: said every time it is used
+        print(warning, file=sys.stderr)
     if args.seeds is not None:
         from ..sim.seeds import over_seeds
 
@@ -223,8 +225,6 @@ def simulate_from_args(args: argparse.Namespace, progress: bool = True) -> dict:
                 print(f"  {line}", flush=True)
 
         return over_seeds(config, cluster, args.seeds, say, shape=args.shape, cost_only=args.cost_only)
-    if warning:  # a profile written on a busy machine: said every time it is used
-        print(warning, file=sys.stderr)
     run = simulated_run(config, cluster, shape=args.shape, cost_only=args.cost_only)
     run.full_report = args.full_report
     if progress:  # a line every few seconds of computing: how far the run has got, and how far it has to go

@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
 from ..config import RunConfig
 from ..data import Dataset, shard_indices
 from ..nn import Network
@@ -52,12 +54,6 @@ class Fleet:
         self.launching = threading.RLock()
 
     # ---- starting replicas -------------------------------------------------------------------
-
-    def batches(self) -> tuple[int, int]:
-        """The smallest and largest examples a replica's step computes: the config's batch size, or fewer
-        where a replica's data shard holds fewer (many replicas on a small training set)."""
-        sizes = [min(self.config.batch_size, len(rows)) for rows in self.rows]
-        return min(sizes), max(sizes)
     def launch_all(self, indices: list[int], data_shards: list[int | None] | None = None) -> list[str]:
         """Start replicas ``indices`` (each whole, or as its partitions), each on its data shard of
         ``data_shards`` (default: its own): every
@@ -339,3 +335,12 @@ class Fleet:
         self.book.cancel_all()
         self.controls.release()
 
+
+def batch_figures(config: RunConfig, n_train: int, rows: list[np.ndarray] | None) -> dict:
+    """A report's ``batch``: the batch size asked, and the smallest and largest a replica's step computes
+    with its data shard of ``rows`` (fewer where a shard holds fewer examples, as many replicas on a small
+    training set do: ``shrunk``; ``None``: no replica placed yet, the size asked)."""
+    asked = config.batch_size
+    sizes = [min(asked, len(r)) for r in rows] if rows else [asked]
+    return {"asked": asked, "smallest": min(sizes), "largest": max(sizes), "shrunk": min(sizes) < asked,
+            "examples_per_replica": n_train // max(1, config.replicas)}

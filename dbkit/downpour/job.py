@@ -37,7 +37,7 @@ from ..telemetry import Relayout
 from ..training.figures import ReplicaFigures
 from .changes import apply_change, relayout
 from .coordinators import coordinator_class
-from .fleet import Fleet
+from .fleet import Fleet, batch_figures
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
 from .replica_kinds import replica_class
@@ -363,15 +363,8 @@ class DownpourSGD(Job):
                            "boundary_exchange": exchange,
                            "relayouts": [e.to_dict() for e in self.events.of(Relayout)]},
                 "faults": self._recovery.figures(self._placement.last_read.lost if self._placement else {}),
-                "batch": self._batch()}
-
-    def _batch(self) -> dict:
-        """The batch size asked, and the smallest and largest a replica's step computes (fewer where its data
-        shard holds fewer examples: ``shrunk``)."""
-        asked = self.config.batch_size
-        smallest, largest = self._fleet.batches() if self._fleet is not None else (asked, asked)
-        return {"asked": asked, "smallest": smallest, "largest": largest, "shrunk": smallest < asked,
-                "examples_per_replica": self.data.n_train // max(1, self.config.replicas)}
+                "batch": batch_figures(self.config, self.data.n_train,
+                                       self._fleet.rows if self._fleet is not None else None)}
 
     # ---- checkpoints (issue #13) --------------------------------------------------------------
     def checkpoint(self, path: str | os.PathLike[str]) -> Path:
