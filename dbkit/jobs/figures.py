@@ -172,8 +172,9 @@ class JobFigures(JobHooks):
         return self._known.final(self.network.init_params(self.config.seed), tuple(self._known_replicas()),
                                  cluster.kind if cluster is not None else "none")
 
-    def _sample(self, evaluate: bool = False) -> Sample:
-        """Append a ``Sample`` of the replicas' figures, with an evaluation if asked."""
+    def _sample(self, evaluate: bool = False, step: int | None = None) -> Sample:
+        """Append a ``Sample`` of the replicas' figures, with an evaluation if asked, at ``step`` (default: the
+        steps done)."""
         with self._sample_lock:
             evaluation = None
             if evaluate:
@@ -184,7 +185,7 @@ class JobFigures(JobHooks):
                     self._known.read_shards(self._read_shards())
                 except Exception:  # noqa: BLE001 - figures are never worth failing a sample for
                     pass
-            step = self._progress()
+            step = self._progress() if step is None else step
             if evaluation is not None:
                 self._last_eval, self._last_eval_step = evaluation, step
             sample = self._sampler.emit(self.events, self._replica_figures(), evaluation, step=step)

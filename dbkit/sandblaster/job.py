@@ -91,6 +91,9 @@ class SandblasterLBFGS(Job):
         self._res = SandblasterResources(self._gate)
         self._batch: UnitBatch | None = None
         self._coordinator: LBFGSCoordinator | None = None
+        #: the iterations a driver sees done: one counts once its sample is taken (a fit's cap is then reached
+        #: after the history's row, whatever the driver's thread and the coordinator's happen to interleave)
+        self._shown = 0
         self._start_from: tuple[CoordinatorState, list[VectorState]] | None = None
         self._checkpoints: SandblasterCheckpoints | None = None
         res = self._res  # (pings in the runtime's time: virtual seconds on a simulated cluster; see Placement)
@@ -180,6 +183,7 @@ class SandblasterLBFGS(Job):
                                                                      clock=self.events.now)
         if saved:
             self._coordinator.restore(saved[0])
+        self._shown = max(0, len(self._coordinator.rows) - 1)
 
     def _iterate(self) -> float | None:
         """One L-BFGS iteration on the coordinator's thread (``EveryThread`` calls it with the job)."""
@@ -192,7 +196,8 @@ class SandblasterLBFGS(Job):
             if row is None:
                 self._set_state("finished", coordinator.stop_reason)
                 return None
-            self._sample(evaluate=True)
+            self._sample(evaluate=True, step=row.iteration)
+            self._shown = row.iteration
             ckpt, server = self._checkpoints, self._res.server
             if ckpt is not None and server is not None and ckpt.due(self.events.now()):
                 ckpt.save(server, coordinator.state(), self.events.now(), self.config.to_dict())
@@ -265,6 +270,7 @@ class SandblasterLBFGS(Job):
         if new is None:
             return False
         self._res.server = new
+        self._shown = max(0, len(coordinator.rows) - 1)
         return True
 
     def _batch_done(self, d: UnitDispatcher, seconds: float) -> None:
@@ -287,7 +293,7 @@ class SandblasterLBFGS(Job):
         self._gate.hold(paused, self._res.thread, cluster=self._res.cluster)
 
     def _progress(self) -> int:
-        return max(0, len(self._coordinator.rows) - 1) if self._coordinator is not None else 0
+        return self._shown
 
     def _replica_figures(self) -> dict[int, ReplicaFigures]:
         if self._batch is None:
