@@ -136,7 +136,7 @@ class Job(JobFigures):
         bar = Progress(self, steps, seconds) if progress else None
         try:
             self._poll(lambda: self._user_paused, target,
-                       lambda: seconds is not None and self._seconds_done(begin, seconds), bar, begin)
+                       lambda: seconds is not None and self._seconds_done(begin, seconds), bar, begin, settle=True)
         finally:
             with self._steer:
                 if not self.ended:
@@ -175,10 +175,16 @@ class Job(JobFigures):
         return self.history
 
     def _poll(self, halted: Callable[[], bool], target: int | None, done: Callable[[], bool],
-              bar: Progress | None, begin: float) -> None:
-        """Return once the job ended or ``halted()``, its scheduler is lost, ``target`` steps or ``done()``."""
+              bar: Progress | None, begin: float, settle: bool = False) -> None:
+        """Return once the job ended or ``halted()``, its scheduler is lost, ``target`` steps or ``done()``.
+        With ``settle`` (a fit: the job's loops cap the steps), the target counts on virtual time once the job
+        itself has stopped time there (``Runtime.resting``): a driver that saw the steps first would otherwise
+        pause the job before or after an evaluation due at the target, as the threads happened to run."""
+        cluster = self._cluster()
+        settled = (lambda: cluster.resting()) if settle and cluster is not None and cluster.holds_time else None
         while not (self.ended or halted()):
-            if self._check_connection() or (target is not None and self._progress() >= target) or done():
+            reached = target is not None and self._progress() >= target and (settled is None or settled())
+            if self._check_connection() or reached or done():
                 return
             if bar is not None:
                 bar.update(self._seconds() - begin)

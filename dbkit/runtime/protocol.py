@@ -169,6 +169,13 @@ class Runtime(Protocol):
         """The job reached its step target: its time stands still until ``hold(False)`` (virtual time only)."""
         ...
 
+    def resting(self) -> bool:
+        """Whether time stands still since ``rest`` or ``hold(True)`` (virtual time only; real time: never). A
+        ``fit`` that sees its step target reached waits for the job's own loop to rest there, so that what
+        the job does at the target (an evaluation due) is done, at the same instant, however the driver's
+        thread and the simulation's happen to interleave."""
+        ...
+
     def shard_places(self, shards: int) -> list[str] | None:
         """The workers the shards go to, where the machines decide (``None``: the driver spreads them)."""
         ...

@@ -57,6 +57,10 @@ class RealMachines:
     def rest(self) -> None:
         """The job reached its step target: on a simulated cluster time stands still until it moves again."""
 
+    def resting(self) -> bool:
+        """Real time never stands still."""
+        return False
+
     def shard_places(self, shards: int) -> list[str] | None:
         """Where the shards go, if the machines say (``None``: the driver spreads them over the workers)."""
         return None

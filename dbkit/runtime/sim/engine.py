@@ -34,11 +34,15 @@ class SimulationError(RuntimeError):
 class Simulation:
     """The clock, the event queue and the tasks of one simulated run."""
 
+    #: events between two readings of the real clock in ``run_for`` (a test sets 1: a slice may end anywhere)
+    check_every = 64
+
     def __init__(self) -> None:
         self._now = 0.0
         self._queue: list[tuple[float, int, Callable[[], Any]]] = []
         self._order = itertools.count()  # ties at one instant: first scheduled, first run
         self._loop = greenlet.getcurrent()  # the greenlet that calls ``run``; tasks return to it
+        self._thread = threading.get_ident()  # (its thread: another thread's greenlet is no task of this one)
         self.tasks: dict[int, Task] = {}  # the tasks that have not finished (by their order of spawning)
         self._failed: list[Task] = []  # finished tasks that raised (a joiner may take the error over)
         self._spawned = itertools.count()
@@ -108,7 +112,8 @@ class Simulation:
             self._failed.append(task)
 
     def in_task(self) -> bool:
-        return greenlet.getcurrent() is not self._loop
+        """Whether the caller is one of this simulation's tasks (on its thread, not its loop)."""
+        return threading.get_ident() == self._thread and greenlet.getcurrent() is not self._loop
 
     def _suspend(self) -> Any:
         """Give the loop control until this task is switched back in; returns what it is given."""
@@ -202,7 +207,7 @@ class Simulation:
             self._now = when
             callback()
             done += 1
-            if done % 64 == 0 and clock() >= deadline:  # the real clock is read every 64 events
+            if done % self.check_every == 0 and clock() >= deadline:  # (the real clock is read every 64 events)
                 break
         if until is not None and not self._halted and (not queue or queue[0][0] >= until) and self._now < until:
             self._now = until

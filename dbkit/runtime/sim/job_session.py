@@ -109,6 +109,9 @@ class JobSession(SimSession):
     def rest(self) -> None:
         self.time_driver.hold(True)
 
+    def resting(self) -> bool:
+        return self.time_driver.held
+
     def lost(self, grace: float = 2.0) -> str | None:
         """The simulation itself broke (a task's error escaped it): the job fails, saying why."""
         error = self.time_driver.error

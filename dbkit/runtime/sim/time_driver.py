@@ -43,8 +43,12 @@ class TimeDriver:
     ``run_task(fn)`` is how a call becomes a task (the session's ``drive``), set before the first call.
     """
 
-    def __init__(self, slice_seconds: float = 0.05) -> None:
-        self.slice_seconds = slice_seconds
+    #: this machine's seconds a slice runs for, and sleeps after it (a test's: its driver acting anywhere)
+    slice_seconds, between_slices = 0.05, 0.0
+
+    def __init__(self, slice_seconds: float | None = None) -> None:
+        if slice_seconds is not None:
+            self.slice_seconds = slice_seconds
         self.run_task: Callable[[Callable[[], Any]], Any] | None = None
         # lock order: leaf, never held with _run_lock (the calls waiting, held, the time limit)
         self._cond = threading.Condition()
@@ -90,6 +94,12 @@ class TimeDriver:
         elif held and threading.current_thread() is not self.thread:
             with self._run_lock:  # a slice under way ends first
                 pass
+
+    @property
+    def held(self) -> bool:
+        """Whether virtual time stands still (``hold(True)``, from a driver or from a task)."""
+        with self._cond:
+            return self._held
 
     def stop_at(self, virtual: float | None) -> None:
         """Virtual time runs no further than ``virtual`` seconds (``None``: no limit)."""
@@ -177,5 +187,5 @@ class TimeDriver:
                 self.error = e
             finally:
                 self.real_seconds += time.perf_counter() - began
-        time.sleep(0)  # the GIL to the other threads (a panel drawing) between two slices
+        time.sleep(self.between_slices)  # the GIL to the other threads (a panel drawing) between two slices
         return True
