@@ -212,14 +212,15 @@ class Fleet:
             self.controls.tell(lambda ctl, epoch: ctl.set_each(caps, epoch))  # one call per worker
             return self.cap
 
-    def share_caps(self, steps: int, weights: dict[int, float] | None = None) -> int:
+    def share_caps(self, steps: int, weights: dict[int, float] | None = None, held_back: int = 0) -> int:
         """Cap the live replicas so that together they take ``steps`` more steps from their figures as last
-        polled, in shares by ``weights`` (their speeds; default equal): exact unless a replica stepped past
-        its share before the cap reached it. Returns the total to reach."""
+        polled, less ``held_back`` for later, in shares by ``weights`` (their speeds; default equal): exact
+        unless a replica stepped past its share before the cap reached it (``StepBudget`` holds back what
+        running replicas may take meanwhile). Returns the total to reach."""
         with self.launching:
             figures, live = self.book.figures(), self.book.live()
             self.cap = self.book.total_steps() + steps
-            shares = split(steps, [max(0.0, (weights or {}).get(i, 1.0)) for i in live])
+            shares = split(max(0, steps - held_back), [max(0.0, (weights or {}).get(i, 1.0)) for i in live])
             caps = {i: {"max_steps": figures[i].steps + s} for i, s in zip(live, shares)}
             self.controls.tell(lambda ctl, epoch: ctl.set_each(caps, epoch))
             return self.cap

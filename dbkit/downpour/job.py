@@ -234,6 +234,7 @@ class DownpourSGD(Job):
         wait = self._watch.tick()
         if self._budget is not None and not self.ended:
             self._budget.review(self._progress())
+            self._monitor.waypoint = self._budget.waypoint
         target, cluster = self._monitor.target, self._res.cluster
         if cluster is not None and (self.ended or (target is not None and self._progress() >= target)):
             cluster.rest()  # ended, or at a fit's step target: a simulated cluster's time stands still there

@@ -9,6 +9,11 @@ known to differ, in proportion to them, so that they reach their shares
 together, as replicas taking tickets from one counter would. The shares are
 worked out again whenever replicas come or go, their speeds differ, or all of
 them wait with steps left.
+
+A share worked out while replicas run keeps ``HELD_BACK`` steps a replica back: a replica polled at 59
+steps that takes two more before its new cap of 61 arrives would end a step over, and the run with it
+(241 of 240 steps). Once every replica waits at its cap, their figures are exact (none steps) and the rest
+is shared out whole, so the total is the one asked.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from .fleet import Fleet
 #: be than the slowest (below it, equal replicas a step apart in phase would seem unequal)
 SPEED_STEPS, SPEED_SPREAD = 5, 1.25
 
+#: steps per live replica kept back from a share while replicas run: a replica may step on between the poll
+#: its share is worked out from and the new cap's arrival, and a cap below its steps then cannot hold it
+HELD_BACK = 2
+
 
 class StepBudget:
     """The total steps ``fleet`` 's replicas may reach (``cap``; ``math.inf``: none), shared among them;
@@ -32,6 +41,8 @@ class StepBudget:
         self.cap = math.inf
         self._seen: dict[int, float] = {}  # replica -> when it was first seen here
         self._shared_with: set[int] = set()  # the live replicas at the last share
+        #: the total at which the replicas wait for what a share held back (a poll is aimed there; None: none)
+        self.waypoint: int | None = None
 
     def aim(self, cap: float) -> None:
         """The replicas may reach ``cap`` steps in all: each launched from now on at most what is left, the
@@ -55,12 +66,19 @@ class StepBudget:
             self.share()
 
     def share(self) -> None:
-        """Share what is left among the live replicas: equally, or in proportion to their speeds."""
+        """Share what is left among the live replicas: equally, or in proportion to their speeds. While any
+        runs, ``HELD_BACK`` steps a replica are kept back (see the module docstring); once all wait at their
+        caps, their figures are exact and the rest is shared out whole."""
         live = self.fleet.live()
         if not (math.isfinite(self.cap) and live):
             return
         self._shared_with = set(live)
-        self.fleet.share_caps(max(0, int(self.cap) - self.fleet.total_steps()), self.speeds())
+        figures = self.fleet.figures()
+        running = any(figures[i].state != "paused" for i in live)
+        left = max(0, int(self.cap) - self.fleet.total_steps())
+        held = min(left, HELD_BACK * len(live)) if running else 0
+        self.waypoint = int(self.cap) - held if held else None
+        self.fleet.share_caps(left, self.speeds(), held_back=held)
 
     def speeds(self) -> dict[int, float] | None:
         """Each live replica's steps per virtual second since first seen, once each has taken ``SPEED_STEPS``

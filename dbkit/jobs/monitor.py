@@ -25,6 +25,7 @@ class Monitor:
         self.min_eval_interval = min_eval_interval
         self.worker_check_every = worker_check_every
         self.target: int | None = None  # the total steps a ``fit`` is to reach, if any (``aim_at``)
+        self.waypoint: int | None = None  # total steps at which the replicas wait for the rest of a target
         self._hurry_until = -1e9
         self._rate = 0.0  # steps per second, smoothed over polls
         self._last: tuple[float, int] | None = None
@@ -88,7 +89,8 @@ class Monitor:
             self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
         self._last = (now, steps)
         if self._aimed:
-            ahead = [t - steps for t in (self._next_eval_step, self.target) if t is not None and t > steps]
+            marks = (self._next_eval_step, self.target, self.waypoint)
+            ahead = [t - steps for t in marks if t is not None and t > steps]
             if self._rate <= 0.0:
                 return self.SHORTEST * 10  # (the rate is known after two polls)
             if not ahead:
