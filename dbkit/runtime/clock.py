@@ -40,6 +40,23 @@ class Clock(Protocol):
         that hands over through the simulation: a thread lock would stop it)."""
         ...
 
+    def event(self) -> Event:
+        """A new event whose ``wait`` is in this clock's time, set from any thread or task (a
+        ``threading.Event``; between simulated tasks, one that wakes its waiter through the simulation)."""
+        ...
+
+
+class Event(Protocol):
+    """What ``Clock.event`` gives: ``threading.Event``'s four methods."""
+
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
 
 class RealClock:
     """This machine's monotonic clock."""
@@ -59,6 +76,9 @@ class RealClock:
     def lock(self) -> AbstractContextManager:
         # lock order: the caller's (a Sandblaster replica's batch lock: a leaf, see ``BatchState``)
         return threading.Lock()
+
+    def event(self) -> Event:
+        return threading.Event()
 
 
 #: the clock of every runtime whose time is real (Dask, in process)

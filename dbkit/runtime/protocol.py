@@ -60,6 +60,12 @@ class TaskFuture(Protocol):
 
     def cancel(self) -> Any: ...
 
+    def add_done_callback(self, fn: Callable[[Any], Any]) -> None:
+        """Call ``fn(future)`` once it is no longer pending, on any thread (at once if it is not): a driver
+        waiting on many tasks learns which ended without looking at each. A Dask future lost with its
+        worker calls nothing: look at ``status`` now and then too."""
+        ...
+
 
 class Runtime(Protocol):
     """One job's session on its machines: what it placed there, and how it asks them."""

@@ -10,9 +10,12 @@ runtime protocol (``dbkit.runtime.protocol.Runtime``: Dask, or in process).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import CancelledError
 from typing import Any
@@ -57,7 +60,10 @@ class UnitBatch:
         self.lock = threading.RLock()
         self.batch_seconds: list[float] = []
         self._data: dict[str, tuple[Any, Any]] = {}
-        self._futures: dict[int, Any] = {}
+        self._futures: dict[int, Any] = {}  # replica -> its unit task in flight
+        self._done: deque[tuple[int, int, Any]] = deque()  # (sent as, replica, task) of unit tasks that ended
+        self._sequence = itertools.count()
+        self._bell = cluster.time.event()  # rung as a unit task ends
         for slot in slots:
             self.data_on(slot.worker)
 
@@ -109,43 +115,66 @@ class UnitBatch:
         return self.server.landed("acc")
 
     def _slot(self, index: int) -> Slot:
-        return next(s for s in self.dispatcher.slots if s.index == index)
+        return self.dispatcher.slot(index)
 
     def _run_units(self, vector: str) -> None:
         d, clock = self.dispatcher, self.cluster.time
-        slots = {s.index: s for s in d.slots}  # (replicas join and leave between batches, never during one)
         last_check = clock.now()
         while not d.complete:
             if self.gate.stopping:
                 raise Stopping()
             for slot, job in d.assign_free():
                 X, y = self.data_on(slot.worker)
-                self._futures[slot.index] = self.cluster.submit_on(
+                f = self._futures[slot.index] = self.cluster.submit_on(
                     slot.worker, run_unit, self.state_keys[slot.index], self.handles, self.network, X, y, job,
                     len(self.y), vector, self.push_every,
                     key=f"dbkit-unit-{d.batch}-{job.unit.index}-replica-{slot.index}-{self.cluster.tag}-"
                         f"{time.perf_counter_ns()}")
-            if self._futures:
-                self.cluster.wait(list(self._futures.values()), timeout=0.05, first=True)
-            for index, f in list(self._futures.items()):  # (only a live replica's unit has a future here)
-                if f.status == "pending":
-                    continue
-                del self._futures[index]
-                slot = slots[index]
-                if f.status != "finished":
-                    if f.status == "error" and slot.worker in self.cluster.workers():
-                        raise RuntimeError(f"work unit on replica {slot.index} failed: {f.exception()!r}")
-                    d.lose(slot, f"its work unit was {f.status} (worker {slot.worker} lost)", self._landed)
-                    continue
-                try:
-                    result = self._read(f, slot.worker)
-                except CancelledError:  # read as finished, then released: its worker died in between
-                    d.lose(slot, f"its work unit's result was lost with worker {slot.worker}", self._landed)
-                    continue
-                d.finished(slot, result)
+                f.add_done_callback(functools.partial(self._ended, next(self._sequence), slot.index))
+            waited = bool(self._futures) and not self._done
+            if waited:  # until a unit task's callback rings (a wait on every future cost O(replicas) a unit)
+                self._bell.wait(0.05)
+            self._bell.clear()
+            ended = self._drain()
+            if waited and not ended:  # a callback may come after the wait, on another thread; a lost Dask
+                # future's status changes with none: look at each (on a simulated cluster: a wait that timed out)
+                ended = [(index, f) for index, f in self._futures.items() if f.status != "pending"]
+            for index, f in ended:
+                self._settle(index, f)
             if clock.now() - last_check > 0.25:
                 last_check = clock.now()
                 self._check_workers()
+
+    def _ended(self, sequence: int, index: int, future: Any) -> None:
+        """A unit's task ended (called by its runtime, on any thread): ``_run_units`` reads it next."""
+        self._done.append((sequence, index, future))
+        self._bell.set()
+
+    def _drain(self) -> list[tuple[int, Any]]:
+        """The unit tasks that ended since the last look and are still this batch's, in the order they were
+        sent (the order a scan of ``_futures`` gave: a simulated run's report does not change)."""
+        ended = []
+        while self._done:
+            ended.append(self._done.popleft())
+        ended.sort(key=lambda e: e[0])
+        return [(index, f) for _, index, f in ended if self._futures.get(index) is f]
+
+    def _settle(self, index: int, f: Any) -> None:
+        """Tell the dispatcher how replica ``index``'s unit task ``f`` ended: a result, or a lost replica."""
+        d = self.dispatcher
+        del self._futures[index]
+        slot = d.slot(index)
+        if f.status != "finished":
+            if f.status == "error" and slot.worker in self.cluster.workers():
+                raise RuntimeError(f"work unit on replica {slot.index} failed: {f.exception()!r}")
+            d.lose(slot, f"its work unit was {f.status} (worker {slot.worker} lost)", self._landed)
+            return
+        try:
+            result = self._read(f, slot.worker)
+        except CancelledError:  # read as finished, then released: its worker died in between
+            d.lose(slot, f"its work unit's result was lost with worker {slot.worker}", self._landed)
+            return
+        d.finished(slot, result)
 
     def _read(self, future, worker: str):  # noqa: ANN001, ANN202 - a finished task's future, its result
         """The result of a finished task held on ``worker``; ``CancelledError`` if ``worker`` leaves the
@@ -204,10 +233,12 @@ class UnitBatch:
                 except Exception:  # noqa: BLE001 - a future of a lost worker may be gone already
                     pass
             self._futures = {}
+            self._done.clear()
             self.dispatcher.forget_in_flight()
             self.server, self.handles = server, handles_of(server)
 
     def release(self) -> None:
         """Forget the shards, the scattered data and the futures (they would keep actors and data alive)."""
         self._data, self._futures = {}, {}
+        self._done.clear()
         self.server = None  # type: ignore[assignment]

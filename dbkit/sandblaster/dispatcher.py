@@ -15,6 +15,7 @@ whose push half-landed).
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -35,6 +36,10 @@ class UnitDispatcher:
         self.examples_done: Counter[int] = Counter()
         self.backups_issued = self.backups_won = 0
         self.lost: list[LostReplica] = []
+        # which replicas are free, and which running units may be backed up, kept as they change (a scan
+        # of every replica at each unit's end cost O(units x replicas) a batch: at 2,000 replicas, most of it)
+        self._position = {s.index: k for k, s in enumerate(slots)}
+        self._free = {k for k, s in enumerate(slots) if s.alive and s.unit is None}
         self._begin_state()
 
     def _begin_state(self) -> None:
@@ -48,6 +53,11 @@ class UnitDispatcher:
         self._timeline: list[list] = []  # [replica, unit, start, end, backup, won]
         self._open: dict[tuple[int, int], list] = {}  # (replica, unit): its copy's record while it runs
         self.redone_at_flush: set[int] = set()  # units a live replica's flush left unpushed, redone once
+        self._running: list[tuple[float, int, int]] = []  # heap of (first start, slot position, unit) to back up
+
+    def slot(self, index: int) -> Slot:
+        """Replica ``index``'s slot."""
+        return self.slots[self._position[index]]
 
     def live(self) -> list[Slot]:
         return [s for s in self.slots if s.alive]
@@ -65,19 +75,26 @@ class UnitDispatcher:
     def forget_in_flight(self) -> None:
         """The batch under way is dropped (a shard was lost): no replica has a unit, a decision or a
         gradient of it any more."""
-        for slot in self.slots:
+        for k, slot in enumerate(self.slots):
             slot.unit, slot.unpushed = None, set()
             slot.pending = slot.sent = Decisions()
+            if slot.alive:
+                self._free.add(k)
+        self._running = []
 
     def add(self, slot: Slot) -> None:
         """Take a new replica from the next batch on (between batches: nothing of it is in flight)."""
         if any(s.index == slot.index for s in self.slots):
             raise ValueError(f"replica {slot.index} is already one of this dispatcher's")
+        self._position[slot.index] = len(self.slots)
+        if slot.alive and slot.unit is None:
+            self._free.add(len(self.slots))
         self.slots.append(slot)
 
     def retire(self, slot: Slot) -> None:
         """Give replica ``slot`` no more units, between batches (a replica lost mid-batch: ``lose``)."""
         slot.alive = False
+        self._free.discard(self._position[slot.index])
 
     def begin(self) -> int:
         """Start a new batch: every unit is to be done once more. Returns the batch number."""
@@ -116,6 +133,10 @@ class UnitDispatcher:
         self.started.setdefault(unit.index, now)
         slot.unit, slot.is_backup = unit, backup
         slot.sent, slot.pending = slot.pending, Decisions()
+        position = self._position[slot.index]
+        self._free.discard(position)
+        if not backup:
+            heapq.heappush(self._running, (self.started[unit.index], position, unit.index))
         record = [slot.index, unit.index, now, None, backup, False]
         self._timeline.append(record)
         self._open[(slot.index, unit.index)] = record
@@ -126,9 +147,8 @@ class UnitDispatcher:
         queue (``balance``), the first free replica that gets nothing ends the round: there is nothing to
         hand out and no copy to back up, for any of them (so a round costs no scan per free replica)."""
         out = []
-        for slot in self.slots:
-            if slot.busy or not slot.alive:
-                continue
+        for position in sorted(self._free):
+            slot = self.slots[position]
             job = self.assign(slot)
             if job is not None:
                 out.append((slot, job))
@@ -148,18 +168,29 @@ class UnitDispatcher:
         if self.queue:
             return self.queue.popleft(), False
         if self.backup and self.balance:
-            running = [s for s in self.live() if s.unit is not None and s.unit.index not in self.backed_up
-                       and s.unit.index not in self.winner]
-            if running:
-                victim = min(running, key=lambda s: self.started.get(s.unit.index, 0.0) if s.unit else 0.0)
-                assert victim.unit is not None
-                self.backed_up.add(victim.unit.index)
-                return victim.unit, True
+            victim = self._oldest_running()
+            if victim is not None:
+                self.backed_up.add(victim.index)
+                return victim, True
         return None, False
+
+    def _oldest_running(self) -> WorkUnit | None:
+        """The running unit, neither backed up nor won, whose first copy started first (of equals, the one on
+        the first replica): the one to back up. Entries no longer true are dropped as they come up."""
+        while self._running:
+            _, position, u = self._running[0]
+            slot = self.slots[position]
+            if slot.alive and slot.unit is not None and slot.unit.index == u and u not in self.backed_up \
+                    and u not in self.winner:
+                return slot.unit
+            heapq.heappop(self._running)
+        return None
 
     def finished(self, slot: Slot, result: UnitResult) -> None:
         """``slot`` finished a unit: the first copy of a unit to finish wins, later ones are discarded."""
         slot.unit = None
+        if slot.alive:
+            self._free.add(self._position[slot.index])
         slot.unpushed -= set(result.pushed)
         if result.batch != self.batch:
             return  # a straggling copy from an earlier batch: its work is not needed
@@ -189,6 +220,7 @@ class UnitDispatcher:
         if not slot.alive:
             return
         slot.alive = False
+        self._free.discard(self._position[slot.index])
         self.lost.append(LostReplica(slot.index, self.batch, reason))
         redo = set(slot.unpushed)
         if slot.unit is not None:

@@ -186,14 +186,15 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
         message = self.cost.task_seconds()  # sending a task, and its answer (a Sandblaster unit's round trip)
         task = SimTask(self.sim, key, fn, args, kwargs, worker=worker, on_end=functools.partial(_leave, machine),
                        side=lambda t: SimTaskSide(self, worker, lambda: t.cancelled or not self.alive(worker),
-                                                  number), start_after=message, answer_after=message)
+                                                  number), start_after=message, answer_after=message,
+                       on_done=self.wakeups.task_ended)
         self._keep(task)
         return task
 
     def drive(self, fn: Callable[..., Any], *args: Any, key: str = "driver") -> SimTask:
         """``fn(*args)`` as a task on the driver's machine: a driver's code, whose calls and waits take
         virtual time, runs in one of these."""
-        task = SimTask(self.sim, key, fn, args, {})
+        task = SimTask(self.sim, key, fn, args, {}, on_done=self.wakeups.task_ended)
         self._keep(task)
         return task
 
@@ -204,7 +205,6 @@ class SimSession(RealMachines):  # (its calls already run in tasks: ``JobSession
             self._tasks = [t for t in self._tasks if not t.done()]
             self._keep_at = max(256, 2 * len(self._tasks))
         self._tasks.append(task)
-        task.add_done_callback(self.wakeups.task_ended)
 
     def timed(self, network: Any, address: str, number: int = 0) -> TimedNetwork:
         """``network`` as task ``number`` (a replica's index) on machine ``address`` computes with it: each

@@ -26,14 +26,15 @@ class SimTask:
     def __init__(self, sim: Simulation, key: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
                  side: Callable[[SimTask], SimTaskSide] | None = None, worker: str = "",
                  on_end: Callable[[], None] | None = None, start_after: float = 0.0,
-                 answer_after: float = 0.0) -> None:
+                 answer_after: float = 0.0, on_done: Callable[[SimTask], None] | None = None) -> None:
         self.sim, self.key, self.worker = sim, key, worker
         self._on_end = on_end
+        self._on_done = on_done  # after every callback: the session's wake-ups (a waiter then sees what they did)
         self._status = "pending"
         self._value: Any = None
         self._error: BaseException | None = None
         self._waiters: list[greenlet.greenlet] = []
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[SimTask], None]] = []
         self._start_after, self._answer_after = start_after, answer_after
         if side is not None:  # a task's body takes its machine's side first (``Runtime.submit_on``)
             args = (side(self), *args)
@@ -58,10 +59,11 @@ class SimTask:
         else:
             self._end(status, error, value)
 
-    def add_done_callback(self, fn: Callable[[], None]) -> None:
-        """Call ``fn()`` when the task ends (at once if it has)."""
+    def add_done_callback(self, fn: Callable[[SimTask], None]) -> None:
+        """Call ``fn(task)`` when the task ends (at once if it has), as a Dask Future or a
+        ``concurrent.futures.Future`` would."""
         if self._status != "pending":
-            fn()
+            fn(self)
         else:
             self._callbacks.append(fn)
 
@@ -109,7 +111,9 @@ class SimTask:
             self.sim.wake(w)
         callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
-            fn()
+            fn(self)
+        if self._on_done is not None:
+            self._on_done(self)
         return True
 
     def _wait(self, timeout: float | None) -> None:

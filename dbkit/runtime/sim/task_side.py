@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from .engine import Simulation
     from .session import SimSession
+    from .virtual_lock import VirtualEvent
 
 T = TypeVar("T")
 
@@ -41,6 +42,11 @@ class VirtualTime:
 
     def lock(self) -> AbstractContextManager:
         return _virtual_lock()(self.sim)
+
+    def event(self) -> VirtualEvent:
+        from .virtual_lock import VirtualEvent
+
+        return VirtualEvent(self.sim)
 
 
 class MachineTime(VirtualTime):

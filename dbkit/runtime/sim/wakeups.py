@@ -78,8 +78,8 @@ class Wakeups:
             self.sim._suspend()
             cancel()
 
-    def task_ended(self) -> None:
-        """A task ended: the tasks in ``wait`` look again, at this instant."""
+    def task_ended(self, task: SimTask) -> None:
+        """``task`` ended: the tasks in ``wait_for_tasks`` look again, at this instant."""
         entries, self._ended = self._ended, []
         for entry in entries:
             if entry[1]:
