@@ -208,3 +208,42 @@ def test_a_real_and_a_simulated_run_share_a_chart_and_the_simulated_one_says_so(
     assert [t.get_text() for t in bars.get_yticklabels()] == ["real", "same settings (simulated, profile here)"]
     only_simulated = compare_runs({"sim": simulated}).figure.axes[0]
     assert only_simulated.get_xlabel() == "simulated seconds"
+
+
+def _asdict_reference(event):
+    """What ``Event.to_dict`` gave before: ``dataclasses.asdict`` (deep copies), then tuples as lists and
+    keys as strings."""
+    import dataclasses
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    return {"type": type(event).__name__, **plain(dataclasses.asdict(event))}
+
+
+def test_every_event_kind_gives_the_dict_asdict_gave():
+    from dbkit.sandblaster.records import LostReplica, UnitRecord
+    from dbkit.telemetry.events import BatchDone, Checkpointed, Relayout, ShardLost, WorkerHung
+
+    shard = _record().shards[0]
+    events = [
+        Sample(0, 1.0, step=5, examples=160, examples_per_second=80.0, batch_loss=None, live_replicas=1,
+               replicas=_record().replicas, bytes=ByteCounts(1, 2, 3, 4), staleness=Histogram.of({0: 3, 2: 1}),
+               staleness_examples=Histogram.of({}), evaluation=FINAL),
+        Change(1, 2.0, setting="lr", old={"a": (1, 2)}, new=[0.5, None], asked=1.5, applied=None),
+        StateChange(2, 3.0, state="paused", reason="asked"),
+        BatchDone(3, 4.0, batch=1, seconds=0.5, loss=2.5, units=(UnitRecord(0, 3, 0.0, None, False, False),
+                                                                UnitRecord(1, 3, 0.1, 0.2, True, True)),
+                  lost=(LostReplica(1, 1, "gone"),)),
+        ShardLost(4, 5.0, shard=0, worker="w", step=9, checkpoint_version=3),
+        WorkerHung(5, 6.0, worker="w", silent=12.0, shards=(0, 1)),
+        Checkpointed(6, 7.0, directory="/c", step=9, versions=(3, 4)),
+        Relayout(7, 8.0, step=9, partitions=2, shards=2, shards_before=(shard,)),
+    ]
+    for e in events:
+        assert e.to_dict() == _asdict_reference(e)
+    assert json.loads(json.dumps([e.to_dict() for e in events])) == [e.to_dict() for e in events]

@@ -48,6 +48,7 @@ class StepBudget:
         """The replicas may reach ``cap`` steps in all: each launched from now on at most what is left, the
         live ones their shares of it."""
         self.cap = cap
+        self.waypoint = None  # (a share sets it again: an old target's must not aim a later fit's polls)
         if math.isinf(cap):
             self.fleet.set_caps(None)
         elif self.fleet.live():
