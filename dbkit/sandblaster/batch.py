@@ -114,9 +114,6 @@ class UnitBatch:
     def _landed(self) -> list[set[int]]:
         return self.server.landed("acc")
 
-    def _slot(self, index: int) -> Slot:
-        return self.dispatcher.slot(index)
-
     def _run_units(self, vector: str) -> None:
         d, clock = self.dispatcher, self.cluster.time
         last_check = clock.now()
@@ -201,14 +198,14 @@ class UnitBatch:
         d = self.dispatcher
         self._check_workers()
         futures = {i: self.cluster.submit_on(
-            self._slot(i).worker, flush, self.state_keys[i], self.handles, d.batch, decisions,
+            self.dispatcher.slot(i).worker, flush, self.state_keys[i], self.handles, d.batch, decisions,
             key=f"dbkit-flush-{d.batch}-replica-{i}-{self.cluster.tag}-{time.perf_counter_ns()}")
             for i, decisions in d.flush_orders().items()}
         clock = self.cluster.time
         deadline = clock.now() + 60
         ok = True
         for index, f in futures.items():
-            slot = self._slot(index)
+            slot = self.dispatcher.slot(index)
             while f.status == "pending" and clock.now() < deadline:
                 self.cluster.wait([f], timeout=0.25)
                 if slot.worker not in self.cluster.workers():
