@@ -228,6 +228,26 @@ def test_status_and_dashboard_lines_say_what_happened_in_words(digits):
 
 
 # ---- a panel on an in-memory sync SGD job (no Dask) ---------------------------------------------
+def test_the_status_line_refreshes_on_its_own_cadence_between_frames(digits):
+    """Status every ``status_every`` seconds, frames every ``refresh``: the words do not wait for the plots."""
+    job = dbkit.SyncSGD("linear", digits, lr=0.05, seconds=60)
+    panel = Panel(job, refresh=3600.0, status_every=0.05)
+    try:
+        until(lambda: panel.refreshes >= 2)  # the refresh thread's first tick: its frame is due (nothing new yet)
+        job.start()
+        until(lambda: job.snapshot().step > 20)
+        refreshes, frames, words = panel.refreshes, panel.frames, panel.status.value
+        until(lambda: panel.refreshes >= refreshes + 8 and panel.status.value != words)  # the steps go up
+        assert panel.frames == frames  # events came all along, but no frame was due
+        panel.say("a note")  # a note wakes the thread: the frame is drawn now, not an hour later
+        until(lambda: panel.frames > frames)
+    finally:
+        job.stop()
+        panel.close()
+    with pytest.raises(ValueError, match="positive"):
+        Panel(job, status_every=0)
+
+
 def test_a_panel_steers_an_in_memory_job_and_starts_a_new_run_after_stop(digits):
     job = dbkit.SyncSGD("linear", digits, lr=0.05, seconds=60)
     panel = job.panel()
