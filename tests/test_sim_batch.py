@@ -63,3 +63,24 @@ def test_a_report_of_200_replicas_summarises_its_samples_and_keeps_every_row_whe
     big = write_report(full, tmp_path / "f.json").stat().st_size
     assert small < big / 2
     assert json.loads((tmp_path / "s.json").read_text())["replica_rows"] == "summarised"
+
+
+def test_a_cost_only_sandblaster_batch_is_the_costed_data_s_whole_training_set():
+    # The stand-in (digits, 1,437 examples) is repeated and cut to signals' training set: the first batch has the
+    # same work units, and takes the same simulated time, as the run with numerics.
+    from dbkit.data import load
+    from dbkit.telemetry.events import BatchDone
+
+    units = -(-load("signals").n_train // 100)
+    assert units > 1437 // 100 + 1  # more than the stand-in's own
+
+    cfg = RunConfig.make(algorithm="sandblaster", model="mlp", dataset="signals", replicas=6, shards=2, steps=1,
+                         eval_every=10**6, work_unit_size=100)
+    first = {}
+    for cost_only in (False, True):
+        run = simulated_run(cfg, Cluster("distbelief-2012"), cost_only=cost_only)
+        run.run()
+        batch = next(e for e in run.events.since(-1) if isinstance(e, BatchDone))
+        first[cost_only] = ({u.unit for u in batch.units if u.unit >= 0}, batch.seconds)  # (-1: a flush)
+    assert first[True][0] == first[False][0] == set(range(units))
+    assert first[True][1] == pytest.approx(first[False][1], rel=1e-9)

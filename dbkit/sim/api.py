@@ -41,12 +41,14 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
         if config.algorithm == "downpour" and config.downpour.partitions > 1:
             raise ValueError("cost-only runs whole replicas; for partitioned ones, their step is costed by "
                              "dbkit simulate fig3 (or simulate with numerics)")
-        config, _, named = resolve_job(config.algorithm, network if network is not None else config.model,
-                                       data if data is not None else config.dataset, config, {}, fit=False)
+        config, costed_data, named = resolve_job(config.algorithm, network if network is not None else config.model,
+                                                 data if data is not None else config.dataset, config, {}, fit=False)
         model = model or ModelShape.of(named)  # (a preset is small; a named shape is never built)
         _, stand_in_data, stand_in = resolve_job(config.algorithm, "linear", "digits", config, {}, fit=False)
         if config.algorithm == "downpour":  # a data shard of a full batch for every replica: the batch asked
             stand_in_data = _repeated(stand_in_data, config.replicas * config.batch_size)
+        else:  # Sandblaster's batch is the whole training set: as many examples (and work units) as the costed data
+            stand_in_data = _repeated(stand_in_data, costed_data.n_train, exactly=True)
         if config.shards > model.parameters:
             raise ValueError(f"shards must be at most the model's {model.parameters:,} parameters, got {config.shards}")
         return _run(config, stand_in, stand_in_data, cluster, model, True, options)
@@ -57,14 +59,18 @@ def simulated_run(config: RunConfig, cluster: Cluster | None = None, *, network:
     return _run(config, net, dataset, cluster, model, False, options)
 
 
-def _repeated(data: Dataset, n_train: int) -> Dataset:
-    """``data`` with its training examples repeated to at least ``n_train`` (a cost-only stand-in: its
-    numbers are never read, but each replica's step computes a batch of the size asked)."""
-    if data.n_train >= n_train:
+def _repeated(data: Dataset, n_train: int, exactly: bool = False) -> Dataset:
+    """``data`` with its training examples repeated to at least ``n_train`` (``exactly``: cut to ``n_train``
+    too). A cost-only stand-in: its numbers are never read, but each replica's step computes a batch of the
+    size asked, and each Sandblaster batch as many work units as the costed data's."""
+    if data.n_train == n_train or (data.n_train > n_train and not exactly):
         return data
     times = -(-n_train // data.n_train)
-    return Dataset(np.tile(data.X_train, (times, 1)), np.tile(data.y_train, times), data.X_test, data.y_test,
-                   name=data.name, image_shape=data.image_shape, n_classes=data.n_classes)
+    X, y = np.tile(data.X_train, (times, 1)), np.tile(data.y_train, times)
+    if exactly:
+        X, y = X[:n_train], y[:n_train]
+    return Dataset(X, y, data.X_test, data.y_test, name=data.name, image_shape=data.image_shape,
+                   n_classes=data.n_classes)
 
 
 def _run(config: RunConfig, network: Network, data: Dataset, cluster: Cluster, shape: ModelShape | None,
