@@ -128,6 +128,9 @@ def print_figure(report: dict) -> None:
             cells = [f"{k} machines: " + (f"{t:.3f} s" if t is not None else "-")
                      for k, t in zip(m["machines"], m["time_to_target"])]
             print(f"  {name}: " + "; ".join(cells))
+        for name, m in report.get("estimated", {}).items():
+            cells = [f"{k:,} machines: about {t:.3f} s" for k, t in zip(m["machines"], m["time_to_target"])]
+            print(f"  {name}, estimated from cost-only runs: " + "; ".join(cells))
     for note in report.get("differences", []):
         print(f"  differs from the paper: {note}")
 

@@ -17,6 +17,7 @@ import numpy as np
 from ...config import RunConfig
 from ...data import Dataset, SignalsConfig, make_signals
 from ...runtime.sim.layout import Cluster
+from ...telemetry.events import BatchDone
 from ..api import simulated_run
 from . import paper
 from .ticker import Ticker
@@ -101,23 +102,29 @@ def warm_start(setup: Setup, data: Dataset) -> tuple[np.ndarray, float, float]:
     return params, run.virtual_seconds, float(run.evaluator(params).test_accuracy)
 
 
+def method_config(method: Method, setup: Setup, replicas: int) -> RunConfig:
+    """The run ``method`` makes with ``replicas`` replicas on ``setup``: from the warm start until the target
+    or the budget (``seconds``), evaluated often enough to see when it reaches the target."""
+    r = replicas
+    if method.algorithm == "sandblaster":
+        return RunConfig.make(algorithm="sandblaster", dataset="signals", model=setup.model, replicas=r,
+                              shards=setup.sandblaster_shards, steps=None, seconds=setup.seconds, eval_every=1,
+                              iterations=10_000, seed=setup.seed,
+                              work_unit_size=min(setup.sandblaster_unit, max(1, setup.train_examples // r)))
+    return RunConfig.make(algorithm="downpour", dataset="signals", model=setup.model, replicas=r,
+                          shards=setup.shards, optimizer=method.optimizer, lr=method.lr,
+                          batch_size=setup.batch_size, steps=None, seconds=setup.seconds, n_fetch=setup.n,
+                          n_push=setup.n, eval_every=max(25, 10 * r), seed=setup.seed,
+                          warm_start_steps=method.warm_start_steps if r > 1 else 0)
+
+
 def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray, start: float,
                replicas: int | None = None, say: Callable[[str], None] | None = None) -> dict:
     """One method from the warm start until the target or the budget: its curve and time to the target;
     ``say`` is given a progress line every few real seconds while it runs."""
     r = replicas or setup.replicas(method)
     began = time.perf_counter()
-    if method.algorithm == "sandblaster":
-        cfg = RunConfig.make(algorithm="sandblaster", dataset="signals", model=setup.model, replicas=r,
-                             shards=setup.sandblaster_shards, steps=None, seconds=setup.seconds, eval_every=1,
-                             iterations=10_000, seed=setup.seed,
-                             work_unit_size=min(setup.sandblaster_unit, max(1, setup.train_examples // r)))
-    else:
-        cfg = RunConfig.make(algorithm="downpour", dataset="signals", model=setup.model, replicas=r,
-                             shards=setup.shards, optimizer=method.optimizer, lr=method.lr,
-                             batch_size=setup.batch_size, steps=None, seconds=setup.seconds, n_fetch=setup.n,
-                             n_push=setup.n, eval_every=max(25, 10 * r), seed=setup.seed,
-                             warm_start_steps=method.warm_start_steps if r > 1 else 0)
+    cfg = method_config(method, setup, r)
     run = simulated_run(cfg, Cluster(setup.profile), data=data, start=start, initial=initial, stop_at=setup.target)
     if say is not None:
         run.on_evaluation = Ticker(say, method.name(r), setup.seconds)
@@ -127,7 +134,8 @@ def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray,
     reached = next((ti for ti, a in zip(t, acc) if a >= setup.target), None)
     machines = r + cfg.shards + (1 if method.algorithm == "sandblaster" else 0)
     return {"replicas": r, "machines": machines, "t": t, "test_accuracy": acc, "time_to_target": reached,
-            "state": run.state, "steps": run.progress(), "real_seconds": time.perf_counter() - began,
+            "state": run.state, "steps": run.progress(), "batches": len(run.events.of(BatchDone)),
+            "real_seconds": time.perf_counter() - began,
             "settings": {"algorithm": method.algorithm, "optimizer": method.optimizer if method.algorithm ==
                          "downpour" else "lbfgs", "lr": method.lr if method.algorithm == "downpour" else None,
                          "shards": cfg.shards, "work_unit_size": cfg.sandblaster.work_unit_size

@@ -72,6 +72,14 @@ def _fig5(ax: Any, report: dict) -> None:
         if missed and budget:
             ax.scatter(missed, [budget] * len(missed), marker="x", color=f"C{i}", s=60,
                        label=f"{name}: not within {budget:g} s")
+        far = report.get("estimated", {}).get(name)
+        if far:  # from the run with numerics it rests on, dashed, to hollow markers: estimated from cost-only runs
+            others = far["machines"][0] - far["replicas"][0]
+            k, t = far["basis"]["replicas"] + others, far["basis"]["time_to_target"]
+            bound = "a lower bound" if "lower bound" in far["how"] else "the same batches"
+            ax.plot([k, *far["machines"]], [t, *far["time_to_target"]], linestyle="--", color=f"C{i}", alpha=0.7)
+            ax.scatter(far["machines"], far["time_to_target"], marker="o", s=50, facecolors="none",
+                       edgecolors=f"C{i}", linewidths=1.5, zorder=5, label=f"{name}: estimated, cost-only ({bound})")
     ax.set(xscale="log", yscale="log", xlabel="machines", ylabel=f"simulated seconds to accuracy {report['target']:g}",
            title="paper: " + ";\n".join(report["paper"]["findings"]))
     ax.title.set_fontsize(8)
