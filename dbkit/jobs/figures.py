@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -58,6 +59,9 @@ class JobFigures(JobHooks):
         self.dashboard: str | None = None
         #: a test accuracy at which the job finishes, at the evaluation that reaches it (``None``: it trains on)
         self.finish_at_accuracy: float | None = None
+        #: told each evaluation (the job's seconds, the evaluation); a reason it returns finishes the job with it
+        #: (a figure gives up on a run stuck at chance: ``dbkit.sim.figures.fig4.AtChance``)
+        self.give_up_when: Callable[[float, Evaluation], str | None] | None = None
 
     @property
     def state(self) -> str:
@@ -192,6 +196,10 @@ class JobFigures(JobHooks):
         target = self.finish_at_accuracy
         if evaluation is not None and target is not None and evaluation.test_accuracy >= target:
             self._reached(target)
+        elif evaluation is not None and self.give_up_when is not None:
+            reason = self.give_up_when(self.events.now(), evaluation)
+            if reason:
+                self._gave_up(reason)
         return sample
 
     def _evaluate(self, params: np.ndarray, final: bool = False) -> Evaluation:
@@ -203,6 +211,9 @@ class JobFigures(JobHooks):
 
     def _reached(self, accuracy: float) -> None:
         """The job reached ``finish_at_accuracy``: it finishes (a simulated cluster's time stands still there)."""
+
+    def _gave_up(self, reason: str) -> None:
+        """``give_up_when`` gave ``reason``: the job finishes, saying why."""
 
 
 SAMPLE_ROWS = 48

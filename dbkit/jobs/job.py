@@ -328,6 +328,11 @@ class Job(JobFigures):
             return
         self._set_state("finished", f"test accuracy reached {accuracy:g}")
 
+    def _gave_up(self, reason: str) -> None:
+        if self.ended:
+            return
+        self._set_state("finished", f"gave up: {reason}")
+
     def _thread_failed(self, error: BaseException) -> None:
         """``on_error`` of a job's ``JobThread``: the job fails, saying which thread and why."""
         self._failed(f"thread {threading.current_thread().name}", error)

@@ -32,12 +32,14 @@ class JobRun:
     """``config`` (Downpour or Sandblaster) on the simulated ``cluster``; see the module docstring."""
 
     def __init__(self, config: RunConfig, network: Network, data: Dataset, cluster: Cluster, *, start: float = 0.0,
-                 initial: np.ndarray | None = None, stop_at: float | None = None) -> None:
+                 initial: np.ndarray | None = None, stop_at: float | None = None,
+                 give_up: Callable[[float, Any], str | None] | None = None) -> None:
         self.algorithm = config.algorithm
         self.job = JOBS[config.algorithm](network, data, config=config, cluster=cluster)
         if initial is not None:
             self.job.start_at(initial)
         self.job.finish_at_accuracy = stop_at
+        self.job.give_up_when = give_up  # (seconds, evaluation) -> a reason to finish now, or None
         self.start = float(start)
         #: told each evaluation's simulated seconds (from ``start``) and test accuracy while the run goes on
         self.on_evaluation: Callable[[float, float], None] | None = None

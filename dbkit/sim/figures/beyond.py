@@ -3,8 +3,8 @@ cost-only runs (DistBelief Sec. 5 and Fig. 5; the paper's scale is about 2,000 m
 
 A run with numerics of 2,000 Downpour replicas does not fit a laptop's time, but its speed does: a cost-only run
 (``dbkit.sim.simulated_run(..., cost_only=True)``) charges every computation, message and shard service of the
-same settings (``tests/test_sim_figures.py`` checks that it charges what numerics charge). The estimate on ``N``
-replicas rests on the method's largest run with numerics that reached the target:
+same settings (``tests/test_sim_beyond.py`` checks that it takes the simulated time numerics take). The estimate
+on ``N`` replicas rests on the method's largest run with numerics that reached the target:
 
 - **Downpour**: the simulated seconds ``N`` replicas take, from the warm start, to do the steps that run took.
   More replicas are staler, and staler steps learn less, so the estimate is a **lower bound** on the time.
@@ -42,7 +42,7 @@ def steps_seconds(method: Method, setup: Setup, data: Dataset, replicas: int, st
     the cost-only run goes on past them, and its step count is read between two evaluations)."""
     every = max(1, steps // 40)
     cfg = method_config(method, setup, replicas)
-    run = simulated_run(cfg.replace(steps=steps + steps // 4 + every, seconds=None, eval_every=every),
+    run = simulated_run(cfg.replace(steps=steps + steps // 10 + every, seconds=None, eval_every=every),
                         Cluster(setup.profile), data=data, cost_only=True)
     run.run()
     rows = [(float(h["t"]), int(h["step"])) for h in run.history]

@@ -18,6 +18,7 @@ from ...config import RunConfig
 from ...data import Dataset, SignalsConfig, make_signals
 from ...runtime.sim.layout import Cluster
 from ...telemetry.events import BatchDone
+from ...training.evaluate import Evaluation
 from ..api import simulated_run
 from . import paper
 from .ticker import Ticker
@@ -48,6 +49,10 @@ METHODS = (Method("SGD", "downpour", 1, "sgd", 0.08), Method("Downpour 20", "dow
            Method("Downpour Adagrad 20", "downpour", 20, "adagrad", 0.04),
            Method("Sandblaster 2000", "sandblaster", 2000),
            Method("Downpour Adagrad 200", "downpour", 200, "adagrad", 0.01))
+
+
+#: simulated seconds a run may stay at chance accuracy before its figure gives up on it (``AtChance``)
+GIVE_UP_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,28 @@ class Setup:
 
     def replicas(self, method: Method) -> int:
         return 1 if method.replicas == 1 else max(2, round(method.replicas * self.replica_scale))
+
+
+@dataclass
+class AtChance:
+    """Gives up on a run whose test accuracy has stayed at most ``chance`` for ``seconds`` simulated seconds
+    (a diverged run's, whose loss stays finite): it will not reach the target, and its budget would take
+    minutes of this machine's time to run out. Its point on the figure is the same: not reached."""
+
+    chance: float
+    seconds: float
+    since: float | None = None  # the job's seconds at the first evaluation of the current run of them at chance
+    reason: str | None = None  # once it gave up: why
+
+    def __call__(self, t: float, evaluation: Evaluation) -> str | None:
+        if evaluation.test_accuracy > self.chance:
+            self.since = None
+            return None
+        self.since = t if self.since is None else self.since
+        if t - self.since < self.seconds:
+            return None
+        self.reason = f"test accuracy at most {self.chance:.2f}, chance, for {t - self.since:.2f} simulated s"
+        return self.reason
 
 
 def dataset(setup: Setup) -> Dataset:
@@ -125,7 +152,9 @@ def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray,
     r = replicas or setup.replicas(method)
     began = time.perf_counter()
     cfg = method_config(method, setup, r)
-    run = simulated_run(cfg, Cluster(setup.profile), data=data, start=start, initial=initial, stop_at=setup.target)
+    at_chance = AtChance(chance=1.0 / data.n_classes + 0.05, seconds=GIVE_UP_SECONDS)
+    run = simulated_run(cfg, Cluster(setup.profile), data=data, start=start, initial=initial, stop_at=setup.target,
+                        give_up=at_chance)
     if say is not None:
         run.on_evaluation = Ticker(say, method.name(r), setup.seconds)
     run.run()
@@ -134,7 +163,8 @@ def run_method(method: Method, setup: Setup, data: Dataset, initial: np.ndarray,
     reached = next((ti for ti, a in zip(t, acc) if a >= setup.target), None)
     machines = r + cfg.shards + (1 if method.algorithm == "sandblaster" else 0)
     return {"replicas": r, "machines": machines, "t": t, "test_accuracy": acc, "time_to_target": reached,
-            "state": run.state, "steps": run.progress(), "batches": len(run.events.of(BatchDone)),
+            "state": run.state, "gave_up": at_chance.reason,
+            "steps": run.progress(), "batches": len(run.events.of(BatchDone)),
             "real_seconds": time.perf_counter() - began,
             "settings": {"algorithm": method.algorithm, "optimizer": method.optimizer if method.algorithm ==
                          "downpour" else "lbfgs", "lr": method.lr if method.algorithm == "downpour" else None,
@@ -169,6 +199,7 @@ def figure4(setup: Setup | None = None, methods: tuple[Method, ...] = METHODS,
         out[name]["role_in_paper"] = m.role
         reached = out[name]["time_to_target"]
         say(f"  {name}: " + (f"reached {setup.target:g} at {reached:.3f} simulated s" if reached is not None
+                             else f"gave up: {out[name]['gave_up']}" if out[name]["gave_up"]
                              else f"did not reach {setup.target:g} within {setup.seconds:g} simulated s")
             + f" ({out[name]['real_seconds']:.0f} s of computing)")
     never = float("inf")

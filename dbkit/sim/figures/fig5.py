@@ -68,7 +68,8 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
             row["steps"].append(result["steps"])
             reached = result["time_to_target"]
             say(f"{name}, {r} replica{'s' if r != 1 else ''} on {result['machines']} machines: "
-                + (f"{reached:.3f} simulated s" if reached is not None else "budget ran out")
+                + (f"{reached:.3f} simulated s" if reached is not None else
+                   f"gave up ({result['gave_up']})" if result["gave_up"] else "budget ran out")
                 + f" ({result['real_seconds']:.0f} s of computing)")
         out[name] = row
         if further.get(key):

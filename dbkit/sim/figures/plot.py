@@ -71,7 +71,7 @@ def _fig5(ax: Any, report: dict) -> None:
         missed = [k for k, t in zip(m["machines"], m["time_to_target"]) if t is None]
         if missed and budget:
             ax.scatter(missed, [budget] * len(missed), marker="x", color=f"C{i}", s=60,
-                       label=f"{name}: not within {budget:g} s")
+                       label=f"{name}: not reached (budget {budget:g} s)")
         far = report.get("estimated", {}).get(name)
         if far:  # from the run with numerics it rests on, dashed, to hollow markers: estimated from cost-only runs
             others = far["machines"][0] - far["replicas"][0]
