@@ -232,7 +232,7 @@ for name, m in fig5["estimated"].items():  # the hollow points: beyond every tra
     assert m["cost_only"] and min(m["machines"]) > max(fig5["methods"][name]["machines"])
 sandblaster5 = fig5["estimated"].get("Sandblaster L-BFGS")
 trained5 = [t for t in fig5["methods"]["Sandblaster L-BFGS"]["time_to_target"] if t is not None]
-assert sandblaster5 is None or sandblaster5["time_to_target"][-1] > min(trained5), "more Sandblaster replicas: no sooner"
+assert sandblaster5 is None or sandblaster5["time_to_target"][-1] > min(trained5), "more Sandblaster: no sooner"
 (alone, alone_fall), (crowded, crowded_fall), (spaced, _) = phases.values()
 assert crowded < alone / 2, "200 replicas at n = 1 saturate four shards"
 assert spaced > 4 * crowded, "exchanging every 100 steps lets the replicas step again"

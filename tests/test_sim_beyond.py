@@ -70,3 +70,5 @@ def test_nothing_is_estimated_from_runs_that_never_reached_the_target():
     assert r["estimated"] == {} and any("nothing to estimate" in line for line in lines)
     with pytest.raises(ValueError, match="unknown method"):
         figure5(SETUP, {"SGD": (1,)}, beyond={"Hogwild": (4,)})
+    with pytest.raises(ValueError, match="no runs with numerics"):
+        figure5(SETUP, {"SGD": (1,)}, beyond={"Downpour Adagrad 20": (4,)})

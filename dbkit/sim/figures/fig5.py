@@ -46,13 +46,15 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
     sweep = sweep or SWEEP
     say = progress or (lambda line: None)
     began = time.perf_counter()
+    methods: dict[str, Method] = {m.role: m for m in METHODS}
+    for key in (*sweep, *further):  # (before the warm start: a wrong name costs nothing)
+        if key not in methods:
+            raise ValueError(f"unknown method {key!r}; choose from {', '.join(methods)}")
+        if key not in sweep:
+            raise ValueError(f"{key!r} has no runs with numerics in the sweep for its estimates to rest on")
     data = dataset(setup)
     say(f"warm start: plain SGD, {setup.warm_steps} steps ...")
     initial, start, warm_accuracy = warm_start(setup, data)
-    methods: dict[str, Method] = {m.role: m for m in METHODS}
-    for key in (*sweep, *further):
-        if key not in methods:
-            raise ValueError(f"unknown method {key!r}; choose from {', '.join(methods)}")
     out: dict[str, dict] = {}
     estimated: dict[str, dict] = {}
     for key, counts in sweep.items():
