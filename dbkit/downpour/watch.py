@@ -76,7 +76,7 @@ class Watch:
         evaluate, sample = monitor.due(steps, now, link.config().eval_every, link.sample_every)
         if sample:
             link.sample(evaluate)
-        return monitor.interval(link.events.now(), steps)
+        return monitor.interval(link.events.now(), steps, len(fleet.live()))
 
     def pulse(self) -> float | None:
         """One beat of the heartbeat thread: ping the shards; a worker whose shards stopped answering

@@ -29,6 +29,8 @@ class Monitor:
         self._hurry_until = -1e9
         self._rate = 0.0  # steps per second, smoothed over polls
         self._last: tuple[float, int] | None = None
+        self._replicas: int | None = None  # the live replicas the rate was measured with
+        self._ramp: float | None = None  # after their number changed: the longest the next aimed poll may wait
         self._seen: dict[int, str] = {}
         self._next_eval_step = 0
         self._last_eval = self._last_sample = self._last_worker_check = -1e9
@@ -81,12 +83,23 @@ class Monitor:
     SHORTEST = 1e-4
     NEAR = 16  # steps from a mark at which an aimed poll aims at the mark itself
 
-    def interval(self, now: float, steps: int) -> float:
-        """Seconds until the next poll, given the total ``steps`` now: ``fast`` while hurried or when
-        ``target`` is less than two slow polls away at the recent rate, else ``slow``."""
+    def interval(self, now: float, steps: int, replicas: int | None = None) -> float:
+        """Seconds until the next poll, given the total ``steps`` now and the ``replicas`` live: ``fast`` while
+        hurried or when ``target`` is less than two slow polls away at the recent rate, else ``slow``.
+
+        The rate is the replicas': when their number changes (a warm start's one replica handing over to
+        200, a slider move), the rate measured with the old number is dropped, a rate over twice the smoothed
+        one is taken at once, and the aimed polls' intervals grow from ``10 * SHORTEST``, doubling, to what the
+        rate says (new replicas step slowly at first, while they fetch). Otherwise aimed polls stayed a slow
+        poll apart (a quarter of a simulated second: 25 real seconds at 200 simulated replicas) while the
+        steps shown stood still."""
+        if replicas is not None and replicas != self._replicas:
+            if self._replicas is not None:
+                self._rate, self._last, self._ramp = 0.0, None, self.SHORTEST * 10
+            self._replicas = replicas
         if self._last is not None and now > self._last[0]:
             rate = (steps - self._last[1]) / (now - self._last[0])
-            self._rate = rate if self._rate == 0.0 else 0.7 * self._rate + 0.3 * rate
+            self._rate = rate if self._rate == 0.0 or rate > 2 * self._rate else 0.7 * self._rate + 0.3 * rate
         self._last = (now, steps)
         if self._aimed:
             marks = (self._next_eval_step, self.target, self.waypoint)
@@ -97,7 +110,14 @@ class Monitor:
                 return self.fast
             # half way while far (a budget shares again by the replicas' speeds there), then at the mark
             steps_to = min(ahead) if min(ahead) <= self.NEAR else min(ahead) / 2
-            return max(self.SHORTEST, min(self.slow, steps_to / self._rate))
+            wait = max(self.SHORTEST, min(self.slow, steps_to / self._rate))
+            if self._ramp is not None:
+                if wait <= self._ramp:
+                    self._ramp = None
+                else:
+                    self._ramp *= 2
+                    wait = self._ramp
+            return wait
         if now < self._hurry_until:
             return self.fast
         if self.target is not None and self.target - steps <= 2 * self.slow * max(self._rate, 0.0):
