@@ -145,3 +145,15 @@ def test_a_network_with_a_layer_that_cannot_stack_says_so():
     with pytest.raises(ValueError, match="one batch at a time"):
         net.loss_and_grad_stacked(np.zeros((2, net.size), np.float32), np.zeros((2, 3, 40), np.float32),
                                   np.zeros((2, 3), int))
+
+
+def test_loss_and_logits_are_loss_and_forward_in_one_pass():
+    """An evaluation's test loss and accuracy from one forward pass: the same numbers, bit for bit, as ``loss``
+    and ``forward`` called apart (the simulated grid's reports rest on it), with the penalty included."""
+    rng = np.random.default_rng(4)
+    net = nn.build("mlp", 12, 5, hidden=[16], l2=1e-3)
+    params = net.init_params(2)
+    X, y = rng.normal(size=(40, 12)).astype(np.float32), rng.integers(0, 5, 40)
+    loss, logits = net.loss_and_logits(params, X, y)
+    assert loss == net.loss(params, X, y) and loss != net.loss(params, X, (y + 1) % 5)
+    np.testing.assert_array_equal(logits, net.forward(params, X))

@@ -122,6 +122,13 @@ class Network:
         loss, _ = softmax_cross_entropy(self.forward(params, X), y)
         return loss + self.penalty(params)
 
+    def loss_and_logits(self, params: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """``loss`` and the logits it is computed from, in one forward pass (an evaluation wants both: the
+        test loss and the test accuracy)."""
+        logits = self.forward(params, X)
+        loss, _ = softmax_cross_entropy(logits, y)
+        return loss + self.penalty(params), logits
+
     def penalty_grad(self, params: np.ndarray) -> np.ndarray:
         """Gradient of ``penalty``: ``l2 * W`` on weights, zero on biases."""
         grad = np.zeros_like(params)

@@ -47,9 +47,8 @@ class Evaluator:
         """``train_loss`` (subset), ``test_loss`` and ``test_accuracy``."""
         net, d = self.network, self.data
         with np.errstate(all="ignore"):  # diverged parameters give inf or NaN, not warnings
-            logits = net.forward(params, d.X_test)
-            return Evaluation(float(net.loss(params, self.X_sub, self.y_sub)),
-                              float(net.loss(params, d.X_test, d.y_test)),
+            test_loss, logits = net.loss_and_logits(params, d.X_test, d.y_test)
+            return Evaluation(float(net.loss(params, self.X_sub, self.y_sub)), float(test_loss),
                               float((logits.argmax(axis=1) == d.y_test).mean()))
 
     def final(self, params: np.ndarray) -> Evaluation:
