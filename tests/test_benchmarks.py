@@ -309,3 +309,38 @@ def test_scheduler_loss(tmp_path):
     [row] = r["rounds"]
     assert row["exit"] == 1 and row["ended"] == "scheduler lost"
     assert row["run_s"] > 0 and row["bare_client_s"] >= 0 and r["median_run_s"] == row["run_s"]
+
+
+def test_the_figures_floor_computes_the_figures_mlp_gradient():
+    """``sim_figures``' floor computes the gradient Fig. 4 and 5's runs compute: the signals MLP (40-128-10,
+    no weight penalty), checked against dbkit's network (itself checked against central differences)."""
+    from dbkit.nn import build
+
+    sim_figures = benchmark("sim_figures")
+    net = build("mlp", 40, 10, l2=0.0)
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(50, 40)).astype(np.float32), rng.integers(0, 10, 50)
+    flat = net.init_params(1)
+    shapes = [(40, 128), (128,), (128, 10), (10,)]
+    cuts = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
+    params = [part.reshape(s) for part, s in zip(np.split(flat, cuts), shapes)]
+    grads = [np.empty_like(p) for p in params]
+    loss = sim_figures._gradient(params, grads, x, y)
+    want_loss, want = net.loss_and_grad(flat, x, y)
+    assert loss == pytest.approx(want_loss, rel=1e-5)
+    np.testing.assert_allclose(np.concatenate([g.ravel() for g in grads]), want, rtol=1e-4, atol=1e-6)
+
+
+def test_the_figures_floor_counts_the_work_a_report_says_was_done():
+    """Steps by update rule (the warm start is SGD) and Sandblaster's batches as unit gradients, from a Fig. 4
+    report (one number a method) and a Fig. 5 one (a list a method)."""
+    work = benchmark("sim_figures").work
+    fig4 = {"warm_start": {"steps": 100}, "methods": {
+        "SGD": {"replicas": 1, "steps": 500, "batches": 0}, "Downpour 2": {"replicas": 2, "steps": 300, "batches": 0},
+        "Downpour Adagrad 20": {"replicas": 20, "steps": 700, "batches": 0},
+        "Sandblaster 200": {"replicas": 200, "steps": 9, "batches": 12}}}
+    assert work(fig4, 20_000) == {"sgd_steps": 900, "adagrad_steps": 700, "unit_gradients": 12 * 400}
+    fig5 = {"warm_start": {"steps": 10}, "methods": {
+        "Downpour Adagrad": {"replicas": [2, 4], "steps": [40, 60], "batches": [0, 0]},
+        "Sandblaster": {"replicas": [2, 4], "steps": [3, 3], "batches": [5, 6]}}}
+    assert work(fig5, 1_000) == {"sgd_steps": 10, "adagrad_steps": 100, "unit_gradients": 11 * 20}

@@ -59,7 +59,7 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
     estimated: dict[str, dict] = {}
     for key, counts in sweep.items():
         name = NAMES.get(key, key)
-        row: dict[str, list] = {"replicas": [], "machines": [], "time_to_target": [], "steps": []}
+        row: dict[str, list] = {"replicas": [], "machines": [], "time_to_target": [], "steps": [], "batches": []}
         runs = []
         for r in counts:
             result = run_method(nearest(methods[key], r), setup, data, initial, start, replicas=r, say=progress)
@@ -68,6 +68,7 @@ def figure5(setup: Setup | None = None, sweep: dict[str, tuple[int, ...]] | None
             row["machines"].append(result["machines"])
             row["time_to_target"].append(result["time_to_target"])
             row["steps"].append(result["steps"])
+            row["batches"].append(result["batches"])
             reached = result["time_to_target"]
             say(f"{name}, {r} replica{'s' if r != 1 else ''} on {result['machines']} machines: "
                 + (f"{reached:.3f} simulated s" if reached is not None else
