@@ -3,7 +3,7 @@
     python benchmarks/sim_figures.py [--default] [--json F]
 
 Runs ``dbkit simulate fig4 --small`` and ``dbkit simulate fig5 --small`` (with ``--default``, also the paper's
-sizes: about ten minutes each here), each a process of its own writing its report, and records its real
+sizes: about 12 and 30 minutes here), each a process of its own writing its report, and records its real
 seconds and peak memory. Beside each, in the same run, **the floor**: the gradients its report says its runs
 computed (the warm start's and every Downpour run's steps at the batch size, every Sandblaster batch's work
 units), with each step's SGD or Adagrad update, as a plain numpy loop of the same MLP on one BLAS thread, no
@@ -36,12 +36,14 @@ def run_command(figure: str, small: bool, report: Path) -> tuple[float, float]:
     cmd = [sys.executable, "-m", "dbkit", "simulate", figure, "--report", str(report), "--quiet"]
     if small:
         cmd.insert(5, "--small")
-    began = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - began
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read() if proc.stderr else ''}")
+    with tempfile.TemporaryFile("w+") as errors:  # (a pipe read only at the end would stall a chatty child)
+        began = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - began
+        if os.waitstatus_to_exitcode(status) != 0:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(cmd)} failed: {errors.read()[-4000:]}")
     return seconds, usage.ru_maxrss / 1024
 
 
@@ -117,7 +119,7 @@ def floor_seconds(counts: dict[str, int], features: int, sample: int = 1000, rep
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--default", action="store_true", help="also the paper's sizes (about ten minutes each)")
+    p.add_argument("--default", action="store_true", help="also the paper's sizes (about 12 and 30 minutes here)")
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # the floor on one BLAS thread, as the simulated replicas
