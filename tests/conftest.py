@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 CLUSTER_FIXTURES = {"local_cluster", "dask_cluster_address", "roomy_cluster", "dask_processes"}
-CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py", "test_recovery.py",  # they start clusters in subprocesses
+CLUSTER_MODULES = {"test_cli.py", "test_benchmarks.py", "test_recovery.py", "test_emulate.py",  # they start clusters
                    "test_lessons.py"}  # (the lessons: in their kernels)
 
 

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("settings", "named_classes", "nn", "data"),
     ("ps",),
     ("training", "telemetry", "config", "extensions"),
-    ("runtime", "runtime/dask", "runtime/inprocess", "runtime/sim"),
+    ("runtime", "runtime/dask", "runtime/inprocess", "runtime/sim", "emulate"),
     ("jobs",),
     ("partition",),
     ("downpour", "sandblaster", "sync_sgd"),

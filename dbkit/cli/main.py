@@ -20,6 +20,8 @@ from ..data import DataError, small
 from ..extensions import extensions_in, load_extension
 from ..ps.checkpoint import probe_writable
 from ..runtime.dask.worker_processes import quiet_dask
+from .emulate import add_parser as add_emulate_parser
+from .emulate import run as emulate_from_args
 from .options import add_run_options, add_sandblaster_options, config_from_args
 from .signals import end_now, stop_signals
 from .simulate import FIGURES, calibrate_from_args, figure_from_args, print_figure, simulate_from_args
@@ -33,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dbkit", description="DistBelief on Dask: run, watch and compare "
                                 "distributed training algorithms.", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,demo,simulate,calibrate}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,demo,simulate,calibrate,emulate}")
     run = sub.add_parser("run", help="train with one algorithm and write a JSON report")
     algos = run.add_subparsers(dest="algorithm", required=True, metavar="{sgd,downpour,sandblaster}")
     raw: dict[str, Any] = {"formatter_class": argparse.RawDescriptionHelpFormatter}  # registered rules: a line each
@@ -67,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="dbkit-demo", help="folder for report.json and plot.png (default: %(default)s)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     add_simulate_parsers(sub)
+    add_emulate_parser(sub)
     return p
 
 
@@ -194,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dbkit: error: {e}", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
+    if args.command == "emulate":
+        return emulate_from_args(args)
     if args.command != "simulate" and getattr(args, "runtime", "dask") == "dask":
         quiet_dask()  # only where Dask runs: a simulation, or a run on in-process workers, loads none of it
     from ..config import RunConfig

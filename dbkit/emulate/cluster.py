@@ -1,0 +1,183 @@
+"""An emulated cluster: ``hosts`` machines on this one, each with its own address, a shaped link and a CPU share.
+
+``Cluster(hosts=8, link="100mbit", cpu=0.25)`` builds the hosts (``dbkit.emulate.links``), their CPU groups
+(``dbkit.emulate.cpu_groups``), starts a real ``dask scheduler`` on the bridge's address and one
+``dask worker`` per host, inside its namespace and group, bound to its own address. ``address`` is the
+scheduler's, which every job, ``dbkit run --scheduler`` and the panel accept. Used as a context manager it
+removes everything on exit (KeyboardInterrupt included); ``dbkit emulate up``/``down`` keep it between
+commands, with its state in ``STATE``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import cpu_groups, links
+from .support import missing
+
+STATE = Path("/run/dbkit-emulate/state.json")
+LOGS = Path("/tmp/dbkit-emulate")
+SCHEDULER_PORT = 8786
+SCHEDULER_GROUP = f"{links.PREFIX}-sched"
+
+
+class EmulationUnavailable(RuntimeError):
+    """This machine cannot build an emulated cluster; the message says what is missing, in one line."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What to build: ``hosts`` hosts, each link at ``link`` both ways, each host ``cpu`` of a core
+    (``None``: uncapped), ``threads`` per worker."""
+
+    hosts: int = 4
+    link: str = "100mbit"
+    cpu: float | None = 0.25
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        if isinstance(self.hosts, bool) or not isinstance(self.hosts, int) or not 1 <= self.hosts <= links.MAX_HOSTS:
+            raise ValueError(f"hosts must be a whole number from 1 to {links.MAX_HOSTS}, got {self.hosts!r}")
+        links.parse_rate(self.link)
+        if self.cpu is not None and not (isinstance(self.cpu, (int, float)) and 0.01 <= self.cpu <= 64):
+            raise ValueError(f"cpu is a host's share of one core, from 0.01 to 64, got {self.cpu!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= 64:
+            raise ValueError(f"threads must be a whole number from 1 to 64, got {self.threads!r}")
+
+
+@dataclass
+class ClusterState:
+    """A running emulated cluster as ``dbkit emulate status`` reads it back."""
+
+    spec: ClusterSpec
+    address: str
+    hosts: list[str]  # each worker's address, host 1 first
+    pids: dict[str, int] = field(default_factory=dict)  # "scheduler", "host-1", ... -> process id
+    logs: str = str(LOGS)
+
+    def save(self) -> None:
+        STATE.parent.mkdir(parents=True, exist_ok=True)
+        STATE.write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls) -> ClusterState | None:
+        try:
+            raw = json.loads(STATE.read_text())
+            return cls(ClusterSpec(**raw["spec"]), raw["address"], list(raw["hosts"]), dict(raw["pids"]),
+                       raw.get("logs", str(LOGS)))
+        except (FileNotFoundError, KeyError, TypeError, ValueError):
+            return None
+
+
+def _launch(group: str, space: str, command: list[str], log: Path) -> subprocess.Popen:
+    """``command`` in CPU group ``group`` and namespace ``space``, in a session of its own (a Ctrl-C at the
+    terminal reaches the driver, which stops it), its output to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "dbkit.emulate.enter", group, space, "--", *command],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def tear_down() -> None:
+    """Stop every process of an emulated cluster and remove its groups, namespaces, links and state: after a
+    ``down``, a finished ``Cluster`` or a crashed run."""
+    cpu_groups.stop_all()
+    links.remove()
+    STATE.unlink(missing_ok=True)
+
+
+def leftovers() -> list[str]:
+    """What of an emulated cluster exists on this machine now (namespaces, links, CPU groups)."""
+    spaces, made = links.existing()
+    return spaces + made + cpu_groups.existing()
+
+
+class Cluster:
+    """An emulated cluster of ``hosts`` machines; see the module's docstring. Nothing is built until
+    ``start()`` (or ``with``)."""
+
+    def __init__(self, hosts: int = 4, link: str = "100mbit", cpu: float | None = 0.25, threads: int = 2,
+                 timeout: float = 90.0) -> None:
+        self.spec = ClusterSpec(hosts, link, cpu, threads)
+        self.timeout = timeout
+        self.state: ClusterState | None = None
+
+    @property
+    def address(self) -> str:
+        if self.state is None:
+            raise RuntimeError("the emulated cluster is not started")
+        return self.state.address
+
+    @property
+    def hosts(self) -> list[links.HostLink]:
+        return [links.HostLink(k) for k in range(1, self.spec.hosts + 1)]
+
+    def start(self) -> Cluster:
+        why = missing()
+        if why:
+            raise EmulationUnavailable(why)
+        tear_down()  # a crashed run's leftovers first
+        try:
+            self.state = self._build()
+        except BaseException:
+            tear_down()
+            raise
+        self.state.save()
+        return self
+
+    def _build(self) -> ClusterState:
+        spec = self.spec
+        made = links.build(spec.hosts, links.parse_rate(spec.link))
+        LOGS.mkdir(parents=True, exist_ok=True)
+        address = f"tcp://{links.BRIDGE_ADDRESS}:{SCHEDULER_PORT}"
+        cpu_groups.create(SCHEDULER_GROUP, None)
+        pids = {"scheduler": _launch(SCHEDULER_GROUP, "-", [
+            sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", links.BRIDGE_ADDRESS,
+            "--port", str(SCHEDULER_PORT), "--no-dashboard"], LOGS / "scheduler.log").pid}
+        for h in made:
+            group = f"{links.PREFIX}-h{h.index}"
+            cpu_groups.create(group, spec.cpu)
+            pids[f"host-{h.index}"] = _launch(group, h.netns, [
+                sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", h.address,
+                "--name", f"host-{h.index}", "--nthreads", str(spec.threads), "--no-nanny", "--no-dashboard",
+                "--memory-limit", "0", "--local-directory", str(LOGS / f"host-{h.index}")],
+                LOGS / f"host-{h.index}.log").pid
+        self._wait_for_workers(address, spec.hosts)
+        return ClusterState(spec, address, [h.address for h in made], pids)
+
+    def _wait_for_workers(self, address: str, n: int) -> None:
+        from ..runtime.dask.cluster import Cluster as DaskCluster
+        from ..runtime.dask.scheduler import ClusterError
+
+        deadline = time.monotonic() + self.timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                with DaskCluster(scheduler=address, timeout=5) as client:
+                    client.wait_for_workers(n, timeout=max(1.0, deadline - time.monotonic()))
+                    return
+            except (OSError, TimeoutError, ClusterError) as e:
+                last = e
+                time.sleep(0.5)
+        raise TimeoutError(f"the emulated cluster's {n} workers did not all join {address} within "
+                           f"{self.timeout:.0f} s (logs in {LOGS}): {last}")
+
+    def set_link(self, host: int, up: bool) -> None:
+        """Take host ``host``'s link down (a network partition) or bring it back up."""
+        links.set_link(links.HostLink(host), up)
+
+    def close(self) -> None:
+        if self.state is not None:
+            tear_down()
+            self.state = None
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,144 @@
+"""The emulated cluster (``dbkit.emulate``): real namespaces, shaped links, CPU groups, a real ``dask scheduler``
+and ``dask worker`` per host on 198.18.0.0/24, and dbkit running across them. Skipped, with the reason, where
+this machine cannot build one (CI here runs as root and runs them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dbkit.cli.main import main
+from dbkit.emulate import Cluster, ClusterSpec, cpu_groups, leftovers, links, missing, parse_rate
+
+WHY = missing()
+needs_emulation = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_rates_and_settings_are_checked():
+    assert parse_rate("100mbit") == 100_000_000
+    assert parse_rate("1gbit") == 10**9
+    assert parse_rate("12mbps") == 96_000_000  # bytes, as tc spells them
+    assert parse_rate(2e6) == 2_000_000
+    for bad in ("10furlongs", "mbit", "-5mbit", "1kbit", True):
+        with pytest.raises(ValueError):
+            parse_rate(bad)
+    for kwargs in ({"hosts": 0}, {"hosts": 2.5}, {"cpu": 0.0}, {"link": "fast"}, {"threads": 0}):
+        with pytest.raises(ValueError):
+            ClusterSpec(**kwargs)  # type: ignore[arg-type]
+
+
+def test_without_root_it_says_so_in_one_line_and_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "needs root" in (missing() or "")
+    assert main(["emulate", "up", "--hosts", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "root" in err
+
+
+def _qdisc_rate(ipr, ifname: str) -> int:
+    index = ipr.link_lookup(ifname=ifname)[0]
+    for q in ipr.get_qdiscs(index=index):
+        if q.get_attr("TCA_KIND") == "tbf":
+            return q.get_nested("TCA_OPTIONS", "TCA_TBF_PARMS")["rate"] * 8
+    raise AssertionError(f"no token bucket on {ifname}")
+
+
+@needs_emulation
+def test_hosts_links_and_cpu_groups_are_built_and_removed():
+    from pyroute2 import IPRoute, NetNS
+
+    with Cluster(hosts=2, link="50mbit", cpu=0.5) as cluster:
+        state = cluster.state
+        assert state is not None and state.hosts == ["198.18.0.1", "198.18.0.2"]
+        assert cluster.address == "tcp://198.18.0.254:8786"
+        with IPRoute() as ipr:  # both directions shaped: the bridge's end and the host's own
+            assert _qdisc_rate(ipr, "dbkit-v1") == 50_000_000
+        ns = NetNS("dbkit-h2")
+        try:
+            assert _qdisc_rate(ns, "eth0") == 50_000_000
+            addresses = [a.get_attr("IFA_ADDRESS") for a in ns.get_addr(family=2)]
+            assert "198.18.0.2" in addresses
+        finally:
+            ns.close()
+        version, root = cpu_groups._root()
+        quota = (root / "dbkit-h1" / ("cpu.cfs_quota_us" if version == 1 else "cpu.max")).read_text().split()[0]
+        assert int(quota) == 50_000
+        worker = state.pids["host-1"]
+        assert worker in cpu_groups.pids("dbkit-h1")  # the worker runs under its host's CPU share
+        from distributed import Client
+
+        with Client(cluster.address, timeout=10) as client:
+            seen = sorted(w.split("//")[1].split(":")[0] for w in client.scheduler_info()["workers"])
+        assert seen == ["198.18.0.1", "198.18.0.2"]
+        pids = list(state.pids.values())
+    assert leftovers() == []
+    assert not any(_alive(p) for p in pids)
+
+
+@needs_emulation
+def test_a_link_taken_down_cuts_the_host_off_and_up_again_restores_it():
+    with Cluster(hosts=2, link="100mbit", cpu=0.5) as cluster:
+        probe = [sys.executable, "-c", "import socket; socket.create_connection(('198.18.0.254', 8786), 2)"]
+
+        def reaches() -> bool:
+            on_host_1 = [sys.executable, "-m", "dbkit.emulate.enter", "dbkit-h1", "dbkit-h1", "--"]
+            return subprocess.run([*on_host_1, *probe], capture_output=True, timeout=30).returncode == 0
+
+        assert reaches()
+        cluster.set_link(1, up=False)
+        assert not reaches()
+        cluster.set_link(1, up=True)
+        assert reaches()
+
+
+@needs_emulation
+def test_downpour_runs_across_four_hosts(tmp_path: Path):
+    report = tmp_path / "r.json"
+    with Cluster(hosts=4, link="100mbit", cpu=0.5) as cluster:
+        done = subprocess.run([sys.executable, "-m", "dbkit", "run", "downpour", "--scheduler", cluster.address,
+                               "--dataset", "digits", "--model", "mlp", "--replicas", "2", "--shards", "2",
+                               "--steps", "200", "--report", str(report), "--quiet"],
+                              capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads(report.read_text())
+    shard_hosts = {s["worker"].split("//")[1].split(":")[0] for s in r["shards"]}
+    assert len(shard_hosts) == 2 and all(h.startswith("198.18.0.") for h in shard_hosts)
+    assert r["final"]["test_accuracy"] > 0.5  # ten classes: chance is 0.1
+    assert leftovers() == []
+
+
+@needs_emulation
+def test_the_command_line_keeps_a_cluster_between_commands_and_a_crashed_one_is_cleared():
+    def dbkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dbkit", "emulate", *args], capture_output=True, text=True,
+                              timeout=180)
+
+    try:
+        up = dbkit("up", "--hosts", "2", "--cpu", "0.5")
+        assert up.returncode == 0, up.stderr
+        assert "tcp://198.18.0.254:8786" in up.stdout
+        status = dbkit("status")
+        assert status.stdout.count("running") == 3 and "NOT RUNNING" not in status.stdout
+        # a crash leaves everything behind; the next up clears it and builds afresh
+        links.remove()
+        again = dbkit("up", "--hosts", "1", "--cpu", "0.5")
+        assert again.returncode == 0, again.stderr
+        assert "1 hosts" in again.stdout
+    finally:
+        down = dbkit("down")
+    assert down.returncode == 0
+    assert leftovers() == []
+    assert "no emulated cluster is up" in dbkit("status").stdout
