@@ -1,0 +1,123 @@
+"""What an emulated cluster holds (issue #47's first targets), through ``dbkit.emulate.Cluster`` as a user builds it:
+
+- each shaped link's rate: a bulk transfer from host 1 to host 2 (raw TCP, one process a side, in the hosts'
+  namespaces and CPU groups) against the set rate, and the same transfer over this machine's loopback (no
+  shaping: the ceiling);
+- the CPU shares: the same fixed computation on 1 host and on all ``hosts`` at once; the speed-up against
+  ``hosts`` (eight hosts at a quarter of a core should give at least 6x one of them, using both cores).
+
+    python benchmarks/emulated_cluster.py [--hosts 8] [--link 100mbit] [--cpu 0.25] [--megabytes 40] [--rounds 3] [--json F]
+
+Needs root (``dbkit emulate``'s requirements); elsewhere it says what is missing and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+from common import write_json
+
+RECEIVE = """
+import socket, sys, time
+s = socket.create_server((sys.argv[1], 5001)); c, _ = s.accept(); n, t0 = 0, None
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    t0 = t0 or time.perf_counter(); n += len(b)
+print(n, time.perf_counter() - t0)
+"""
+SEND = """
+import socket, sys, time
+for _ in range(100):
+    try:
+        s = socket.create_connection((sys.argv[1], 5001)); break
+    except OSError:
+        time.sleep(0.05)
+buf = b"x" * (1 << 20)
+for _ in range(int(sys.argv[2])):
+    s.sendall(buf)
+s.close()
+"""
+WORK = """
+import sys, time
+begin, end, n = float(sys.argv[1]), float(sys.argv[2]), 0
+time.sleep(max(0.0, begin - time.time()))
+while time.time() < end:
+    x = 0
+    for i in range(10_000):
+        x += i * i
+    n += 1
+print(n)
+"""
+
+
+def on_host(k: int | None, code: str, *args: str) -> list[str]:
+    """``python -c code args`` on emulated host ``k`` (its namespace and CPU group), or on this machine."""
+    command = [sys.executable, "-c", code, *args]
+    return command if k is None else [sys.executable, "-m", "dbkit.emulate.enter", f"dbkit-h{k}", f"dbkit-h{k}",
+                                      "--", *command]
+
+
+def transfer(megabytes: int, sender: int | None, receiver: int | None, address: str) -> float:
+    """Bits per second of a bulk TCP transfer of ``megabytes`` MiB, as the receiver counts them."""
+    rx = subprocess.Popen(on_host(receiver, RECEIVE, address), stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    subprocess.run(on_host(sender, SEND, address, str(megabytes)), check=True, timeout=600)
+    out, _ = rx.communicate(timeout=60)
+    n, seconds = out.split()
+    return int(n) * 8 / float(seconds)
+
+
+def computation(hosts: list[int | None], seconds: float = 8.0) -> float:
+    """Rounds of a fixed pure-Python loop per second that ``hosts`` run together, counted by each over the same
+    ``seconds`` of wall time (after every process has started: start-up is not counted)."""
+    begin = time.time() + 4.0
+    procs = [subprocess.Popen(on_host(k, WORK, str(begin), str(begin + seconds)), stdout=subprocess.PIPE, text=True)
+             for k in hosts]
+    return sum(int(p.communicate(timeout=120)[0]) for p in procs) / seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--link", default="100mbit")
+    ap.add_argument("--cpu", type=float, default=0.25)
+    ap.add_argument("--megabytes", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of one host and of every host")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    from dbkit.emulate import Cluster, missing, parse_rate
+
+    why = missing()
+    if why:
+        print(f"emulated_cluster: {why}", file=sys.stderr)
+        return 2
+    loopback = transfer(args.megabytes, None, None, "127.0.0.1")
+    bare_one, bare_all = computation([None]), computation([None] * args.hosts)  # type: ignore[list-item]
+    with Cluster(hosts=args.hosts, link=args.link, cpu=args.cpu):
+        rate = transfer(args.megabytes, 1, 2, "198.18.0.2")
+        rounds = [(computation([1]), computation(list(range(1, args.hosts + 1)))) for _ in range(args.rounds)]
+    one, every = statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds)
+    set_rate = parse_rate(args.link)
+    speedup = statistics.median(r[1] / r[0] for r in rounds)
+    print(f"link {args.link}: a {args.megabytes} MiB transfer from host 1 to host 2 at {rate / 1e6:.1f} Mbit/s = "
+          f"{rate / set_rate:.3f} of the set rate (loopback, unshaped: {loopback / 1e6:,.0f} Mbit/s)")
+    print(f"CPU: one host at {args.cpu} core {one:,.0f} rounds/s; {args.hosts} hosts at once {every:,.0f} rounds/s: "
+          f"{speedup:.2f}x one host (of {args.hosts}x; median of {args.rounds} alternating rounds, each "
+          f"{', '.join(f'{b / a:.2f}' for a, b in rounds)}); this machine with no groups: one process {bare_one:,.0f}, "
+          f"{args.hosts} at once {bare_all:,.0f} rounds/s ({bare_all / bare_one:.2f}x)")
+    write_json(args.json, "emulated_cluster", {"hosts": args.hosts, "link": args.link, "cpu": args.cpu,
+                           "megabytes": args.megabytes, "rate_bits": rate, "set_rate_bits": set_rate,
+                           "rate_of_set": rate / set_rate, "loopback_bits": loopback, "one_host_rounds": one,
+                           "all_hosts_rounds": every, "speedup": speedup, "bare_one_rounds": bare_one,
+                           "bare_all_rounds": bare_all, "rounds": rounds})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
