@@ -6,7 +6,8 @@
 - the CPU shares: the same fixed computation on 1 host and on all ``hosts`` at once; the speed-up against
   ``hosts`` (eight hosts at a quarter of a core should give at least 6x one of them, using both cores).
 
-    python benchmarks/emulated_cluster.py [--hosts 8] [--link 100mbit] [--cpu 0.25] [--megabytes 40] [--rounds 3] [--json F]
+    python benchmarks/emulated_cluster.py [--hosts 8] [--link 100mbit] [--cpu 0.25] [--megabytes 40] [--rounds 3]
+        [--json F]
 
 Needs root (``dbkit emulate``'s requirements); elsewhere it says what is missing and exits 2.
 """
