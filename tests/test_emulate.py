@@ -142,3 +142,39 @@ def test_the_command_line_keeps_a_cluster_between_commands_and_a_crashed_one_is_
     assert down.returncode == 0
     assert leftovers() == []
     assert "no emulated cluster is up" in dbkit("status").stdout
+
+
+@needs_emulation
+def test_replicas_reach_the_shards_wires_from_their_own_hosts_and_partitions_talk_across_hosts():
+    import dbkit
+    from distributed import Client
+
+    def wire_peers(dask_worker) -> dict[str, int]:  # noqa: ANN001 - on each worker: what its shard wire served
+        found: dict[str, int] = {}
+        for name, plugin in dask_worker.plugins.items():
+            if name.startswith("dbkit-shard-wire") and getattr(plugin, "server", None) is not None:
+                found.update(plugin.server.peers)
+        return found
+
+    with Cluster(hosts=4, link="100mbit", cpu=0.5) as emulated, Client(emulated.address) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        shard_workers, replica_workers = workers[:2], workers[2:]
+        with dbkit.DownpourSGD("mlp", "digits", client=client, replicas=2, shards=2,
+                               shard_workers=shard_workers, replica_workers=replica_workers) as job:
+            job.fit(steps=60, progress=False)
+            peers = client.run(wire_peers)
+        with dbkit.DownpourSGD("image-local", "digits", client=client, replicas=1, shards=2, partitions=2,
+                               shard_workers=shard_workers) as split:
+            split.fit(steps=20, progress=False)
+            rows = split.report()["replicas"][0]["partitions"]
+
+    def host(address: str) -> str:
+        return address.split("//")[-1].split(":")[0]
+
+    # each shard's wire was reached by both replicas, from their own hosts' addresses (not loopback, not its own)
+    for w in shard_workers:
+        assert set(peers[w]) == {host(r) for r in replica_workers}, peers
+    # a partitioned replica's two halves on two hosts, their boundary traffic over the partition wire between them
+    assert len({host(p["worker"]) for p in rows}) == 2
+    assert all(p["bytes_sent"] > 0 for p in rows)
+    assert leftovers() == []

@@ -102,6 +102,18 @@ def test_a_stranger_and_an_unknown_shard_are_refused(served):
     assert all(s.version == 0 for s in shards.values())
 
 
+def test_the_wire_records_which_addresses_showed_its_token(served):
+    server, _, _, _ = served
+    wrong = dataclasses.replace(server.address, token="00" * 16)
+    with pytest.raises(WireError, match="wrong token"):
+        WireShard(wrong, "s0")
+    assert server.peers == {}  # a stranger is not a peer
+    ends = [WireShard(server.address, "s0"), WireShard(server.address, "s1")]
+    assert server.peers == {"127.0.0.1": 2}
+    for end in ends:
+        end.close()
+
+
 @contextlib.contextmanager
 def _closed_port():
     """A port bound but not listening while in use: a connection to it is refused, and nothing else can take it."""

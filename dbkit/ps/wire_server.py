@@ -125,6 +125,7 @@ class WireServer:
         # lock order: leaf (the open connections, read by ``connections`` from other threads)
         self._lock = threading.Lock()
         self._connections: dict[socket.socket, Peer] = {}  # in the order they came: strangers oldest first
+        self._peers: dict[str, int] = {}  # the address each connection that showed a token came from -> how many
         self._closed = False
         self._loop = WireLoop.join()
         self._loop.call_soon(self._open)
@@ -238,6 +239,12 @@ class WireServer:
                         last=True)
             return
         c.stranger = False
+        try:
+            host = str(c.sock.getpeername()[0])
+        except OSError:  # it went away already: its next read ends it
+            host = "?"
+        with self._lock:
+            self._peers[host] = self._peers.get(host, 0) + 1
         c.expect_bytes(key_len + pusher_len, lambda view: self._named(c, bytes(view), key_len))
         if key_len + pusher_len == 0:
             c.then(c.view)
@@ -318,6 +325,13 @@ class WireServer:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def peers(self) -> dict[str, int]:
+        """The addresses that connected with a token (a replica, a partition's partner), each with its count:
+        on a cluster of several hosts, which hosts this wire served."""
+        with self._lock:
+            return dict(self._peers)
 
     @property
     def connections(self) -> int:
