@@ -146,8 +146,9 @@ def test_the_command_line_keeps_a_cluster_between_commands_and_a_crashed_one_is_
 
 @needs_emulation
 def test_replicas_reach_the_shards_wires_from_their_own_hosts_and_partitions_talk_across_hosts():
-    import dbkit
     from distributed import Client
+
+    import dbkit
 
     def wire_peers(dask_worker) -> dict[str, int]:  # noqa: ANN001 - on each worker: what its shard wire served
         found: dict[str, int] = {}
