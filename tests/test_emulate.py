@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,18 +106,24 @@ def test_a_link_taken_down_cuts_the_host_off_and_up_again_restores_it():
 
 
 @needs_emulation
-def test_downpour_runs_across_four_hosts(tmp_path: Path):
-    report = tmp_path / "r.json"
+def test_downpour_and_sandblaster_run_across_four_hosts_from_the_command_line(tmp_path: Path):
+    def run(*args: str) -> dict:
+        report = tmp_path / f"{args[0]}.json"
+        done = subprocess.run([sys.executable, "-m", "dbkit", "run", *args, "--scheduler", cluster.address,
+                               "--dataset", "digits", "--model", "mlp", "--shards", "2", "--report", str(report),
+                               "--quiet"], capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(report.read_text())
+
     with Cluster(hosts=4, link="100mbit", cpu=0.5) as cluster:
-        done = subprocess.run([sys.executable, "-m", "dbkit", "run", "downpour", "--scheduler", cluster.address,
-                               "--dataset", "digits", "--model", "mlp", "--replicas", "2", "--shards", "2",
-                               "--steps", "200", "--report", str(report), "--quiet"],
-                              capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-2000:]
-    r = json.loads(report.read_text())
-    shard_hosts = {s["worker"].split("//")[1].split(":")[0] for s in r["shards"]}
-    assert len(shard_hosts) == 2 and all(h.startswith("198.18.0.") for h in shard_hosts)
-    assert r["final"]["test_accuracy"] > 0.5  # ten classes: chance is 0.1
+        downpour = run("downpour", "--replicas", "2", "--steps", "200")
+        sandblaster = run("sandblaster", "--replicas", "3", "--seconds", "8")
+    for r in (downpour, sandblaster):
+        shard_hosts = {s["worker"].split("//")[1].split(":")[0] for s in r["shards"]}
+        assert len(shard_hosts) == 2 and all(h.startswith("198.18.0.") for h in shard_hosts)
+        assert r["final"]["test_accuracy"] > 0.5  # ten classes: chance is 0.1
+    computed_on = {x["worker"].split("//")[1].split(":")[0] for x in sandblaster["replicas"] if x["steps"] > 0}
+    assert len(computed_on) >= 2  # work units computed on more than one host
     assert leftovers() == []
 
 
@@ -179,3 +186,61 @@ def test_replicas_reach_the_shards_wires_from_their_own_hosts_and_partitions_tal
     assert len({host(p["worker"]) for p in rows}) == 2
     assert all(p["bytes_sent"] > 0 for p in rows)
     assert leftovers() == []
+
+
+def _run_with_a_cut(tmp_path: Path, host: int, down_for: float | None, seconds: float = 24.0):
+    """A Downpour job on 4 emulated hosts (shards on hosts 1 and 2, replicas on 3 and 4, checkpoints every
+    second to a folder every host sees) whose host ``host`` loses its link 6 s in, for ``down_for`` seconds
+    (``None``: for good). Returns the report and, for a cut that ends, replica 0's steps when the link came back."""
+    import threading
+
+    from distributed import Client
+
+    import dbkit
+
+    seen: dict[str, int] = {}
+    with Cluster(hosts=4, link="100mbit", cpu=0.5) as emulated, Client(emulated.address) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        with dbkit.DownpourSGD("mlp", "digits", client=client, replicas=2, shards=2, shard_workers=workers[:2],
+                               replica_workers=workers[2:], checkpoint_dir=str(tmp_path / "ck"),
+                               checkpoint_every=1.0) as job:
+
+            def cut() -> None:
+                time.sleep(6)
+                emulated.set_link(host, up=False)
+                if down_for is not None:
+                    time.sleep(down_for)
+                    emulated.set_link(host, up=True)
+                    seen["steps"] = next(r.steps for r in job.snapshot().replicas if r.replica == 0)
+
+            cutter = threading.Thread(target=cut, daemon=True)
+            cutter.start()
+            job.fit(seconds=seconds, progress=False)
+            cutter.join(timeout=30)
+            report = job.report()
+    assert leftovers() == []
+    return report, seen.get("steps")
+
+
+@needs_emulation
+def test_a_shards_host_cut_off_for_good_comes_back_from_its_checkpoint(tmp_path: Path):
+    report, _ = _run_with_a_cut(tmp_path, host=1, down_for=None)
+    faults = report["faults"]
+    assert [w["worker"].split("//")[1].split(":")[0] for w in faults["workers_hung"]] == ["198.18.0.1"]
+    assert faults["shards_lost"] == faults["shards_restored"] == 1
+    restore = faults["restores"][0]
+    assert restore["shard"] == 0 and "198.18.0.1" not in restore["restored_on"]
+    # nothing lost past the last checkpoint: exactly the updates since it
+    assert restore["updates_lost"] == restore["version_read"] - restore["checkpoint_version"] == faults["updates_lost"]
+    assert report["state"] != "failed" and report["final"]["test_accuracy"] > 0.5
+
+
+@needs_emulation
+def test_a_replicas_host_cut_off_briefly_goes_on_where_it_stopped_and_nothing_is_lost(tmp_path: Path):
+    report, steps_at_return = _run_with_a_cut(tmp_path, host=3, down_for=4.0)
+    faults = report["faults"]
+    assert faults["shards_lost"] == faults["replicas_lost"] == faults["updates_lost"] == 0
+    first = next(r for r in report["replicas"] if r["replica"] == 0)
+    assert first["worker"].split("//")[1].startswith("198.18.0.3:")
+    assert steps_at_return is not None and first["steps"] > steps_at_return  # it stepped again once reconnected
+    assert report["state"] != "failed"
