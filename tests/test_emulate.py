@@ -244,3 +244,41 @@ def test_a_replicas_host_cut_off_briefly_goes_on_where_it_stopped_and_nothing_is
     assert first["worker"].split("//")[1].startswith("198.18.0.3:")
     assert steps_at_return is not None and first["steps"] > steps_at_return  # it stepped again once reconnected
     assert report["state"] != "failed"
+
+
+def test_the_emulated_clusters_profile_is_here_with_its_links_and_its_measured_arithmetic():
+    from dbkit.emulate.profile import emulated_profile, predicted_gradient_seconds
+    from dbkit.nn import build
+    from dbkit.sim import CostModel, ModelShape, load_profile
+
+    here = load_profile("here")
+    p = emulated_profile(ClusterSpec(hosts=8, link="100mbit", cpu=0.25), measured_seconds=0.05)
+    assert p.machine.bandwidth == 100e6 / 8 and p.machine.cores == 1 and p.machine.machines == 8
+    assert p.machine.host_cores == 0  # every host a machine of its own
+    # the probe's gradient now costs what was measured on a host, times what a worker's threads add
+    fixed, parallel = CostModel(p, ModelShape.of(build("speech", 440, 64))).gradient_parts(32)
+    assert (fixed + parallel) * p.machine.cpu_factor == pytest.approx(0.05 * here.machine.cpu_factor)
+    assert predicted_gradient_seconds(here) == pytest.approx(fixed + parallel)
+    assert p.compute == here.compute and p.shard == here.shard and p.message == here.message
+    assert "100mbit" in p.name and p.measured["emulated_gradient_seconds"] == 0.05
+    for bad in (0.0, -1.0, float("nan"), 100.0):
+        with pytest.raises(ValueError):
+            emulated_profile(ClusterSpec(), measured_seconds=bad)
+
+
+def test_on_the_emulated_profile_a_slower_link_slows_a_push_bound_simulated_run():
+    import dbkit
+    from dbkit.emulate.profile import emulated_profile
+    from dbkit.sim import Cluster as SimCluster
+
+    def examples_per_second(link: str) -> float:
+        spec = ClusterSpec(hosts=2, link=link, cpu=0.25)
+        profile = emulated_profile(spec, measured_seconds=0.04).but(machine={"machines": 0})
+        with dbkit.DownpourSGD("speech", "speech", cluster=SimCluster(profile), replicas=1, shards=1,
+                               optimizer="adagrad", lr=0.01) as job:
+            job.fit(seconds=20, progress=False)
+            return job.report()["examples_per_second"]
+
+    slow, fast = examples_per_second("10mbit"), examples_per_second("1gbit")
+    # a speech step moves about 8 MB: at 10 Mbit/s the link, not the arithmetic, sets the pace
+    assert fast > 5 * slow
