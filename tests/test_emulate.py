@@ -14,18 +14,10 @@ from pathlib import Path
 import pytest
 
 from dbkit.cli.main import main
-from dbkit.emulate import Cluster, ClusterSpec, cpu_groups, leftovers, links, missing, parse_rate
+from dbkit.emulate import Cluster, ClusterSpec, cpu_groups, leftovers, links, missing, parse_rate, running
 
 WHY = missing()
 needs_emulation = pytest.mark.skipif(WHY is not None, reason=WHY or "")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def test_rates_and_settings_are_checked():
@@ -86,7 +78,7 @@ def test_hosts_links_and_cpu_groups_are_built_and_removed():
         assert seen == ["198.18.0.1", "198.18.0.2"]
         pids = list(state.pids.values())
     assert leftovers() == []
-    assert not any(_alive(p) for p in pids)
+    assert not any(running(p) for p in pids)
 
 
 @needs_emulation

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 
@@ -23,17 +22,9 @@ def add_parser(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
     actions.add_parser("status", help="what is running, and where")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``dbkit emulate ACTION``; 2 with one line if this machine cannot (not root, no namespaces ...)."""
-    from ..emulate import Cluster, ClusterState, EmulationUnavailable, leftovers, missing, tear_down
+    from ..emulate import Cluster, ClusterState, EmulationUnavailable, leftovers, missing, running, tear_down
 
     why = missing()
     if why:
@@ -72,6 +63,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"emulated cluster: {s.hosts} hosts, links {s.link}, {s.cpu} core each; scheduler {state.address}")
     for name, pid in state.pids.items():
         where = "198.18.0.254" if name == "scheduler" else state.hosts[int(name.split("-")[1]) - 1]
-        print(f"  {name:<10} {where:<14} pid {pid:<8} {'running' if _alive(pid) else 'NOT RUNNING'}")
+        print(f"  {name:<10} {where:<14} pid {pid:<8} {'running' if running(pid) else 'NOT RUNNING'}")
     print(f"logs: {state.logs}")
     return 0

@@ -1,9 +1,9 @@
 """An emulated cluster on one machine: hosts as network namespaces with shaped links and CPU shares, running
 real Dask schedulers and workers (DESIGN.md, "The emulated cluster")."""
 
-from .cluster import Cluster, ClusterSpec, ClusterState, EmulationUnavailable, leftovers, tear_down
+from .cluster import Cluster, ClusterSpec, ClusterState, EmulationUnavailable, leftovers, running, tear_down
 from .links import parse_rate
 from .support import missing
 
 __all__ = ["Cluster", "ClusterSpec", "ClusterState", "EmulationUnavailable", "leftovers", "missing", "parse_rate",
-           "tear_down"]
+           "running", "tear_down"]

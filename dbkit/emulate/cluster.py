@@ -11,6 +11,7 @@ commands, with its state in ``STATE``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -81,6 +82,15 @@ def _launch(group: str, space: str, command: list[str], log: Path) -> subprocess
         return subprocess.Popen([sys.executable, "-m", "dbkit.emulate.enter", group, space, "--", *command],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists (a cluster's scheduler or worker, as ``status`` shows it)."""
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def tear_down() -> None:
