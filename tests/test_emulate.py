@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dbkit.cli.main import main
-from dbkit.emulate import Cluster, ClusterSpec, cpu_groups, leftovers, links, missing, parse_rate, running
+from dbkit.emulate import Cluster, ClusterSpec, ClusterUp, cpu_groups, leftovers, links, missing, parse_rate, running
 
 WHY = missing()
 needs_emulation = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -131,6 +131,12 @@ def test_the_command_line_keeps_a_cluster_between_commands_and_a_crashed_one_is_
         assert "tcp://198.18.0.254:8786" in up.stdout
         status = dbkit("status")
         assert status.stdout.count("running") == 3 and "NOT RUNNING" not in status.stdout
+        # a second cluster is refused, in Python and on the command line, and the first keeps running
+        with pytest.raises(ClusterUp, match="already up"):
+            Cluster(hosts=1).start()
+        second = dbkit("up", "--hosts", "1")
+        assert second.returncode == 2 and "already up" in second.stderr
+        assert dbkit("status").stdout.count("running") == 3
         # a crash leaves everything behind; the next up clears it and builds afresh
         links.remove()
         again = dbkit("up", "--hosts", "1", "--cpu", "0.5")

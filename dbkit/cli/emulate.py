@@ -24,7 +24,7 @@ def add_parser(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
 
 def run(args: argparse.Namespace) -> int:
     """Run ``dbkit emulate ACTION``; 2 with one line if this machine cannot (not root, no namespaces ...)."""
-    from ..emulate import Cluster, ClusterState, EmulationUnavailable, leftovers, missing, running, tear_down
+    from ..emulate import Cluster, ClusterState, ClusterUp, EmulationUnavailable, leftovers, missing, running, tear_down
 
     why = missing()
     if why:
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         try:
             cluster.start()
-        except EmulationUnavailable as e:
+        except (EmulationUnavailable, ClusterUp) as e:
             print(f"dbkit emulate: {e}", file=sys.stderr)
             return 2
         state = cluster.state

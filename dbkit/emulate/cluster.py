@@ -101,6 +101,19 @@ def tear_down() -> None:
     STATE.unlink(missing_ok=True)
 
 
+class ClusterUp(RuntimeError):
+    """An emulated cluster is up already: a second one is refused, and the first left running."""
+
+
+def up_now() -> ClusterState | None:
+    """The emulated cluster that is up now (its hosts exist and its scheduler runs), or ``None``: none, or only
+    a crashed one's leftovers (which the next ``start`` clears)."""
+    state = ClusterState.load()
+    if state is None or not links.existing()[0] or not running(state.pids.get("scheduler", -1)):
+        return None
+    return state
+
+
 def leftovers() -> list[str]:
     """What of an emulated cluster exists on this machine now (namespaces, links, CPU groups)."""
     spaces, made = links.existing()
@@ -131,6 +144,9 @@ class Cluster:
         why = missing()
         if why:
             raise EmulationUnavailable(why)
+        if up_now() is not None:  # never take down a cluster that is running: it may be another's
+            raise ClusterUp("an emulated cluster is already up (dbkit emulate status); stop it first with "
+                            "dbkit emulate down")
         tear_down()  # a crashed run's leftovers first
         try:
             self.state = self._build()
