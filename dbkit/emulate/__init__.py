@@ -1,8 +1,17 @@
 """An emulated cluster on one machine: hosts as network namespaces with shaped links and CPU shares, running
 real Dask schedulers and workers (DESIGN.md, "The emulated cluster")."""
 
-from .cluster import (Cluster, ClusterSpec, ClusterState, ClusterUp, EmulationUnavailable, leftovers, running,
-                      tear_down, up_now)
+from .cluster import (
+                      Cluster,
+                      ClusterSpec,
+                      ClusterState,
+                      ClusterUp,
+                      EmulationUnavailable,
+                      leftovers,
+                      running,
+                      tear_down,
+                      up_now,
+)
 from .links import parse_rate
 from .support import missing
 
