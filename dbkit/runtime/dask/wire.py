@@ -55,12 +55,6 @@ def _address(name: str, dask_worker) -> WireAddress | None:  # noqa: ANN001 - ca
     return None if server is None else server.address
 
 
-def _peers(name: str, dask_worker) -> dict[str, int]:  # noqa: ANN001 - called by Client.run on each worker
-    plugin = dask_worker.plugins.get(name)
-    server = getattr(plugin, "server", None)
-    return {} if server is None else server.peers
-
-
 class ShardWires:
     """The wires of one ``Cluster``'s workers: started on first use, their addresses cached, stopped on close."""
 
@@ -81,13 +75,6 @@ class ShardWires:
             if missing:
                 self._addresses.update(self._client.run(_address, self.name, workers=missing))
             return {w: self._addresses.get(w) for w in workers}
-
-    def peers(self) -> dict[str, dict[str, int]]:
-        """Per worker, the addresses its wire served with a token and how many connections each made (empty
-        before the wires start)."""
-        with self._lock:
-            started = self._started
-        return dict(self._client.run(_peers, self.name)) if started else {}
 
     def close(self, tell_workers: bool = True) -> None:
         """Stop every worker's wire (if this object started them). Safe to call twice. Without
