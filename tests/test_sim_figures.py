@@ -55,6 +55,20 @@ def test_a_step_on_one_machine_exchanges_nothing_and_more_machines_split_the_ari
         partitioned_step(profile, shape, 0, 32)
 
 
+def test_a_slower_machine_slows_a_partitioned_steps_arithmetic_and_message_cpu_but_not_its_wire():
+    # cpu_factor is a machine's speed, as the engine's machines charge it (issue #47: an emulated host at a quarter
+    # of a core measured 1.1 s for a step Fig. 3's cost charged 0.06 s, because it ignored the factor)
+    profile, shape = load_profile("distbelief-2012"), ModelShape.named("image-80m")
+    slow = profile.but(machine={"cpu_factor": 3.0})
+    one, one_slow = partitioned_step(profile, shape, 1, 32), partitioned_step(slow, shape, 1, 32)
+    assert one_slow.compute == pytest.approx(3.0 * one.compute) and one_slow.exchange == one.exchange == 0
+    wire_only = profile.but(message={"partition_message_seconds": 0.0})
+    eight, eight_slow = (partitioned_step(p, shape, 8, 32) for p in (wire_only, wire_only.but(
+        machine={"cpu_factor": 3.0})))
+    assert eight_slow.exchange == pytest.approx(eight.exchange)  # bytes over bandwidth and latency: no CPU in them
+    assert partitioned_step(slow, shape, 8, 32).exchange > partitioned_step(profile, shape, 8, 32).exchange
+
+
 def test_cost_only_charges_what_a_run_with_numerics_charges():
     # The same model's shape charged on a stand-in: every time and byte the same, and no accuracy.
     cfg = RunConfig.make(algorithm="downpour", model="mlp", dataset="digits", replicas=3, shards=2, steps=90,

@@ -77,6 +77,7 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
         raise ValueError(f"machines must be >= 1, got {machines}")
     c, m, msg = profile.compute, profile.machine, profile.message
     threads = max(1, m.threads_per_replica)
+    cpu = m.cpu_factor  # a machine's speed: every computation and message's CPU, as on the engine's machines
     rows, cols = grid(machines)
     rates = {"dense": c.dense_flops_per_second, "local": c.local_flops_per_second}
     compute = exchange = 0.0
@@ -92,12 +93,12 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
         floats, senders = _needs(layer, machines, rows, cols, before) if i > 0 else (0.0, 0)  # layer 0: the data
         if floats:  # forward: activations in; backward: their gradients back out
             nbytes = FLOAT * floats * batch
-            exchange += 2 * (m.latency + nbytes / m.bandwidth + senders * msg.partition_message_seconds)
+            exchange += 2 * (m.latency + nbytes / m.bandwidth + senders * msg.partition_message_seconds * cpu)
             most_in = max(most_in, nbytes)
     if machines > 1:  # the logits to machine 0 for the loss, and their gradients back
         nbytes = FLOAT * shape.classes * (1 - 1 / machines) * batch
-        exchange += 2 * (m.latency + nbytes / m.bandwidth + (machines - 1) * msg.partition_message_seconds)
+        exchange += 2 * (m.latency + nbytes / m.bandwidth + (machines - 1) * msg.partition_message_seconds * cpu)
     compute += c.step_seconds + c.update_seconds_per_parameter * shape.parameters / machines / threads
-    return StepCost(machines, compute, exchange, int(most_in))
+    return StepCost(machines, compute * cpu, exchange, int(most_in))
 
 
