@@ -44,6 +44,8 @@
 # %%
 import os
 
+from IPython.display import display
+
 import dbkit
 from dbkit import data
 from dbkit.telemetry import SummaryTable
@@ -121,7 +123,87 @@ print("the dashboard:", link or "not served (install bokeh>=3.1 where the schedu
 # client = Client(cluster)
 # job = dbkit.SandblasterLBFGS("mlp", "signals", client=client, replicas=6, shards=2)
 # ```
+
+# %% [markdown]
+# ## 5. A cluster of eight machines on this one
 #
+# Everything above still shares one loopback interface: gigabytes a second, microseconds a message. DistBelief's
+# machines sat on 1 Gb/s links, where the parameter server's network fills up. Linux can build that regime on one
+# machine, as network researchers do with Mininet: each **host** is a network namespace with its own address
+# (198.18.0.*K*, a test range routed nowhere), its **link** to a bridge is rate-limited both ways with `tc`, and
+# its processes get a **quarter of a core** (a cgroup quota). `dbkit.emulate.Cluster` builds that, starts a real
+# `dask scheduler` and a `dask worker` on every host, and gives a scheduler address like any cluster's
+# (`dbkit emulate up --hosts 8` does the same from a terminal). It needs root; where it cannot be built (Binder,
+# a laptop without root) this section shows **a recorded run**, labelled as such.
+#
+# The experiment (DistBelief Sec. 4.1): Downpour on the speech model (4 MB of parameters), fetching and pushing
+# every step, with shards on hosts 1..*S* and one replica per host after them. With **one shard** every replica's
+# fetches and pushes cross that shard host's one 100 Mbit/s link; with **two**, each link carries half. Each
+# setting also runs in the simulator, on a profile of this emulated cluster (the links' rate, a gradient timed on
+# a host), so the prediction stands beside the measurement.
+
+# %%
+from dbkit.emulate import Cluster as EmulatedCluster
+from dbkit.emulate import missing
+from dbkit.sim.figures import measure_saturation, recorded_saturation
+from dbkit.telemetry import plot_lines
+
+why_not = missing()
+if why_not is None:
+    emulated = EmulatedCluster(hosts=5 if small else 8, link="100mbit", cpu=0.25, progress=print).start()
+    saturation = measure_saturation(emulated, shards=(1, 2), replicas=(1, 3) if small else (1, 2, 4, 6),
+                                    seconds=6 if small else 10)
+    print(f"measured here on {saturation.hosts} emulated hosts ({saturation.link}, {saturation.cpu} core each)")
+else:
+    emulated, saturation = None, recorded_saturation()
+    print(f"this machine cannot build the emulated cluster ({why_not}).\nShowing a RECORDED run, not a "
+          f"measurement here: {saturation.recorded}, {saturation.hosts} hosts, {saturation.link} links")
+
+# %%
+replicas, one = saturation.curve(1)
+_, two = saturation.curve(2)
+label = f"Downpour, speech, n = 1, {saturation.link} links" + (" (RECORDED run)" if saturation.recorded else "")
+display(plot_lines(replicas, {"1 shard, measured": one,
+                              "1 shard, simulated": saturation.curve(1, "simulated_examples_per_second")[1],
+                              "2 shards, measured": two,
+                              "2 shards, simulated": saturation.curve(2, "simulated_examples_per_second")[1]},
+                   xlabel="replicas (one host each)", ylabel="examples per second", ax_title=label))
+plot_lines(replicas, {"1 shard": saturation.curve(1, "shard_link_mbit")[1],
+                      "2 shards": saturation.curve(2, "shard_link_mbit")[1],
+                      "the link's rate": [saturation.link_mbit] * len(replicas)},
+           xlabel="replicas (one host each)", ylabel="Mbit/s", ax_title="the busier direction of one shard host's link")
+
+# %%
+most, full = replicas[-1], saturation.curve(1, "shard_link_mbit")[1][-1]
+lift = two[-1] / one[-1]
+print(f"one shard: {most} replicas give {one[-1] / one[0]:.2f}x one replica's examples per second (with {most}x "
+      f"the arithmetic); the shard's link carries {full:.0f} of its {saturation.link_mbit:.0f} Mbit/s")
+print(f"a second shard on its own host: {lift:.2f}x the examples per second of one shard at {most} replicas")
+
+# %% [markdown]
+# **Reading it.** With one shard, adding replicas adds far less than their arithmetic (the first line above):
+# the shard host's link carries most of its rate (the second plot) and every replica waits on it. A second shard on a
+# host of its own lifts the curve (the second line): the paper's reason for sharding the parameter server. The
+# simulator draws the same picture, one shard flatter than two, but not the same numbers: it is faster than the
+# emulation where the links are busiest (docs/benchmarks.md measures by how much).
+#
+# **Steer it.** Where the cluster was built, the panel below runs a job with one shard on host 1 and a replica
+# on host 2, in the background, until you press **Stop**. Raise `replicas` (each new one on the next host) and
+# watch the MB per second stop rising while the per-replica examples per second fall. The exercise adds the
+# second shard.
+
+# %%
+if emulated is not None:
+    hosts = emulated.workers()
+    live = dbkit.DownpourSGD("speech", "speech", scheduler=emulated.address, shards=1, replicas=1,
+                             optimizer="adagrad", lr=0.01, shard_workers=hosts[:1], replica_workers=hosts[1:])
+    live.start()
+    display(live.panel())
+    live.wait(seconds=4 if small else 15)
+else:
+    print("no panel: the recorded run above stands in for a cluster this machine cannot build")
+
+# %% [markdown]
 # ## What changes on real machines, and what does not
 #
 # - **Same**: the algorithms, the staleness figures, the reports, the panel. A report lists the cluster's workers,
@@ -131,12 +213,15 @@ print("the dashboard:", link or "not served (install bokeh>=3.1 where the schedu
 # - **Slower**: a fetch or push crosses a real network, so the `n_fetch`/`n_push` trade-off (lesson 02) and the
 #   partition boundaries (lesson 05) matter more. Measure first: `python benchmarks/ps_roundtrip.py` against your
 #   cluster tells you what a message costs there.
-# - **Not yet handled**: a parameter shard's machine dying ends the run (lesson 06).
+# - **Handled for you**: a machine that dies or hangs (lesson 06), or whose link goes down (section 5's cluster is
+#   where dbkit's tests cut links): its replicas are replaced and its shards come back from the last checkpoint.
 #
 # ## Exercise
 #
 # Run the command line version against your scheduler with `--replicas 1`, then `--replicas 4`, and compare
-# `examples_per_second` in the two reports.
+# `examples_per_second` in the two reports. Then, where section 5 built the emulated cluster, stop the panel's
+# job and steer one with **two** shards (hosts 1 and 2): how many replicas now before the examples per second
+# stop rising?
 #
 # <details><summary>Solution</summary>
 #
@@ -151,13 +236,26 @@ print("the dashboard:", link or "not served (install bokeh>=3.1 where the schedu
 #         run.fit(seconds=5 if small else 60)
 #     rates[replicas] = run.report()["examples_per_second"]
 # print({r: round(v) for r, v in rates.items()})
+# if emulated is not None:  # two shards on hosts of their own, replicas from host 3 on
+#     live.stop()
+#     live = dbkit.DownpourSGD("speech", "speech", scheduler=emulated.address, shards=2, replicas=2,
+#                              optimizer="adagrad", lr=0.01, shard_workers=hosts[:2], replica_workers=hosts[2:])
+#     live.start()
+#     display(live.panel())
 # ```
 #
 # With a worker per replica, four replicas should come close to four times the examples per second, until the
-# shards' workers saturate; adding shards (`--shards`) moves that limit.
+# shards' workers saturate; adding shards (`--shards`) moves that limit. On the emulated cluster the limit is
+# the shard hosts' links: with two shards each carries half of every replica's traffic, so the examples per second
+# keep rising to more replicas (section 5's second printed line says how much higher two shards went).
 # </details>
 
 # %%
 assert report["state"] == "stopped" and report["history"][-1]["test_accuracy"] > 0.4
 assert all(r["worker"] for r in report["replicas"]), "every replica should have run on a worker of the cluster"
+sim_one = saturation.curve(1, "simulated_examples_per_second")[1]
+sim_two = saturation.curve(2, "simulated_examples_per_second")[1]
+assert one[-1] < 0.75 * most * one[0], "one shard's link should hold the replicas back"
+assert lift > 1.15, "a second shard on its own host should lift the examples per second"
+assert sim_two[-1] > 1.1 * sim_one[-1] and sim_one[-1] > one[-1], "the simulator: the same picture, faster"
 print("lesson held: the same job ran on the cluster at", address)

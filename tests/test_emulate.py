@@ -11,10 +11,22 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dbkit.cli.main import main
-from dbkit.emulate import Cluster, ClusterSpec, ClusterUp, cpu_groups, leftovers, links, missing, parse_rate, running
+from dbkit.emulate import (
+    Cluster,
+    ClusterSpec,
+    ClusterUp,
+    cpu_groups,
+    leftovers,
+    links,
+    missing,
+    parse_rate,
+    running,
+    up_now,
+)
 
 WHY = missing()
 needs_emulation = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -150,6 +162,18 @@ def test_the_command_line_keeps_a_cluster_between_commands_and_a_crashed_one_is_
 
 
 @needs_emulation
+def test_a_cluster_started_from_python_is_removed_when_its_interpreter_exits_without_closing_it():
+    # a notebook's kernel that ends (or a script that forgets close()) takes its hosts with it
+    code = ("from dbkit.emulate import Cluster, up_now\n"
+            "c = Cluster(hosts=1, cpu=0.5).start()\n"
+            "assert up_now() is not None\n"
+            "print('up at', c.address)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and "up at tcp://198.18.0.254:8786" in done.stdout, done.stderr
+    assert leftovers() == [] and up_now() is None
+
+
+@needs_emulation
 def test_replicas_reach_the_shards_wires_from_their_own_hosts_and_partitions_talk_across_hosts():
     from distributed import Client
 
@@ -183,6 +207,34 @@ def test_replicas_reach_the_shards_wires_from_their_own_hosts_and_partitions_tal
     # a partitioned replica's two halves on two hosts, their boundary traffic over the partition wire between them
     assert len({host(p["worker"]) for p in rows}) == 2
     assert all(p["bytes_sent"] > 0 for p in rows)
+    assert leftovers() == []
+
+
+@needs_emulation
+def test_one_replica_ends_with_the_same_parameters_on_emulated_hosts_as_on_a_local_cluster(local_cluster):
+    """Arithmetic is arithmetic: with one replica (no order of pushes to differ), the job on two emulated hosts
+    (replica on one, shards on the other, every byte over a shaped link) ends bit for bit where the same job
+    on a LocalCluster ends."""
+    from distributed import Client
+
+    import dbkit
+    from dbkit.config import RunConfig
+
+    cfg = RunConfig.make(algorithm="downpour", lr=0.05, optimizer="adagrad", replicas=1, shards=2, overlap=False)
+    params = {}
+    with dbkit.DownpourSGD("mlp", "digits", config=cfg, client=local_cluster.client) as job:
+        job.fit(steps=60, progress=False)
+        params["local"] = job.parameters()
+    with Cluster(hosts=2, link="100mbit", cpu=0.5) as emulated, Client(emulated.address) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        with dbkit.DownpourSGD("mlp", "digits", config=cfg, client=client, shard_workers=workers[:1],
+                               replica_workers=workers[1:]) as job:
+            job.fit(steps=60, progress=False)
+            params["emulated"] = job.parameters()
+            shard_hosts = {row["worker"].split("//")[-1].split(":")[0] for row in job.report()["shards"]}
+    assert shard_hosts == {"198.18.0.1"}  # the shards on host 1, the replica on host 2: every step crossed a link
+    assert params["emulated"].tobytes() == params["local"].tobytes()
+    assert not np.allclose(params["local"], dbkit.nn.build("mlp", 64, 10).init_params(0))  # it trained
     assert leftovers() == []
 
 
@@ -264,6 +316,34 @@ def test_the_emulated_clusters_profile_is_here_with_its_links_and_its_measured_a
             emulated_profile(ClusterSpec(), measured_seconds=bad)
 
 
+def test_a_measured_local_probe_sets_the_rate_of_locally_connected_arithmetic_and_nothing_else():
+    from dbkit.emulate.profile import emulated_profile, probe_network
+    from dbkit.runtime.sim.partitioned_step import partitioned_step
+    from dbkit.sim import CostModel, ModelShape, load_profile
+
+    here, spec = load_profile("here"), ClusterSpec(hosts=8, link="1gbit", cpu=0.25)
+    plain = emulated_profile(spec, measured_seconds=0.05)
+    p = emulated_profile(spec, measured_seconds=0.05, local_seconds=0.4)
+    # the local probe's gradient costs what was measured (times the worker factor), checked by the cost model
+    fixed, parallel = CostModel(p, ModelShape.of(probe_network("local"))).gradient_parts(32)
+    assert (fixed + parallel) * p.machine.cpu_factor == pytest.approx(0.4 * here.machine.cpu_factor)
+    assert p.compute.local_flops_per_second < plain.compute.local_flops_per_second
+    assert p.compute.dense_flops_per_second == plain.compute.dense_flops_per_second
+    assert p.machine == plain.machine and p.measured["emulated_local_gradient_seconds"] == 0.4
+    # a dense model's partitioned step is unchanged; a locally connected one's arithmetic is slower, so its
+    # boundary traffic weighs less and splitting it pays more
+    dense, local = ModelShape.of(probe_network("speech")), ModelShape.of(probe_network("local"))
+    assert partitioned_step(p, dense, 4, 32) == partitioned_step(plain, dense, 4, 32)
+
+    def gain(profile) -> float:  # noqa: ANN001
+        return partitioned_step(profile, local, 1, 32).seconds / partitioned_step(profile, local, 4, 32).seconds
+
+    assert gain(p) > gain(plain)
+    for bad in (0.0, float("nan"), True, 1e-6):  # 1 us leaves nothing for the arithmetic: refused, said why
+        with pytest.raises(ValueError):
+            emulated_profile(spec, measured_seconds=0.05, local_seconds=bad)
+
+
 def test_on_the_emulated_profile_a_slower_link_slows_a_push_bound_simulated_run():
     import dbkit
     from dbkit.emulate.profile import emulated_profile
@@ -280,3 +360,51 @@ def test_on_the_emulated_profile_a_slower_link_slows_a_push_bound_simulated_run(
     slow, fast = examples_per_second("10mbit"), examples_per_second("1gbit")
     # a speech step moves about 8 MB: at 10 Mbit/s the link, not the arithmetic, sets the pace
     assert fast > 5 * slow
+
+
+@needs_emulation
+def test_the_shards_link_saturation_is_measured_within_the_links_rate_beside_the_simulator():
+    from dbkit.sim.figures import Saturation, measure_saturation
+
+    lines: list[str] = []
+    with Cluster(hosts=3, link="100mbit", cpu=0.25, progress=lines.append) as emulated:
+        with pytest.raises(ValueError, match="need 4 hosts"):
+            measure_saturation(emulated, shards=(2,), replicas=(2,), seconds=1)
+        run = measure_saturation(emulated, shards=(1,), replicas=(1, 2), seconds=3, progress=lines.append)
+    assert any("workers at tcp://198.18.0.254:8786" in line for line in lines)  # start() said where it is
+    assert [(p.shards, p.replicas) for p in run.points] == [(1, 1), (1, 2)] and run.recorded is None
+    for p in run.points:
+        # the bytes a shard served in the busier direction fit through its shaped link, and fill a good part of it
+        assert 10 < p.shard_link_mbit <= 1.02 * run.link_mbit == 102
+        assert p.examples_per_second > 0 and p.simulated_examples_per_second > 0
+    assert Saturation.from_dict(run.to_dict()) == run
+    assert leftovers() == []
+
+
+def test_a_recorded_saturation_run_says_it_is_recorded_and_a_malformed_one_is_refused(tmp_path: Path):
+    from dbkit.sim.figures import Saturation, recorded_saturation
+
+    run = recorded_saturation()
+    assert run.recorded and "recorded" in run.recorded  # labelled: not a measurement of this machine
+    assert {p.shards for p in run.points} == {1, 2} and len(run.curve(1)[0]) >= 3
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**run.to_dict(), "points": [{"shards": 1}]}))
+    with pytest.raises(ValueError, match="not a link-saturation run"):
+        recorded_saturation(bad)
+    with pytest.raises(ValueError, match="not a link-saturation run"):
+        Saturation.from_dict({"hosts": 8})
+
+
+@needs_emulation
+def test_the_hosts_are_built_and_removed_from_inside_a_running_event_loop_as_in_a_notebook():
+    # a kernel runs each cell inside its asyncio loop; pyroute2's synchronous calls start a loop of their own
+    import asyncio
+
+    async def in_a_cell() -> list[str]:
+        with Cluster(hosts=1, cpu=0.5) as emulated:
+            emulated.set_link(1, up=False)
+            emulated.set_link(1, up=True)
+            return leftovers()
+
+    made = asyncio.run(in_a_cell())
+    assert "dbkit-h1" in made and leftovers() == []

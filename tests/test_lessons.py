@@ -86,8 +86,21 @@ def test_the_executed_copy_is_the_lesson_with_its_pictures(lesson):
 
 
 def test_scaling_out_runs_against_a_real_scheduler_and_workers(dask_cluster_address, monkeypatch):
+    """Against a real scheduler and workers; its section 5 builds the emulated cluster where this machine can
+    (CI runs as root) and shows the recorded run elsewhere. The kernel's exit takes the emulated hosts with it."""
+    from dbkit.emulate import leftovers, missing, tear_down
+
     monkeypatch.setenv("DBKIT_SCHEDULER", dask_cluster_address)
-    text = run_with_solution(ROOT / "notebooks" / f"{NOT_RUN_IN_CI}.ipynb")
+    try:
+        text = run_with_solution(ROOT / "notebooks" / f"{NOT_RUN_IN_CI}.ipynb")
+        left = leftovers()
+    finally:
+        tear_down()
     assert text.rstrip().endswith("the solution ran")
     assert f"lesson held: the same job ran on the cluster at {dask_cluster_address}" in text
     assert os.environ["DBKIT_SCHEDULER"] == dask_cluster_address
+    if missing() is None:
+        assert "measured here on" in text and "RECORDED" not in text
+        assert left == [], f"the kernel's exit left the emulated cluster behind: {left}"
+    else:
+        assert "Showing a RECORDED run" in text

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         state = cluster.state
         assert state is not None
+        cluster.detach()  # it outlives this command, until `dbkit emulate down`
         print(f"emulated cluster up: {args.hosts} hosts ({', '.join(state.hosts)}), links {args.link}, "
               f"{args.cpu} core each")
         print(f"scheduler: {state.address}   (dbkit run downpour --scheduler {state.address} ...)")

@@ -10,11 +10,13 @@ commands, with its state in ``STATE``.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -125,9 +127,10 @@ class Cluster:
     ``start()`` (or ``with``)."""
 
     def __init__(self, hosts: int = 4, link: str = "100mbit", cpu: float | None = 0.25, threads: int = 2,
-                 timeout: float = 90.0) -> None:
+                 timeout: float = 90.0, progress: Callable[[str], None] | None = None) -> None:
         self.spec = ClusterSpec(hosts, link, cpu, threads)
         self.timeout = timeout
+        self.progress = progress  # called with a line at each stage of start() (a notebook prints them)
         self.state: ClusterState | None = None
 
     @property
@@ -154,11 +157,14 @@ class Cluster:
             tear_down()
             raise
         self.state.save()
+        atexit.register(self.close)  # a notebook's kernel that ends takes its hosts with it
         return self
 
     def _build(self) -> ClusterState:
         spec = self.spec
         made = links.build(spec.hosts, links.parse_rate(spec.link))
+        self._say(f"{spec.hosts} hosts built ({made[0].address} to {made[-1].address}, {spec.link} links); "
+                  "starting a Dask scheduler and a worker on each")
         LOGS.mkdir(parents=True, exist_ok=True)
         address = f"tcp://{links.BRIDGE_ADDRESS}:{SCHEDULER_PORT}"
         cpu_groups.create(SCHEDULER_GROUP, None)
@@ -174,7 +180,12 @@ class Cluster:
                 "--memory-limit", "0", "--local-directory", str(LOGS / f"host-{h.index}")],
                 LOGS / f"host-{h.index}.log").pid
         self._wait_for_workers(address, spec.hosts)
+        self._say(f"the emulated cluster is up: {spec.hosts} workers at {address}")
         return ClusterState(spec, address, [h.address for h in made], pids)
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
 
     def _wait_for_workers(self, address: str, n: int) -> None:
         from ..runtime.dask.cluster import Cluster as DaskCluster
@@ -185,19 +196,41 @@ class Cluster:
         while time.monotonic() < deadline:
             try:
                 with DaskCluster(scheduler=address, timeout=5) as client:
-                    client.wait_for_workers(n, timeout=max(1.0, deadline - time.monotonic()))
-                    return
+                    while True:  # in slices, saying how many joined (a quarter-core host starts slowly)
+                        try:
+                            client.wait_for_workers(n, timeout=min(5.0, max(1.0, deadline - time.monotonic())))
+                            return
+                        except ClusterError:
+                            if time.monotonic() >= deadline:
+                                raise
+                            self._say(f"{len(client.workers())} of {n} workers joined")
             except (OSError, TimeoutError, ClusterError) as e:
                 last = e
                 time.sleep(0.5)
         raise TimeoutError(f"the emulated cluster's {n} workers did not all join {address} within "
                            f"{self.timeout:.0f} s (logs in {LOGS}): {last}")
 
+    def workers(self) -> list[str]:
+        """The Dask workers' addresses in host order: ``workers()[0]`` is host 1's (198.18.0.1)."""
+        from ..runtime.dask.cluster import Cluster as DaskCluster
+
+        with DaskCluster(scheduler=self.address, timeout=10) as client:
+            found = client.workers()
+        return sorted(found, key=lambda w: int(w.split("//")[-1].split(":")[0].rsplit(".", 1)[-1]))
+
     def set_link(self, host: int, up: bool) -> None:
         """Take host ``host``'s link down (a network partition) or bring it back up."""
         links.set_link(links.HostLink(host), up)
 
+    def detach(self) -> None:
+        """Leave the cluster running after this process exits (``dbkit emulate up``): ``dbkit emulate down`` or
+        the next ``tear_down()`` removes it. This object no longer closes it."""
+        atexit.unregister(self.close)
+        self.state = None
+
     def close(self) -> None:
+        """Stop every process and remove the hosts, links and groups (also at the interpreter's exit)."""
+        atexit.unregister(self.close)
         if self.state is not None:
             tear_down()
             self.state = None

@@ -13,8 +13,32 @@ latency is its own (tens of microseconds) plus what the queue adds.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def off_the_event_loop(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run ``fn`` on a thread of its own when the calling thread runs an asyncio event loop (a notebook's kernel):
+    pyroute2's synchronous calls drive an event loop of their own, which cannot start inside a running one."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return fn(*args, **kwargs)
+        with ThreadPoolExecutor(1, thread_name_prefix="dbkit-emulate-netlink") as pool:
+            return pool.submit(fn, *args, **kwargs).result()
+
+    return wrapper
 
 PREFIX = "dbkit"
 BRIDGE = f"{PREFIX}-br"
@@ -76,6 +100,7 @@ def _shape(ipr, index: int, rate_bits: int) -> None:
            latency=QUEUE_LATENCY_US)
 
 
+@off_the_event_loop
 def build(hosts: int, rate_bits: int) -> list[HostLink]:
     """The bridge and ``hosts`` namespaces, each with a shaped link to it; ``RuntimeError`` naming what
     failed (and nothing left half-built: ``remove`` runs first and after a failure)."""
@@ -124,6 +149,7 @@ def _refuse_taken_subnet(ipr) -> None:
                                "an emulated cluster needs it to itself")
 
 
+@off_the_event_loop
 def set_link(host: HostLink, up: bool) -> None:
     """Take ``host``'s link down (a network partition: the host keeps running, unreachable) or up again."""
     from pyroute2 import IPRoute
@@ -135,6 +161,7 @@ def set_link(host: HostLink, up: bool) -> None:
         ipr.link("set", index=found[0], state="up" if up else "down")
 
 
+@off_the_event_loop
 def existing() -> tuple[list[str], list[str]]:
     """The dbkit namespaces and links on this machine now (left by a run that crashed, or a running one)."""
     from pyroute2 import IPRoute, netns
@@ -146,6 +173,7 @@ def existing() -> tuple[list[str], list[str]]:
     return spaces, links
 
 
+@off_the_event_loop
 def remove() -> None:
     """Remove every dbkit namespace and link (a veth end goes with its namespace or its peer)."""
     from pyroute2 import IPRoute, netns
