@@ -15,7 +15,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 PUBLIC_PACKAGES = {"dbkit", "dbkit.nn", "dbkit.data", "dbkit.ps", "dbkit.partition", "dbkit.downpour",
                    "dbkit.sandblaster", "dbkit.sync_sgd", "dbkit.training", "dbkit.telemetry", "dbkit.jobs",
                    "dbkit.runtime", "dbkit.runtime.dask", "dbkit.config", "dbkit.sim", "dbkit.sim.figures",
-                   "dbkit.calibration"}
+                   "dbkit.calibration", "dbkit.emulate"}
 
 
 def _run(*args):

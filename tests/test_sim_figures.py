@@ -46,6 +46,23 @@ def test_the_step_s_halo_is_what_dbkit_s_partitioner_sends(k):
         assert _needs(layer, k, k, 1, smallest)[0] == incoming, f"layer {i} ({layer.kind})"
 
 
+@pytest.mark.parametrize("k", [4, 8])
+def test_a_step_in_bands_receives_what_dbkit_s_partitioner_sends_and_tiles_pay_more_messages(k):
+    # bands=True costs the split dbkit makes (bands of rows): the most bytes one partition receives for a layer is
+    # the partitioner's own count; the paper's tiles (grid) at the same k cost more neighbours' messages
+    from dbkit.runtime.sim.cost import FLOAT
+
+    net = nn.build("image-local", 256, 10, image_shape=(16, 16, 1))
+    shape, own = ModelShape.of(net), ownership(net, k)
+    incoming = [max((sum(u.size for (_, j), u in needs(own, i).items() if j == p) for p in range(k)), default=0)
+                for i in range(1, len(shape.layers))]
+    profile = load_profile("distbelief-2012")
+    banded = partitioned_step(profile, shape, k, 32, bands=True)
+    assert banded.bytes_in == FLOAT * 32 * max(incoming)
+    tiled = profile.but(machine={"bandwidth": 1e15, "latency": 0.0})  # messages' CPU alone
+    assert partitioned_step(tiled, shape, k, 32).exchange > partitioned_step(tiled, shape, k, 32, bands=True).exchange
+
+
 def test_a_step_on_one_machine_exchanges_nothing_and_more_machines_split_the_arithmetic():
     profile, shape = load_profile("distbelief-2012"), ModelShape.named("image-330m")
     one, many = partitioned_step(profile, shape, 1, 32), partitioned_step(profile, shape, 16, 32)

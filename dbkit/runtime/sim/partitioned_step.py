@@ -71,14 +71,16 @@ def _needs(layer: LayerShape, k: int, rows: int, cols: int, own_input: float = 0
     return max(0.0, (need_h * need_w - own) * c), neighbours
 
 
-def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: int) -> StepCost:
-    """The step of ``batch`` examples of ``shape`` split over ``machines`` machines of ``profile``."""
+def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: int, bands: bool = False) -> StepCost:
+    """The step of ``batch`` examples of ``shape`` split over ``machines`` machines of ``profile``: spatial layers
+    cut into the paper's tiles (``grid``), or with ``bands`` into ``machines`` bands of rows, as dbkit's own
+    partitioner cuts them (``dbkit.partition.ownership``: two neighbours each, not up to eight)."""
     if machines < 1:
         raise ValueError(f"machines must be >= 1, got {machines}")
     c, m, msg = profile.compute, profile.machine, profile.message
     threads = max(1, m.threads_per_replica)
     cpu = m.cpu_factor  # a machine's speed: every computation and message's CPU, as on the engine's machines
-    rows, cols = grid(machines)
+    rows, cols = (machines, 1) if bands else grid(machines)
     rates = {"dense": c.dense_flops_per_second, "local": c.local_flops_per_second}
     compute = exchange = 0.0
     most_in = 0.0
