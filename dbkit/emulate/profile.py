@@ -102,14 +102,13 @@ def local_flops_per_second(profile: Profile, cpu_factor: float, measured_seconds
                            batch: int = PROBE_BATCH) -> float:
     """The rate of locally connected arithmetic at which ``profile`` (its other rates, times ``cpu_factor``)
     charges the local probe's gradient (``probe_network("local")``) ``measured_seconds``."""
+    from ..runtime.sim.cost import CostModel
     from ..runtime.sim.shape import ModelShape
 
-    c = profile.compute
     shape = ModelShape.of(probe_network("local"))
-    dense_f, local_f, units = shape.gradient_flops()
-    layers = sum(1 for layer in shape.layers if layer.has_params)
-    rest = c.step_seconds + layers * c.layer_seconds + batch * (dense_f / c.dense_flops_per_second
-                                                                 + units / c.elementwise_per_second)
+    local_f = shape.gradient_flops()[1]
+    fixed, parallel = CostModel(profile, shape).gradient_parts(batch)  # the cost model's charge, less its local part
+    rest = fixed + parallel - batch * local_f / profile.compute.local_flops_per_second
     left = measured_seconds / cpu_factor - rest
     if left <= 0:
         raise ValueError(f"the local probe's {measured_seconds * 1e3:.2f} ms leaves nothing for its locally "
