@@ -103,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = emulated_profile(emulated.spec, capped)
         print(f"{profile.name}: a speech gradient takes {capped * 1e3:.1f} ms on a host, {free * 1e3:.1f} ms with no "
               f"quota; cpu_factor {profile.machine.cpu_factor:.2f}", flush=True)
-        workers = sorted(client.scheduler_info()["workers"], key=lambda w: int(w.split("//")[1].split(":")[0]
-                                                                               .rsplit(".", 1)[1]))
+        workers = emulated.workers()  # in host order: shards on hosts 1..S, replicas after them
         for r, s, n in grid:
             first = real_run(client, data, workers, r, s, n, args.seconds)
             second = real_run(client, data, workers, r, s, n, args.seconds)
