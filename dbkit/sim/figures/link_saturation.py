@@ -93,7 +93,8 @@ def measure_saturation(emulated: Cluster, shards: Sequence[int] = (1, 2), replic
     seconds
         Each run's budget (wall seconds for real, simulated seconds in the simulator).
     progress
-        Called with a line per setting (``None``: quiet).
+        Called with a line at each stage (timing the hosts' gradient, each setting's real run, its simulation
+        and its result), and the real runs show their progress bars; ``None``: quiet.
     """
     from ...data import load as load_dataset
     from ...downpour.job import DownpourSGD
