@@ -25,6 +25,7 @@ from dbkit.emulate import (
     missing,
     parse_rate,
     running,
+    tear_down,
     up_now,
 )
 
@@ -171,6 +172,42 @@ def test_a_cluster_started_from_python_is_removed_when_its_interpreter_exits_wit
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0 and "up at tcp://198.18.0.254:8786" in done.stdout, done.stderr
     assert leftovers() == [] and up_now() is None
+
+
+@needs_emulation
+def test_a_cluster_whose_owner_is_killed_is_removed_by_its_reaper_and_a_detached_one_is_not():
+    # Jupyter SIGKILLs a kernel that takes more than a few seconds to shut down: no exit hook runs then
+    code = ("import sys, time\n"
+            "from dbkit.emulate import Cluster\n"
+            "c = Cluster(hosts=2, cpu=0.5).start()\n"
+            "print('up', flush=True)\n"
+            "time.sleep(600)\n")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "up"
+        state = up_now()
+        assert state is not None and state.reaper > 0 and running(state.reaper)
+        owner.kill()
+        owner.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while leftovers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert leftovers() == [] and up_now() is None
+        assert not running(state.pids["scheduler"]) and not any(running(p) for p in state.pids.values())
+    finally:
+        owner.kill()
+        tear_down()
+    # a detached cluster (dbkit emulate up) outlives its maker, so it has no reaper
+    detached = subprocess.run([sys.executable, "-c", "from dbkit.emulate import Cluster\n"
+                               "Cluster(hosts=1, cpu=0.5).start().detach()\n"], timeout=180)
+    try:
+        assert detached.returncode == 0
+        time.sleep(1.0)  # a reaper, had one been left, would have removed it by now
+        state = up_now()
+        assert state is not None and state.reaper == 0
+    finally:
+        tear_down()
+    assert leftovers() == []
 
 
 @needs_emulation

@@ -62,6 +62,7 @@ class ClusterState:
     hosts: list[str]  # each worker's address, host 1 first
     pids: dict[str, int] = field(default_factory=dict)  # "scheduler", "host-1", ... -> process id
     logs: str = str(LOGS)
+    reaper: int = 0  # the process that removes the cluster if its owner is killed (0: none, ``emulate up``)
 
     def save(self) -> None:
         STATE.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +73,7 @@ class ClusterState:
         try:
             raw = json.loads(STATE.read_text())
             return cls(ClusterSpec(**raw["spec"]), raw["address"], list(raw["hosts"]), dict(raw["pids"]),
-                       raw.get("logs", str(LOGS)))
+                       raw.get("logs", str(LOGS)), int(raw.get("reaper", 0)))
         except (FileNotFoundError, KeyError, TypeError, ValueError):
             return None
 
@@ -87,12 +88,16 @@ def _launch(group: str, space: str, command: list[str], log: Path) -> subprocess
 
 
 def running(pid: int) -> bool:
-    """Whether process ``pid`` exists (a cluster's scheduler or worker, as ``status`` shows it)."""
+    """Whether process ``pid`` runs (a cluster's scheduler or worker, as ``status`` shows it). A process that
+    has ended but whose parent has not reaped it (a zombie: its owner was killed) does not."""
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
+    try:  # the state is the field after the command's closing parenthesis
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def tear_down() -> None:
@@ -132,6 +137,7 @@ class Cluster:
         self.timeout = timeout
         self.progress = progress  # called with a line at each stage of start() (a notebook prints them)
         self.state: ClusterState | None = None
+        self._reaper: subprocess.Popen | None = None
 
     @property
     def address(self) -> str:
@@ -151,14 +157,25 @@ class Cluster:
             raise ClusterUp("an emulated cluster is already up (dbkit emulate status); stop it first with "
                             "dbkit emulate down")
         tear_down()  # a crashed run's leftovers first
+        # a kernel that is killed runs no exit hook: this process removes the hosts then (dbkit.emulate.reaper)
+        self._reaper = subprocess.Popen([sys.executable, "-m", "dbkit.emulate.reaper", str(os.getpid())],
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             self.state = self._build()
+            self.state.reaper = self._reaper.pid
         except BaseException:
             tear_down()
+            self._stop_reaper()
             raise
         self.state.save()
         atexit.register(self.close)  # a notebook's kernel that ends takes its hosts with it
         return self
+
+    def _stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.terminate()
+            self._reaper.wait()
+            self._reaper = None
 
     def _build(self) -> ClusterState:
         spec = self.spec
@@ -226,14 +243,19 @@ class Cluster:
         """Leave the cluster running after this process exits (``dbkit emulate up``): ``dbkit emulate down`` or
         the next ``tear_down()`` removes it. This object no longer closes it."""
         atexit.unregister(self.close)
+        self._stop_reaper()
+        if self.state is not None:
+            self.state.reaper = 0
+            self.state.save()
         self.state = None
 
     def close(self) -> None:
         """Stop every process and remove the hosts, links and groups (also at the interpreter's exit)."""
         atexit.unregister(self.close)
         if self.state is not None:
-            tear_down()
+            tear_down()  # the reaper still watches: if this process is killed halfway, it finishes the job
             self.state = None
+        self._stop_reaper()
 
     def __enter__(self) -> Cluster:
         return self.start()
