@@ -275,7 +275,8 @@ def test_one_replica_ends_with_the_same_parameters_on_emulated_hosts_as_on_a_loc
     assert leftovers() == []
 
 
-def _run_with_a_cut(tmp_path: Path, host: int, down_for: float | None, seconds: float = 24.0):
+def _run_with_a_cut(tmp_path: Path, host: int, down_for: float | None, seconds: float = 24.0,
+                    heartbeat_timeout: float = 10.0):
     """A Downpour job on 4 emulated hosts (shards on hosts 1 and 2, replicas on 3 and 4, checkpoints every
     second to a folder every host sees) whose host ``host`` loses its link 6 s in, for ``down_for`` seconds
     (``None``: for good). Returns the report and, for a cut that ends, replica 0's steps when the link came back."""
@@ -290,7 +291,7 @@ def _run_with_a_cut(tmp_path: Path, host: int, down_for: float | None, seconds: 
         workers = sorted(client.scheduler_info()["workers"])
         with dbkit.DownpourSGD("mlp", "digits", client=client, replicas=2, shards=2, shard_workers=workers[:2],
                                replica_workers=workers[2:], checkpoint_dir=str(tmp_path / "ck"),
-                               checkpoint_every=1.0) as job:
+                               checkpoint_every=1.0, heartbeat_timeout=heartbeat_timeout) as job:
 
             def cut() -> None:
                 time.sleep(6)
@@ -323,10 +324,18 @@ def test_a_shards_host_cut_off_for_good_comes_back_from_its_checkpoint(tmp_path:
 
 
 @needs_emulation
-def test_a_replicas_host_cut_off_briefly_goes_on_where_it_stopped_and_nothing_is_lost(tmp_path: Path):
-    report, steps_at_return = _run_with_a_cut(tmp_path, host=3, down_for=4.0)
+def test_a_replicas_host_partitioned_for_ten_seconds_is_noticed_kept_and_goes_on_where_it_stopped(tmp_path: Path):
+    """A 10 s network partition shorter than the heartbeat's timeout (20 s here): the job notices (the report
+    says which host was silent and for how long), keeps the host, and its replica steps on from where it was;
+    nothing is lost. (Cut for good, or past the timeout, a host is dropped: the test above.)"""
+    report, steps_at_return = _run_with_a_cut(tmp_path, host=3, down_for=10.0, seconds=30.0, heartbeat_timeout=20.0)
     faults = report["faults"]
     assert faults["shards_lost"] == faults["replicas_lost"] == faults["updates_lost"] == 0
+    assert faults["workers_hung"] == []
+    silent = {w["worker"].split("//")[1].split(":")[0]: w for w in faults["workers_silent"]}
+    assert set(silent) == {"198.18.0.3"}, faults["workers_silent"]
+    assert 10.0 <= silent["198.18.0.3"]["silent"] < 20.0  # away at least as long as the cut, less than the timeout
+    assert silent["198.18.0.3"]["t"] >= 16.0  # noticed when it answered again, after the cut (6 s + 10 s)
     first = next(r for r in report["replicas"] if r["replica"] == 0)
     assert first["worker"].split("//")[1].startswith("198.18.0.3:")
     assert steps_at_return is not None and first["steps"] > steps_at_return  # it stepped again once reconnected

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..config import RunConfig
-from ..jobs.heartbeat import Heartbeat
+from ..jobs.heartbeat import Heartbeat, late_by_worker
 from ..nn import Network
 from ..partition import AlignedLayout, Ownership, aligned_layout, ownership
 from ..partition.placement import PartitionPlacement
@@ -69,6 +69,7 @@ class Placement:
         # in the runtime's time: virtual seconds on a simulated cluster (this machine's would make its pings, and
         # so its results, depend on how fast the simulation happens to run)
         self.heartbeat = Heartbeat(config.heartbeat_timeout, clock=cluster.time.now)
+        self._late: dict[str, tuple[float, tuple[int, ...]]] = {}  # beat() to answered_late(): the beating thread's
 
     @property
     def partitions(self) -> int:
@@ -274,7 +275,14 @@ class Placement:
                 self.last_read.mark_lost(key, f"no answer to a heartbeat for {self.heartbeat.timeout:g}s: its "
                                               "machine is hung")
                 shards.append(key)
+        self._late.update(late_by_worker(self.heartbeat.answered_late(), {k: w for k, (_, w) in where.items()}))
         return {w: tuple(v) for w, v in hung.items()}
+
+    def answered_late(self) -> dict[str, tuple[float, tuple[int, ...]]]:
+        """The workers that answered a heartbeat late since the last call (``beat``): worker -> (its longest
+        silence in seconds, its shards among the late). Called by the thread that beats."""
+        late, self._late = self._late, {}
+        return late
 
     def forget_gone(self) -> None:
         """``forget_workers`` of every worker the scheduler no longer lists."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..config import RunConfig
 from ..jobs import Monitor
-from ..jobs.heartbeat import drop_hung
+from ..jobs.heartbeat import drop_hung, note_late
 from ..runtime.protocol import Runtime
 from ..telemetry import EventStream, ReplicaEvent
 from .fleet import Fleet
@@ -91,6 +91,7 @@ class Watch:
         hung = self.placement.beat(controls)
         if hung:
             drop_hung(self.cluster, self.link.events, hung, self.link.config().heartbeat_timeout)
+        note_late(self.link.events, self.placement.answered_late())
         return self.placement.heartbeat.period / 2
 
     def note_transitions(self) -> None:

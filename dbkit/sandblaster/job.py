@@ -20,7 +20,7 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Gate, Job, job_from_checkpoint, resolve_job
 from ..jobs.folders import check_workers_can_write
-from ..jobs.heartbeat import Heartbeat, drop_hung, workers_of_shards
+from ..jobs.heartbeat import Heartbeat, drop_hung, late_by_worker, note_late, workers_of_shards
 from ..jobs.machines import open_session
 from ..nn import Network
 from ..ps import ShardFigures, balanced_layout
@@ -221,6 +221,7 @@ class SandblasterLBFGS(Job):
             silent = self._heartbeat.beat_shards(server)
             if silent:
                 drop_hung(cluster, self.events, workers_of_shards(server, silent), self.config.heartbeat_timeout)
+            note_late(self.events, late_by_worker(self._heartbeat.answered_late(), dict(enumerate(server.workers))))
         return self._heartbeat.period / 2
 
     def start_from(self, path: str | os.PathLike[str]) -> SandblasterLBFGS:

@@ -21,6 +21,7 @@ from .events import (
                      ShardLost,
                      StateChange,
                      WorkerHung,
+                     WorkerSilent,
 )
 from .faults_block import faults_block
 from .partition_plot import plot_partitions
@@ -36,6 +37,6 @@ __all__ = [
     "EventStream", "LADDER", "REQUIRED", "Relayout", "ReplicaEvent", "RunRecord", "Sample", "Sampler", "StateChange",
     "TimeToAccuracy", "build_report", "compare_runs", "diverged_at", "plot_history", "plot_lines", "plot_partitions",
     "plot_timelines", "time_to_accuracy", "times_to_accuracy", "RunSummary", "SummaryTable", "summarize",
-    "validate_report", "write_report", "history", "sandblaster_block", "faults_block", "WorkerHung",
+    "validate_report", "write_report", "history", "sandblaster_block", "faults_block", "WorkerHung", "WorkerSilent",
     "trailing_rate",
 ]

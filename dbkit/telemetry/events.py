@@ -136,6 +136,17 @@ class WorkerHung(Event):
 
 
 @dataclass(frozen=True)
+class WorkerSilent(Event):
+    """``worker`` did not answer a heartbeat for ``silent`` seconds, less than the job's ``heartbeat_timeout``,
+    and then answered: a network partition that healed, a long pause. The job kept it, and what it holds
+    (``shards``, replicas) went on where it stopped."""
+
+    worker: str
+    silent: float
+    shards: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Checkpointed(Event):
     """The shards wrote a checkpoint into ``directory`` (their ``versions``), at ``step``."""
 
