@@ -344,3 +344,25 @@ def test_the_figures_floor_counts_the_work_a_report_says_was_done():
         "Downpour Adagrad": {"replicas": [2, 4], "steps": [40, 60], "batches": [0, 0]},
         "Sandblaster": {"replicas": [2, 4], "steps": [3, 3], "batches": [5, 6]}}}
     assert work(fig5, 1_000) == {"sgd_steps": 10, "adagrad_steps": 100, "unit_gradients": 11 * 20}
+
+
+def test_sim_vs_emulated_refuses_unknown_parts_and_too_few_hosts_for_sandblaster(tmp_path):
+    for args, says in ((["--parts", "downpour,nope"], "--parts takes"),
+                       (["--parts", "sandblaster", "--hosts", "4"], "needs --hosts 6")):
+        proc = subprocess.run([sys.executable, str(BENCHMARKS / "sim_vs_emulated.py"), *args], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 2 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_sim_vs_emulated_reads_the_slowed_replicas_share_of_the_units_from_a_sandblaster_report():
+    from dbkit import SandblasterLBFGS
+    from dbkit.runtime import InProcessCluster
+
+    with InProcessCluster(workers=2) as m, SandblasterLBFGS("linear", "digits", cluster=m, replicas=2, shards=1,
+                                                             iterations=2, slow_replicas={0: 5.0}) as job:
+        job.fit(progress=False)
+        report = job.report()
+    b = benchmark("sim_vs_emulated").batches(report)
+    units = report["sandblaster"]["units_per_replica"]
+    assert b.slowed_share == units["0"] / (units["0"] + units["1"]) and 0 < b.slowed_share < 0.5  # it did less
+    assert b.batch_seconds == report["sandblaster"]["batch_seconds_median"] > 0 and b.iterations == 2

@@ -80,10 +80,25 @@ def test_hosts_links_and_cpu_groups_are_built_and_removed():
         finally:
             ns.close()
         version, root = cpu_groups._root()
-        quota = (root / "dbkit-h1" / ("cpu.cfs_quota_us" if version == 1 else "cpu.max")).read_text().split()[0]
-        assert int(quota) == 50_000
+
+        def kernels_share(group: str) -> float:  # the kernel's own record: quota over period
+            if version == 1:
+                return int((root / group / "cpu.cfs_quota_us").read_text()) / int(
+                    (root / group / "cpu.cfs_period_us").read_text())
+            quota, period = (root / group / "cpu.max").read_text().split()
+            return int(quota) / int(period)
+
+        assert kernels_share("dbkit-h1") == kernels_share("dbkit-h2") == 0.5
         worker = state.pids["host-1"]
         assert worker in cpu_groups.pids("dbkit-h1")  # the worker runs under its host's CPU share
+        cluster.set_cpu(2, 0.125)  # a straggler: host 2 slowed, host 1 as it was, both workers running on
+        assert kernels_share("dbkit-h2") == 0.125 and kernels_share("dbkit-h1") == 0.5
+        assert cpu_groups.share("dbkit-h2") == 0.125
+        with pytest.raises(ValueError, match="1..2"):
+            cluster.set_cpu(3, 0.1)
+        with pytest.raises(ValueError, match="0.01 to 64"):
+            cluster.set_cpu(1, 0.0)
+        assert running(state.pids["host-2"]) and state.pids["host-2"] in cpu_groups.pids("dbkit-h2")
         from distributed import Client
 
         with Client(cluster.address, timeout=10) as client:

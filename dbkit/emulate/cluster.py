@@ -239,6 +239,17 @@ class Cluster:
         """Take host ``host``'s link down (a network partition) or bring it back up."""
         links.set_link(links.HostLink(host), up)
 
+    def set_cpu(self, host: int, share: float | None) -> None:
+        """Give host ``host`` ``share`` of a core from now on (a straggler: less than the others; ``None``: no
+        cap). Its worker keeps running; ``spec.cpu`` still says what the hosts were built with."""
+        if isinstance(host, bool) or not isinstance(host, int) or not 1 <= host <= self.spec.hosts:
+            raise ValueError(f"host must be one of 1..{self.spec.hosts}, got {host!r}")
+        if share is not None and not (isinstance(share, (int, float)) and 0.01 <= share <= 64):
+            raise ValueError(f"a host's share of a core is from 0.01 to 64, got {share!r}")
+        if self.state is None:
+            raise RuntimeError("the emulated cluster is not started")
+        cpu_groups.set_share(f"{links.PREFIX}-h{host}", share)
+
     def detach(self) -> None:
         """Leave the cluster running after this process exits (``dbkit emulate up``): ``dbkit emulate down`` or
         the next ``tear_down()`` removes it. This object no longer closes it."""

@@ -16,7 +16,11 @@ from pathlib import Path
 from .links import PREFIX
 from .support import cpu_controller
 
-PERIOD_US = 100_000
+# The quota's period. A host at 0.25 core runs 2.5 ms of each 10 ms, then waits: more like a slow CPU than a fast
+# one that pauses. With the kernel's default 100 ms (Mininet's too), a host that spent its 25 ms waited up to 75 ms,
+# and every barrier across hosts (each layer of a partitioned dense model) paid that wait: Fig. 3's dense split
+# measured 0.27x at 8 hosts with 100 ms and 0.62x with 10 ms (docs/benchmarks.md).
+PERIOD_US = 10_000
 
 
 def _root() -> tuple[int, Path]:
@@ -34,16 +38,36 @@ def create(name: str, share: float | None) -> Path:
     """The group ``name`` with at most ``share`` of a core (``None``: no cap); returns its folder."""
     if not name.startswith(PREFIX + "-"):
         raise ValueError(f"a dbkit CPU group's name starts with {PREFIX}-, got {name!r}")
+    path = _root()[1] / name
+    path.mkdir(exist_ok=True)
+    set_share(name, share)
+    return path
+
+
+def set_share(name: str, share: float | None) -> None:
+    """Cap group ``name`` at ``share`` of a core from now on (``None``: no cap); its processes keep running."""
     version, root = _root()
     path = root / name
-    path.mkdir(exist_ok=True)
+    if not path.is_dir():
+        raise ValueError(f"no CPU group {name}")
     quota = -1 if share is None else max(1000, int(share * PERIOD_US))
     if version == 1:
         (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (path / "cpu.cfs_quota_us").write_text(str(quota))
     else:
         (path / "cpu.max").write_text(f"{'max' if quota < 0 else quota} {PERIOD_US}")
-    return path
+
+
+def share(name: str) -> float | None:
+    """Group ``name``'s cap as a share of a core, from the kernel's own files (``None``: no cap)."""
+    version, root = _root()
+    if version == 1:
+        quota = int((root / name / "cpu.cfs_quota_us").read_text())
+        period = int((root / name / "cpu.cfs_period_us").read_text())
+    else:
+        q, per = (root / name / "cpu.max").read_text().split()
+        quota, period = (-1 if q == "max" else int(q)), int(per)
+    return None if quota < 0 else quota / period
 
 
 def join(name: str, pid: int | None = None) -> None:
