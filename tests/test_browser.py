@@ -35,6 +35,12 @@ REAL_JOB = "job = dbkit.DownpourSGD('mlp', 'digits', replicas=2, shards=2, optim
 SIMULATED_JOB = ("from dbkit.sim import Cluster\n"
                  "job = dbkit.DownpourSGD('mlp', 'signals', cluster=Cluster(machines=200, profile='distbelief-2012'), "
                  "replicas=1, shards=4, optimizer='adagrad', lr=0.003, n_fetch=1, n_push=1, eval_every=100)")
+# section 5 of lesson 07: a job on emulated hosts (shard on host 1, replicas from host 2 on), built in the kernel
+EMULATED_JOB = ("from dbkit.emulate import Cluster as Emulated\n"
+                "emulated = Emulated(hosts=3, link='100mbit', cpu=0.5).start()\n"
+                "hosts = emulated.workers()\n"
+                "job = dbkit.DownpourSGD('mlp', 'digits', scheduler=emulated.address, replicas=1, shards=1, "
+                "shard_workers=hosts[:1], replica_workers=hosts[1:], optimizer='adagrad', lr=0.05, seconds=600)")
 CELLS = [
     "import json, threading, time\nimport dbkit",
     "{job}\njob.start()\npanel = job.panel()\npanel",
@@ -128,12 +134,22 @@ def _notebook_page(kind: str, root: Path, home: Path, notebook: str, failure: Pa
         _stop_server(server, base, token, home)
 
 
-@pytest.mark.parametrize("kind, job, before, after", [("notebook", REAL_JOB, 2, 3), ("lab", SIMULATED_JOB, 1, 150)],
-                         ids=["notebook", "lab-simulated-200-machines"])
+def _emulation_missing() -> str | None:
+    from dbkit.emulate import missing
+
+    return missing()
+
+
+@pytest.mark.parametrize("kind, job, before, after", [
+    ("notebook", REAL_JOB, 2, 3), ("lab", SIMULATED_JOB, 1, 150),
+    pytest.param("lab", EMULATED_JOB, 1, 2, marks=pytest.mark.skipif(
+        _emulation_missing() is not None, reason=f"no emulated cluster here: {_emulation_missing()}"))],
+    ids=["notebook", "lab-simulated-200-machines", "lab-emulated-hosts"])
 def test_the_panel_steers_a_running_job_from_the_browser(kind, job, before, after, tmp_path):
     """Notebook 7, a real job: 2 replicas to 3. Lesson 08's job on 200 simulated machines in JupyterLab:
-    1 replica to 150, typed into the same box (the slider reaches the cluster's size). (A real job in
-    JupyterLab: lesson 00's test below.)"""
+    1 replica to 150, typed into the same box (the slider reaches the cluster's size). Lesson 07's job on
+    emulated hosts (built in the kernel, as root): 1 replica to 2, the new one on host 3; the kernel's end
+    removes the hosts. (A real job in JupyterLab: lesson 00's test below.)"""
     root, home = tmp_path / "root", tmp_path / "home"
     root.mkdir()
     state, stop = root / "state.json", root / "stop"
@@ -166,6 +182,13 @@ def test_the_panel_steers_a_running_job_from_the_browser(kind, job, before, afte
         finally:
             stop.touch()  # the kernel stops its job, then the server shuts the kernel down
             _until(lambda: _state(state).get("stopped") or not _state(state), 60, "the job to stop")
+    if job == EMULATED_JOB:  # the kernel closed its hosts on the way out (or, killed, its reaper did)
+        from dbkit.emulate import leftovers, tear_down
+
+        try:
+            assert _until(lambda: not leftovers(), 60, "the emulated hosts to be removed")
+        finally:
+            tear_down()
 
 
 def _kernel_idle(page) -> bool:
