@@ -363,6 +363,6 @@ def test_sim_vs_emulated_reads_the_slowed_replicas_share_of_the_units_from_a_san
         job.fit(progress=False)
         report = job.report()
     b = benchmark("sim_vs_emulated").batches(report)
-    units = report["sandblaster"]["units_per_replica"]
-    assert b.slowed_share == units["0"] / (units["0"] + units["1"]) and 0 < b.slowed_share < 0.5  # it did less
+    units = report["sandblaster"]["units_per_replica"]  # (a replica whose every unit a backup beat is not listed)
+    assert b.slowed_share == units.get("0", 0) / sum(units.values()) and b.slowed_share < 0.5  # it did less
     assert b.batch_seconds == report["sandblaster"]["batch_seconds_median"] > 0 and b.iterations == 2
