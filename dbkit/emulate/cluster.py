@@ -33,6 +33,12 @@ class EmulationUnavailable(RuntimeError):
     """This machine cannot build an emulated cluster; the message says what is missing, in one line."""
 
 
+def check_share(name: str, share: float | None) -> None:
+    """Refuse a host's CPU share outside 0.01 to 64 cores (``None``, uncapped, is allowed)."""
+    if share is not None and not (isinstance(share, (int, float)) and 0.01 <= share <= 64):
+        raise ValueError(f"{name} is a host's share of one core, from 0.01 to 64, got {share!r}")
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to build: ``hosts`` hosts, each link at ``link`` both ways, each host ``cpu`` of a core
@@ -47,8 +53,7 @@ class ClusterSpec:
         if isinstance(self.hosts, bool) or not isinstance(self.hosts, int) or not 1 <= self.hosts <= links.MAX_HOSTS:
             raise ValueError(f"hosts must be a whole number from 1 to {links.MAX_HOSTS}, got {self.hosts!r}")
         links.parse_rate(self.link)
-        if self.cpu is not None and not (isinstance(self.cpu, (int, float)) and 0.01 <= self.cpu <= 64):
-            raise ValueError(f"cpu is a host's share of one core, from 0.01 to 64, got {self.cpu!r}")
+        check_share("cpu", self.cpu)
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= 64:
             raise ValueError(f"threads must be a whole number from 1 to 64, got {self.threads!r}")
 
@@ -244,8 +249,7 @@ class Cluster:
         cap). Its worker keeps running; ``spec.cpu`` still says what the hosts were built with."""
         if isinstance(host, bool) or not isinstance(host, int) or not 1 <= host <= self.spec.hosts:
             raise ValueError(f"host must be one of 1..{self.spec.hosts}, got {host!r}")
-        if share is not None and not (isinstance(share, (int, float)) and 0.01 <= share <= 64):
-            raise ValueError(f"a host's share of a core is from 0.01 to 64, got {share!r}")
+        check_share("share", share)
         if self.state is None:
             raise RuntimeError("the emulated cluster is not started")
         cpu_groups.set_share(f"{links.PREFIX}-h{host}", share)
