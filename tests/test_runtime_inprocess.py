@@ -12,7 +12,7 @@ import dbkit
 from dbkit import data, nn
 from dbkit.config import RunConfig
 from dbkit.runtime import InProcessCluster
-from dbkit.runtime.inprocess.workers import Task, Worker
+from dbkit.runtime.inprocess.workers import ActorProxy, Task, Worker
 from dbkit.sync_sgd import SGDTrainer
 from dbkit.telemetry import validate_report
 
@@ -128,6 +128,9 @@ class _Counter:
     def total(self) -> float:
         return float(self.values.sum())
 
+    def hold(self) -> None:
+        self.release.wait(5)
+
     def add_from(self, other) -> float:
         return other.total().result(timeout=5)
 
@@ -167,6 +170,27 @@ def test_a_lost_worker_refuses_calls_and_its_tasks_count_as_lost():
     failing = Task(Worker("inprocess://other"), "bad", lambda: 1 / 0, (), {})
     assert failing.join(5) and failing.status == "error"
     assert isinstance(failing.exception(1), ZeroDivisionError)
+
+
+def test_a_call_still_queued_when_its_callers_worker_is_lost_never_runs():
+    """A lost machine's messages do not arrive: a push queued behind a slow call on the shard's worker
+    is dropped if the replica's worker dies before it runs (else it lands after the coordinator has
+    asked what landed, and the unit it carries counts twice). A call already running is kept."""
+    shard_host, replica_host = Worker("inprocess://shard"), Worker("inprocess://replica")
+    shard = _Counter(np.zeros(1))
+    shard.release = release = threading.Event()
+    shard_host.add("k", shard)
+    busy = shard_host.call("k", "hold", (), {})  # the shard's one actor thread is busy
+    push = ActorProxy(shard_host, "k", caller=replica_host).add(np.ones(1))  # sent, still queued
+    kept = ActorProxy(shard_host, "k").add(np.ones(1) * 10)  # the coordinator's own, sent after
+    replica_host.lose()
+    release.set()
+    busy.result(timeout=5)
+    with pytest.raises(RuntimeError, match="was lost"):
+        push.result(timeout=5)
+    kept.result(timeout=5)
+    assert shard_host.call("k", "total", (), {}).result(timeout=5) == 10.0
+    shard_host.close()
 
 
 # ---- a lost machine, in process (as tests/test_recovery.py does with killed worker processes) --------------

@@ -85,9 +85,15 @@ class Worker:
         with self._lock:
             self._actors.pop(key, None)
 
-    def call(self, key: str, method: str, args: tuple, kwargs: dict) -> Answer:
+    def call(self, key: str, method: str, args: tuple, kwargs: dict, caller: Worker | None = None) -> Answer:
         """``actor.method(*args, **kwargs)`` on copies of the arguments: on this worker's actor thread, or
-        (an ``async`` method) on its event loop; its answer."""
+        (an ``async`` method) on its event loop; its answer.
+
+        ``caller``: the worker that sent the call. If it is lost before the call runs, the call does not
+        run (it raises ``RuntimeError``): a message still queued here when its machine died never arrived.
+        Without this, a lost replica's push queued behind other calls landed after the coordinator had
+        asked the shard what had landed and handed its unit to another replica, whose push of the same
+        unit was then refused as a duplicate (a CI run lost both replicas so)."""
         args, kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)
         with self._lock:
             actor = self._actors.get(key) if self._alive else None
@@ -96,7 +102,7 @@ class Worker:
             fn = getattr(actor, method)
             if inspect.iscoroutinefunction(fn):
                 return _answer(asyncio.run_coroutine_threadsafe(fn(*args, **kwargs), self._event_loop()))
-            return _answer(self._calls.submit(fn, *args, **kwargs))
+            return _answer(self._calls.submit(_unless_lost, caller, fn, *args, **kwargs))
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         """The worker's event loop, started on its own thread at the first ``async`` call (``_lock`` held)."""
@@ -135,6 +141,13 @@ class Worker:
                 loop.close()
 
 
+def _unless_lost(caller: Worker | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, on the actor thread, if the worker that sent the call is still alive."""
+    if caller is not None and not caller.alive:
+        raise RuntimeError(f"{LOST}: the caller's worker {caller.address}")
+    return fn(*args, **kwargs)
+
+
 class ActorProxy:
     """Calls to one actor, each answered by a future (``result(timeout=...)``).
 
@@ -156,7 +169,7 @@ class ActorProxy:
         def call(*args: Any, **kwargs: Any) -> Answer:
             if self._caller is not None and not self._caller.alive:
                 raise RuntimeError(f"{LOST}: the caller's worker {self._caller.address}")
-            return self._worker.call(self.key, name, args, kwargs)
+            return self._worker.call(self.key, name, args, kwargs, self._caller)
 
         return call
 
