@@ -78,8 +78,9 @@ class SimulatedPartition(DownpourPartition):
             nbytes = values.nbytes + self.cost.profile.message.header_bytes
             cpu = self.cost.message_cpu(nbytes)
             sent = self.machine.reserve(now, cpu)
-            arrival = (self.links.transfer(sent, self.machine, partner.machine, nbytes)
-                       + self.cost.profile.message.partition_message_seconds)
+            self.links.send(sim, sent, self.machine, partner.machine, nbytes, lambda: partner.deliver(key, values),
+                            extra=self.cost.profile.message.partition_message_seconds)
+            return
         if arrival <= now:
             partner.deliver(key, values)
         else:

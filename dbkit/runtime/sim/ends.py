@@ -124,8 +124,9 @@ class ShardEnd(OwnedEnd):
             arrival = now + c.delay
         else:
             sent = self.client.reserve(now, c.send)
-            arrival = svc.network.transfer(sent, self.client, svc.machine, c.up)
             request.switch_seconds = self.cost.profile.machine.switch_seconds
+            svc.network.send(sim, sent, self.client, svc.machine, c.up, lambda: svc.arrive(request))
+            return future
         if arrival <= now:
             svc.arrive(request)
         else:

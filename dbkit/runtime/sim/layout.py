@@ -146,7 +146,7 @@ def lay_out(cluster: Cluster, shards: int, coordinator: bool = False) -> Layout:
     added with ``Layout.add_replica`` as they start."""
     spec = cluster.spec
     count = cluster.machines or spec.machine.machines
-    network = Network(spec.machine.latency)
+    network = Network(spec.machine.latency, shared=bool(spec.machine.shared_links))
     if count:
         m = spec.machine
         host = Cores(m.host_cores) if m.host_cores else None

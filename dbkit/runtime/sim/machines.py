@@ -3,7 +3,8 @@
 A computation holds a core of its machine for the time the cost model gives;
 a message holds the sender's and the receiver's NIC at once for its bytes at
 the slower of their bandwidths, then travels the network's latency. Both are
-first come, first served. Every reservation is made at the current virtual
+first come, first served (a network may instead let messages share NICs:
+``shared_links``). Every reservation is made at the current virtual
 time, in the order events happen, so it can be worked out at once (the
 earliest free core, the later of two NICs' free times) instead of with an
 event per queue.
@@ -15,6 +16,8 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .shared_links import SharedLinks
 
 if TYPE_CHECKING:
     from .engine import Simulation
@@ -136,14 +139,32 @@ class Machine:
 @dataclass
 class Network:
     """What connects the machines: one ``latency`` for every message between two machines; a message
-    within a machine costs ``local_latency`` and no NIC."""
+    within a machine costs ``local_latency`` and no NIC. ``shared``: messages crossing a NIC at once share it
+    (``shared_links``, as TCP flows do) instead of holding it in turn, first come, first served."""
 
     latency: float
     local_latency: float = 0.0
+    shared: bool = False
+    _links: SharedLinks | None = field(default=None, repr=False, compare=False)
+
+    def send(self, sim: Simulation, start: float, src: Machine, dst: Machine, nbytes: int,
+             then: Callable[[], None], extra: float = 0.0) -> None:
+        """Send ``nbytes`` from ``src`` to ``dst`` from ``start`` (now or later, on machines of their own);
+        ``then()`` runs when the last byte has arrived, and ``extra`` seconds more."""
+        if self.shared:
+            if self._links is None or self._links.sim is not sim:
+                self._links = SharedLinks(sim)
+            self._links.send(start, src, dst, nbytes, self.latency + extra, then)
+            return
+        arrival, now = self.transfer(start, src, dst, nbytes) + extra, sim.now
+        if arrival <= now:
+            then()
+        else:
+            sim.at(arrival - now, then)
 
     def transfer(self, now: float, src: Machine, dst: Machine, nbytes: int) -> float:
-        """Send ``nbytes`` from ``src`` to ``dst`` starting no earlier than ``now``; returns when the
-        last byte has arrived."""
+        """Send ``nbytes`` from ``src`` to ``dst`` starting no earlier than ``now``, first come, first
+        served; returns when the last byte has arrived."""
         if src is dst:
             return now + self.local_latency
         seconds = nbytes / min(src.bandwidth, dst.bandwidth)

@@ -40,7 +40,9 @@ class MachineSpec:
     ``release_seconds``: when not 0, a computation lets the machine's other threads' short work (a shard's
     service, a message's CPU) in at its next release of the interpreter lock, about this long after the work
     arrives, instead of after the whole computation; the next computation on the machine pays for it, and
-    ``handoff_seconds`` more for each such hand-off of the lock (the switches there and back)."""
+    ``handoff_seconds`` more for each such hand-off of the lock (the switches there and back).
+    ``shared_links``: 1 if messages crossing a NIC at once share it, as TCP flows through a link do
+    (``dbkit.runtime.sim.shared_links``); 0 if each holds it in turn, first come, first served."""
 
     cores: int
     bandwidth: float
@@ -53,6 +55,7 @@ class MachineSpec:
     switch_seconds: float = 0.0
     release_seconds: float = 0.0
     handoff_seconds: float = 0.0
+    shared_links: int = 0
 
     @property
     def host_slowdown(self) -> float:
@@ -137,9 +140,11 @@ class Profile:
 SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "shard": ShardSpec,
                              "message": MessageSpec}
 #: fields that may be zero (a cost that is absent); all other numbers must be positive
+#: fields with an upper bound (a flag: 0 or 1)
+AT_MOST = {"shared_links": 1}
 MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
                "replica_step_seconds", "task_seconds", "contention", "host_cores", "host_load", "switch_seconds",
-               "release_seconds", "handoff_seconds",
+               "release_seconds", "handoff_seconds", "shared_links",
                "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
                "control_seconds", "partition_message_seconds", "push_seconds_per_float_sgd",
                "push_seconds_per_float_adagrad", "fetch_seconds_per_float", "vector_seconds_per_float"}
@@ -162,6 +167,8 @@ def _section(kind: type, values: Any, name: str, where: str) -> Any:
         if not math.isfinite(v) or v < 0 or (v == 0 and f.name not in MAY_BE_ZERO):
             raise ProfileError(f"profile {where}: {key} must be a finite number "
                                f"{'>= 0' if f.name in MAY_BE_ZERO else '> 0'}, got {v!r}")
+        if f.name in AT_MOST and v > AT_MOST[f.name]:
+            raise ProfileError(f"profile {where}: {key} must be at most {AT_MOST[f.name]}, got {v!r}")
         out[f.name] = int(v) if whole else float(v)
     unknown = sorted(set(values) - {f.name for f in fields(kind)})
     if unknown:

@@ -165,12 +165,12 @@ class ShardService:
         now = self.sim.now
         client, network = request.client, self.network
         if client is self.machine:
-            arrival = now + network.local_latency
+            _deliver(self.sim, request, value, error, now + network.local_latency)
         elif request.control:
-            arrival = now + self.cost.profile.message.control_seconds
+            _deliver(self.sim, request, value, error, now + self.cost.profile.message.control_seconds)
         else:
-            arrival = network.transfer(now, self.machine, client, request.reply_bytes)
-        _deliver(self.sim, request, value, error, arrival)
+            network.send(self.sim, now, self.machine, client, request.reply_bytes,
+                         _arrival(self.sim, request, value, error))
         self.in_service -= 1
         if self.queue:
             self._serve(self.queue.popleft())
@@ -178,10 +178,16 @@ class ShardService:
 
 def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException | None, arrival: float) -> None:
     """The reply reaches its client at ``arrival``; a data reply then costs the client's CPU to take in."""
-    cpu = request.client_cpu
-    if arrival <= sim.now and cpu <= 0:
+    if arrival <= sim.now and request.client_cpu <= 0:
         request.future.settle(value, error)
         return
+    sim.at(max(0.0, arrival - sim.now), _arrival(sim, request, value, error))
+
+
+def _arrival(sim: Simulation, request: Request, value: Any, error: BaseException | None) -> Callable[[], None]:
+    """What runs when a reply reaches its client: the client takes it in (its CPU, when a thread of it
+    gets to run), then the caller's future is settled."""
+    cpu = request.client_cpu
 
     def arrived() -> None:
         when_free(sim, request.client, request.switch_seconds, take)
@@ -193,4 +199,4 @@ def _deliver(sim: Simulation, request: Request, value: Any, error: BaseException
         else:
             sim.at(done - sim.now, lambda: request.future.settle(value, error))
 
-    sim.at(max(0.0, arrival - sim.now), arrived)
+    return arrived
