@@ -354,6 +354,14 @@ def test_sim_vs_emulated_refuses_unknown_parts_and_too_few_hosts_for_sandblaster
         assert proc.returncode == 2 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_emulated_cluster_refuses_more_flows_than_one_host_has_partners_in_one_line(tmp_path):
+    for flows in ("8", "0", "1,x", ""):
+        proc = subprocess.run([sys.executable, str(BENCHMARKS / "emulated_cluster.py"), "--hosts", "8", "--flows",
+                               flows], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 2 and "--flows takes whole numbers in [1, 7]" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_sim_vs_emulated_reads_the_slowed_replicas_share_of_the_units_from_a_sandblaster_report():
     from dbkit import SandblasterLBFGS
     from dbkit.runtime import InProcessCluster
