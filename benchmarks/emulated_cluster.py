@@ -26,28 +26,6 @@ import time
 
 from common import write_json
 
-RECEIVE = """
-import socket, sys, time
-s = socket.create_server((sys.argv[1], 5001)); c, _ = s.accept(); n, t0 = 0, None
-while True:
-    b = c.recv(1 << 20)
-    if not b:
-        break
-    t0 = t0 or time.perf_counter(); n += len(b)
-print(n, time.perf_counter() - t0)
-"""
-SEND = """
-import socket, sys, time
-for _ in range(100):
-    try:
-        s = socket.create_connection((sys.argv[1], 5001)); break
-    except OSError:
-        time.sleep(0.05)
-buf = b"x" * (1 << 20)
-for _ in range(int(sys.argv[2])):
-    s.sendall(buf)
-s.close()
-"""
 RECEIVE_MANY = """
 import socket, sys, threading, time
 servers = [socket.create_server((sys.argv[1], int(sys.argv[2]) + i)) for i in range(int(sys.argv[3]))]
@@ -103,12 +81,12 @@ def on_host(k: int | None, code: str, *args: str) -> list[str]:
 
 def transfer(megabytes: int, sender: int | None, receiver: int | None, address: str) -> float:
     """Bits per second of a bulk TCP transfer of ``megabytes`` MiB, as the receiver counts them."""
-    rx = subprocess.Popen(on_host(receiver, RECEIVE, address), stdout=subprocess.PIPE, text=True)
+    rx = subprocess.Popen(on_host(receiver, RECEIVE_MANY, address, "5001", "1"), stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)
-    subprocess.run(on_host(sender, SEND, address, str(megabytes)), check=True, timeout=600)
+    subprocess.run(on_host(sender, SEND_MANY, address, "5001", str(megabytes)), check=True, timeout=600)
     out, _ = rx.communicate(timeout=60)
-    n, seconds = out.split()
-    return int(n) * 8 / float(seconds)
+    n, first, last = out.split()
+    return int(n) * 8 / (float(last) - float(first))
 
 
 def flows(k: int, megabytes: int, into_one: bool) -> float:
