@@ -19,11 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .engine import Simulation
-    from .machines import Machine
+
+
+class Machine(Protocol):
+    """What a flow needs of a machine (``machines.Machine`` is one): its NIC's rate each way and its counters."""
+
+    bandwidth: float
+    tx_busy: float
+    rx_busy: float
+    bytes_sent: int
+    bytes_received: int
+    messages_sent: int
 
 
 @dataclass(eq=False)
