@@ -151,7 +151,7 @@ class Network:
              then: Callable[[], None], extra: float = 0.0) -> None:
         """Send ``nbytes`` from ``src`` to ``dst`` from ``start`` (now or later, on machines of their own);
         ``then()`` runs when the last byte has arrived, and ``extra`` seconds more."""
-        if self.shared:
+        if self.shared and src is not dst:
             if self._links is None or self._links.sim is not sim:
                 self._links = SharedLinks(sim)
             self._links.send(start, src, dst, nbytes, self.latency + extra, then)

@@ -139,9 +139,9 @@ class Profile:
 
 SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "shard": ShardSpec,
                              "message": MessageSpec}
-#: fields that may be zero (a cost that is absent); all other numbers must be positive
 #: fields with an upper bound (a flag: 0 or 1)
 AT_MOST = {"shared_links": 1}
+#: fields that may be zero (a cost that is absent); all other numbers must be positive
 MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
                "replica_step_seconds", "task_seconds", "contention", "host_cores", "host_load", "switch_seconds",
                "release_seconds", "handoff_seconds", "shared_links",

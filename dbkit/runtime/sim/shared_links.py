@@ -36,6 +36,9 @@ class Machine(Protocol):
     messages_sent: int
 
 
+MIN_RATE = 1e-9  # bytes/s: a flow's rate is never 0, so its end is a time (moved when a flow ends)
+
+
 @dataclass(eq=False)
 class Flow:
     """One message on the wire: ``left`` bytes still to go from ``src`` to ``dst`` at ``rate`` bytes/s;
@@ -68,6 +71,7 @@ def fair_rates(flows: list[Flow]) -> list[float]:
         if not live:
             return rates
         share, tightest = min(live, key=lambda x: x[0])
+        share = max(share, MIN_RATE)  # (a NIC filled to the last float by rounding: its flows wait for a change)
         for i in members[tightest]:
             if fixed[i]:
                 continue
