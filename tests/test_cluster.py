@@ -165,6 +165,7 @@ def test_timing_a_roundtrip_and_a_partitioned_step_cleans_up_after_itself(local_
         time_roundtrip(local_cluster, 2, 3)
     step = time_partitioned_step(local_cluster, nn.build("signal-local", 40, 10, filters=4), 2, steps=2)
     assert step.k == 2 and step.step_ms > 0 and step.k1_ms > 0
+    assert step.compute_ms is not None and step.compute_ms > 0  # the busiest partition's arithmetic, timed in it
     assert step.bytes_per_step == step.min_bytes_per_step > 0  # what crossed = what the connectivity needs
     with pytest.raises(ValueError, match="k must be in"):
         time_partitioned_step(local_cluster, nn.build("linear", 4, 2), 3)

@@ -45,6 +45,8 @@ def test_rates_and_settings_are_checked():
     for kwargs in ({"hosts": 0}, {"hosts": 2.5}, {"cpu": 0.0}, {"link": "fast"}, {"threads": 0}):
         with pytest.raises(ValueError):
             ClusterSpec(**kwargs)  # type: ignore[arg-type]
+    # a host's BLAS gets the cores its share amounts to
+    assert [ClusterSpec(cpu=c).blas_threads for c in (0.25, 1.0, 1.5, 4, None)] == [1, 1, 2, 4, 1]
 
 
 def test_without_root_it_says_so_in_one_line_and_exits_2(monkeypatch, capsys):
@@ -61,6 +63,12 @@ def _qdisc_rate(ipr, ifname: str) -> int:
         if q.get_attr("TCA_KIND") == "tbf":
             return q.get_nested("TCA_OPTIONS", "TCA_TBF_PARMS")["rate"] * 8
     raise AssertionError(f"no token bucket on {ifname}")
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
 
 @needs_emulation
@@ -104,7 +112,10 @@ def test_hosts_links_and_cpu_groups_are_built_and_removed():
 
         with Client(cluster.address, timeout=10) as client:
             seen = sorted(w.split("//")[1].split(":")[0] for w in client.scheduler_info()["workers"])
+            blas = client.run(_blas_threads)
         assert seen == ["198.18.0.1", "198.18.0.2"]
+        # half a core is one core's worth of BLAS threads: a second would spin on the host's quota
+        assert sorted(blas.values()) == [[1], [1]]
         pids = list(state.pids.values())
     assert leftovers() == []
     assert not any(running(p) for p in pids)

@@ -100,6 +100,7 @@ class PartitionStep:
     min_bytes_per_step: int
     baseline_ms: float | None = None
     transport: str = "socket"
+    compute_ms: float | None = None  # the busiest partition's arithmetic per step (wall ms in its layers' parts)
 
     @property
     def speedup(self) -> float:
@@ -141,7 +142,8 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
         for rep in replicas.values():
             rep.set_params(params)
             rep.load_batch(X, y)
-        sent0 = sum(r["bytes_sent"] for r in replicas[k].run(None, None, return_grad=False))  # warm up
+        first = replicas[k].run(None, None, return_grad=False)  # warm up
+        sent0, busy0 = sum(r["bytes_sent"] for r in first), [r["compute_seconds"] for r in first]
         baseline = tuple(cluster.put(a, workers[0]) for a in (network, params, X, y)) if whole else None
         if all(rep.wired for rep in replicas.values()):
             keys = {kk: str(rep.parts[0].key) for kk, rep in replicas.items()}
@@ -150,11 +152,13 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
         else:
             times, base = _call_steps(replicas, steps, None if baseline is None else lambda: cluster.submit_on(
                 workers[0], _whole_step_task, baseline, key=f"timing{tag}-whole-{time.perf_counter_ns()}").result())
-        sent = sum(r["bytes_sent"] for r in replicas[k].run(None, None, return_grad=False))  # cumulative
+        last = replicas[k].run(None, None, return_grad=False)  # cumulative counts
+        counted = sum(_blocks(steps, BLOCK)) + 1  # the steps since the warm-up, this one included
+        sent = sum(r["bytes_sent"] for r in last)
+        busy = max(r["compute_seconds"] - b for r, b in zip(last, busy0))
         return PartitionStep(k, 1e3 * float(np.median(times[k])), 1e3 * float(np.median(times[1])),
-                             (sent - sent0) / (sum(_blocks(steps, BLOCK)) + 1) if k > 1 else 0.0,
-                             replicas[k].minimum_bytes(batch),
-                             1e3 * float(np.median(base)) if base else None, transport)
+                             (sent - sent0) / counted if k > 1 else 0.0, replicas[k].minimum_bytes(batch),
+                             1e3 * float(np.median(base)) if base else None, transport, 1e3 * busy / counted)
     finally:
         for rep in replicas.values():
             rep.release()

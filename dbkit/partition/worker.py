@@ -20,6 +20,7 @@ runs either way: on a thread it never suspends (``run_through``).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,7 @@ class PartitionWorker:
         self.partners: list[Any] = []
         self.box = EventBox(index, self.exchange_timeout)  # an actor partition's letters (not wired)
         self.bytes_sent = 0
+        self.compute_seconds = 0.0  # wall seconds in this partition's arithmetic (layer parts), cumulative
         self.aborted: str | None = None
         self._outbox: list = []  # this step's messages on their way
         self._pool = None
@@ -123,9 +125,13 @@ class PartitionWorker:
         """Run ``fn(*args)`` on this partition's own arithmetic thread (always the same one, so its
         big temporaries are reused from one memory arena) while the event loop keeps serving messages."""
         self._check_aborted()
-        if self.link is not None:  # a wired step runs on a thread already
-            return fn(*args)
-        return await asyncio.get_running_loop().run_in_executor(self._thread(), fn, *args)
+        began = time.perf_counter()
+        try:
+            if self.link is not None:  # a wired step runs on a thread already
+                return fn(*args)
+            return await asyncio.get_running_loop().run_in_executor(self._thread(), fn, *args)
+        finally:
+            self.compute_seconds += time.perf_counter() - began
 
     def _thread(self):
         """This partition's own thread (one, so its big temporaries come from one memory arena)."""
@@ -330,5 +336,6 @@ class PartitionWorker:
         if self._outbox:  # every message delivered before the step counts as done
             await asyncio.gather(*self._outbox)
         return {"partition": j, "loss": loss, "penalty": penalty,
-                "grad": grad if return_grad else None, "bytes_sent": self.bytes_sent}
+                "grad": grad if return_grad else None, "bytes_sent": self.bytes_sent,
+                "compute_seconds": self.compute_seconds}
 
