@@ -12,9 +12,10 @@ leads each step over the partition wire), interleaved with the same network in 1
 measured speed-up (K = 1 step over K step, the quantity of the paper's Fig. 3) stands beside:
 
 - the simulator's prediction for the same models on the same cluster (``partitioned_step`` on
-  ``emulated_profile``: the links' rate, 50 us, each host's arithmetic measured under its quota: a speech
-  gradient for dense arithmetic and the local probe's for locally connected arithmetic), and the same
-  prediction with the base profile's rate of locally connected arithmetic (what the first profile did), and
+  ``emulated_profile`` with ``HostProbes``: the links' rate, 50 us, and what a partition's worker on a host
+  does, measured there by ``dbkit.calibration.host_probes``: a dense and a local probe network's gradients
+  and one boundary message's hop), and the same prediction from the speech probe alone (the base
+  profile's arithmetic rates and its Dask actor call as the boundary message: what the earlier passes did), and
 - the paper's shape: the fully connected model gains little and peaks early (the speech model: 2.2x at 8
   machines, less beyond), the locally connected one keeps gaining (Sec. 5, Fig. 3).
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import asdict
 
 from common import write_json
 from partition_speedup import models
@@ -35,41 +37,48 @@ PAPER = "dense peaks early (speech: 2.2x at 8 machines); locally connected keeps
 
 def predicted(profile, net, ks: list[int], batch: int) -> list[float]:  # noqa: ANN001 - a simulator profile
     """The simulator's speed-up of ``net`` at each K on ``profile``'s machines, cut into bands of rows as
-    dbkit's partitioner cuts it."""
+    dbkit's partitioner cuts it; a forward and backward pass, without the update after it, as measured."""
     from dbkit.runtime.sim.partitioned_step import partitioned_step
     from dbkit.runtime.sim.shape import ModelShape
 
     shape = ModelShape.of(net)
-    one = partitioned_step(profile, shape, 1, batch, bands=True).seconds
-    return [one / partitioned_step(profile, shape, k, batch, bands=True).seconds for k in ks]
+    one = partitioned_step(profile, shape, 1, batch, bands=True, update=False).seconds
+    return [one / partitioned_step(profile, shape, k, batch, bands=True, update=False).seconds for k in ks]
 
 
 def measure_link(hosts: int, link: str, cpu: float, ks: list[int], steps: int, batch: int) -> dict:
     """Build the cluster for ``link``, measure each model at each K and predict the same; returns the rows."""
     from dbkit.calibration import time_partitioned_step
+    from dbkit.calibration.host_probes import measure as measure_host_probes
     from dbkit.emulate import Cluster, ClusterSpec
     from dbkit.emulate.profile import emulated_profile, gradient_seconds
     from dbkit.runtime.dask import Cluster as DaskCluster
 
     out: dict = {"link": link, "hosts": hosts, "cpu": cpu, "models": {}}
     with Cluster(hosts=hosts, link=link, cpu=cpu) as emulated:
-        grad, local = gradient_seconds(1), gradient_seconds(1, reps=5, model="local")
-        profile = emulated_profile(ClusterSpec(hosts=hosts, link=link, cpu=cpu), grad, local_seconds=local)
-        plain = emulated_profile(ClusterSpec(hosts=hosts, link=link, cpu=cpu), grad)
-        out.update(gradient_seconds=grad, local_gradient_seconds=local, profile=profile.name)
+        grad = gradient_seconds(1)
         with DaskCluster(scheduler=emulated.address) as dask_cluster:
+            probes = measure_host_probes(dask_cluster)
+            spec = ClusterSpec(hosts=hosts, link=link, cpu=cpu)
+            profile, plain = emulated_profile(spec, grad, probes=probes), emulated_profile(spec, grad)
+            out.update(gradient_seconds=grad, host_probes=asdict(probes), profile=profile.name)
+            print(f"  {link}: host probes: dense {probes.dense_seconds * 1e3:.1f} ms, local "
+                  f"{probes.local_seconds * 1e3:.1f} ms, a hop {probes.hop_seconds * 1e3:.2f} ms",
+                  file=sys.stderr, flush=True)
             for name, net in models().items():
                 rows = []
                 for k in ks:
                     began = time.perf_counter()
                     s = time_partitioned_step(dask_cluster, net, k, steps, batch, whole=False)
                     rows.append({"k": k, "step_ms": s.step_ms, "k1_ms": s.k1_ms, "speedup": s.speedup,
+                                 "compute_ms": s.compute_ms,
                                  "bytes_per_step": s.bytes_per_step, "seconds": time.perf_counter() - began})
                     print(f"  {link} {name} K={k}: {s.step_ms:.1f} ms/step, K=1 {s.k1_ms:.1f} ms, "
                           f"{s.speedup:.2f}x", file=sys.stderr, flush=True)
-                for row, sim, dense_rate in zip(rows, predicted(profile, net, ks, batch),
-                                                predicted(plain, net, ks, batch)):
-                    row["simulated_speedup"], row["simulated_base_local_rate"] = sim, dense_rate
+                for row, sim, speech_only in zip(rows, predicted(profile, net, ks, batch),
+                                                 predicted(plain, net, ks, batch)):
+                    row["simulated_speedup"], row["simulated_speech_probe_only"] = sim, speech_only
+                    row["error"] = sim / row["speedup"] - 1
                 out["models"][name] = {"parameters": net.size, "rows": rows}
     return out
 
@@ -96,16 +105,18 @@ def main(argv=None) -> int:
         return 2
     runs = [measure_link(args.hosts, link, args.cpu, ks, args.steps, args.batch) for link in args.links.split(",")]
     for run in runs:
+        hp = run["host_probes"]
         print(f"\n{run['hosts']} emulated hosts, {run['link']} links, {run['cpu']} core each "
-              f"(on a host, a speech gradient: {run['gradient_seconds'] * 1e3:.1f} ms, the local probe's: "
-              f"{run['local_gradient_seconds'] * 1e3:.1f} ms; profile {run['profile']})")
-        print(f"{'model':>6} {'K':>3} {'ms/step':>8} {'K=1 ms':>7} {'measured':>9} {'simulated':>10} "
-              f"{'sim, base local rate':>21} {'bytes/step':>11}")
+              f"(on a host, a speech gradient: {run['gradient_seconds'] * 1e3:.1f} ms; in a host's worker, the "
+              f"dense probe's {hp['dense_seconds'] * 1e3:.1f} ms, the local probe's {hp['local_seconds'] * 1e3:.1f} "
+              f"ms, a boundary hop {hp['hop_seconds'] * 1e3:.2f} ms; profile {run['profile']}, simulated)")
+        print(f"{'model':>6} {'K':>3} {'ms/step':>8} {'arith ms':>8} {'K=1 ms':>7} {'measured':>9} "
+              f"{'simulated':>10} {'error':>6} {'sim, speech probe only':>23} {'bytes/step':>11}")
         for name, m in run["models"].items():
             for r in m["rows"]:
-                print(f"{name:>6} {r['k']:>3} {r['step_ms']:>8.1f} {r['k1_ms']:>7.1f} {r['speedup']:>8.2f}x "
-                      f"{r['simulated_speedup']:>9.2f}x {r['simulated_base_local_rate']:>20.2f}x "
-                      f"{r['bytes_per_step']:>11,.0f}")
+                print(f"{name:>6} {r['k']:>3} {r['step_ms']:>8.1f} {r['compute_ms']:>8.1f} {r['k1_ms']:>7.1f} "
+                      f"{r['speedup']:>8.2f}x {r['simulated_speedup']:>9.2f}x {r['error']:>+6.0%} "
+                      f"{r['simulated_speech_probe_only']:>22.2f}x {r['bytes_per_step']:>11,.0f}")
             best = max(m["rows"], key=lambda r: r["speedup"])
             print(f"{name:>6}   measured peak {best['speedup']:.2f}x at K={best['k']}")
     print(f"\npaper (Fig. 3): {PAPER}")

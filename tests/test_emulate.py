@@ -418,32 +418,38 @@ def test_the_emulated_clusters_profile_is_here_with_its_links_and_its_measured_a
             emulated_profile(ClusterSpec(), measured_seconds=bad)
 
 
-def test_a_measured_local_probe_sets_the_rate_of_locally_connected_arithmetic_and_nothing_else():
-    from dbkit.emulate.profile import emulated_profile, probe_network
+def test_probes_measured_in_a_hosts_worker_set_its_arithmetic_rates_and_boundary_message_and_nothing_else():
+    from dbkit import nn
+    from dbkit.emulate.profile import LINK_LATENCY, HostProbes, emulated_profile, probe_network
     from dbkit.runtime.sim.partitioned_step import partitioned_step
-    from dbkit.sim import CostModel, ModelShape, load_profile
+    from dbkit.sim import CostModel, ModelShape
 
-    here, spec = load_profile("here"), ClusterSpec(hosts=8, link="1gbit", cpu=0.25)
+    spec = ClusterSpec(hosts=8, link="1gbit", cpu=0.25)
     plain = emulated_profile(spec, measured_seconds=0.05)
-    p = emulated_profile(spec, measured_seconds=0.05, local_seconds=0.4)
-    # the local probe's gradient costs what was measured (times the worker factor), checked by the cost model
-    fixed, parallel = CostModel(p, ModelShape.of(probe_network("local"))).gradient_parts(32)
-    assert (fixed + parallel) * p.machine.cpu_factor == pytest.approx(0.4 * here.machine.cpu_factor)
-    assert p.compute.local_flops_per_second < plain.compute.local_flops_per_second
-    assert p.compute.dense_flops_per_second == plain.compute.dense_flops_per_second
-    assert p.machine == plain.machine and p.measured["emulated_local_gradient_seconds"] == 0.4
-    # a dense model's partitioned step is unchanged; a locally connected one's arithmetic is slower, so its
-    # boundary traffic weighs less and splitting it pays more
-    dense, local = ModelShape.of(probe_network("speech")), ModelShape.of(probe_network("local"))
-    assert partitioned_step(p, dense, 4, 32) == partitioned_step(plain, dense, 4, 32)
+    probes = HostProbes(dense_seconds=0.03, local_seconds=0.4, hop_seconds=0.002)
+    p = emulated_profile(spec, measured_seconds=0.05, probes=probes)
 
-    def gain(profile) -> float:  # noqa: ANN001
-        return partitioned_step(profile, local, 1, 32).seconds / partitioned_step(profile, local, 4, 32).seconds
+    def charged(profile, model: str) -> float:  # noqa: ANN001
+        fixed, parallel = CostModel(profile, ModelShape.of(probe_network(model))).gradient_parts(32)
+        return (fixed + parallel) * profile.machine.cpu_factor
 
-    assert gain(p) > gain(plain)
-    for bad in (0.0, float("nan"), True, 1e-6):  # 1 us leaves nothing for the arithmetic: refused, said why
+    # each probe's gradient now costs what was measured in the worker (no worker factor on top)
+    assert charged(p, "dense") == pytest.approx(0.03) and charged(p, "local") == pytest.approx(0.4)
+    assert charged(plain, "dense") != pytest.approx(0.03)
+    # the speech preset keeps its own measured line: Downpour's charge is unchanged
+    assert charged(p, "speech") == pytest.approx(charged(plain, "speech"))
+    assert p.machine == plain.machine and p.shard == plain.shard
+    assert p.measured["emulated_host_probes"]["hop_seconds"] == 0.002
+    # the hop probe's own network, split in two: the simulator's four boundary messages each cost the hop
+    tiny = ModelShape.of(nn.Network([nn.Dense(8, 8), nn.ReLU(8), nn.Dense(8, 2)]))
+    step = partitioned_step(p, tiny, 2, 32, bands=True)
+    assert step.exchange == pytest.approx(4 * probes.hop_seconds, rel=0.01)
+    assert p.message.partition_message_seconds * p.machine.cpu_factor == pytest.approx(0.002 - LINK_LATENCY)
+    for bad in ({"dense_seconds": 0.0}, {"local_seconds": float("nan")}, {"hop_seconds": True}):
         with pytest.raises(ValueError):
-            emulated_profile(spec, measured_seconds=0.05, local_seconds=bad)
+            HostProbes(**{"dense_seconds": 0.03, "local_seconds": 0.4, "hop_seconds": 0.002, **bad})
+    with pytest.raises(ValueError, match="leaves nothing"):  # 1 us cannot hold the probe's fixed work
+        emulated_profile(spec, measured_seconds=0.05, probes=HostProbes(1e-6, 0.4, 0.002))
 
 
 def test_on_the_emulated_profile_a_slower_link_slows_a_push_bound_simulated_run():

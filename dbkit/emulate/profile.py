@@ -17,7 +17,8 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
-from dataclasses import replace
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..runtime.sim.profile import Profile
@@ -31,29 +32,15 @@ if TYPE_CHECKING:
 PROBE_BATCH = 32
 LINK_LATENCY = 50e-6  # one way through two veth ends and the bridge, unloaded (tens of microseconds)
 
-PROBE = """
-import time
-import numpy as np
-from threadpoolctl import threadpool_limits
-from dbkit.emulate.profile import probe_network
-net = probe_network("MODEL")
-rng = np.random.default_rng(0)
-p = net.init_params(0)
-X = rng.standard_normal((BATCH, net.in_size)).astype(np.float32); y = rng.integers(0, net.n_classes, BATCH)
-with threadpool_limits(1):
-    net.loss_and_grad(p, X, y)
-    t = time.perf_counter()
-    for _ in range(REPS):
-        net.loss_and_grad(p, X, y)
-    print((time.perf_counter() - t) / REPS)
-"""
+PROBE = "from dbkit.emulate.profile import probe_seconds; print(probe_seconds('MODEL', REPS, BATCH))"
 
 
 def probe_network(model: str = "speech") -> Network:
     """The network a compute probe times: ``"speech"``, the speech preset (dense layers: its gradient sets the
     host's speed); ``"local"``, one unshared 5x5 locally connected layer of 16 filters on 32x32x8 inputs and a
     softmax layer (its gradient sets the speed of locally connected arithmetic, which numpy does far less
-    efficiently than a matrix product)."""
+    efficiently than a matrix product); ``"dense"``, a 2048-1024-10 fully connected network (big matrix
+    products, which run far faster per flop than the speech preset's small ones)."""
     from ..nn import Dense, LocallyConnected2D, Network, ReLU, build
 
     if model == "speech":
@@ -61,7 +48,28 @@ def probe_network(model: str = "speech") -> Network:
     if model == "local":
         lc = LocallyConnected2D(32, 32, 8, kernel=5, filters=16)
         return Network([lc, ReLU(lc.out_size), Dense(lc.out_size, 10)], name="local probe")
-    raise ValueError(f"model must be 'speech' or 'local', got {model!r}")
+    if model == "dense":
+        return Network([Dense(2048, 1024), ReLU(1024), Dense(1024, 10)], name="dense probe")
+    raise ValueError(f"model must be 'speech', 'local' or 'dense', got {model!r}")
+
+
+def probe_seconds(model: str = "speech", reps: int = 20, batch: int = PROBE_BATCH) -> float:
+    """Seconds of one gradient of ``probe_network(model)`` over ``batch`` examples in this process, with one
+    BLAS thread (the mean of ``reps`` after one not counted)."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    net = probe_network(model)
+    rng = np.random.default_rng(0)
+    p = net.init_params(0)
+    X = rng.standard_normal((batch, net.in_size)).astype(np.float32)
+    y = rng.integers(0, net.n_classes, batch)
+    with threadpool_limits(1):
+        net.loss_and_grad(p, X, y)
+        began = time.perf_counter()
+        for _ in range(reps):
+            net.loss_and_grad(p, X, y)
+        return (time.perf_counter() - began) / reps
 
 
 def _gradient_seconds(command_prefix: list[str], reps: int, model: str) -> float:
@@ -98,31 +106,52 @@ def _checked_seconds(name: str, value: object) -> float:
     return float(value)
 
 
-def local_flops_per_second(profile: Profile, cpu_factor: float, measured_seconds: float,
-                           batch: int = PROBE_BATCH) -> float:
-    """The rate of locally connected arithmetic at which ``profile`` (its other rates, times ``cpu_factor``)
-    charges the local probe's gradient (``probe_network("local")``) ``measured_seconds``."""
+@dataclass(frozen=True)
+class HostProbes:
+    """What a partition's worker on an emulated host does, measured there (``dbkit.calibration.host_probes``):
+    one gradient of ``probe_network("dense")`` and of ``probe_network("local")`` (batch 32) in a task on the
+    host's Dask worker, where a partition computes; and one boundary message's hop between two hosts'
+    partitions (a tiny network's partitioned step, less its arithmetic, over its six one-way messages)."""
+
+    dense_seconds: float
+    local_seconds: float
+    hop_seconds: float
+
+    def __post_init__(self) -> None:
+        _checked_seconds("dense_seconds", self.dense_seconds)
+        _checked_seconds("local_seconds", self.local_seconds)
+        _checked_seconds("hop_seconds", self.hop_seconds)
+
+
+def _rate(profile: Profile, cpu_factor: float, measured_seconds: float, model: str,
+          batch: int = PROBE_BATCH) -> float:
+    """The rate of ``model``'s kind of arithmetic (``"dense"`` or ``"local"``) at which ``profile`` (its other
+    rates, times ``cpu_factor``) charges ``probe_network(model)``'s gradient ``measured_seconds``."""
     from ..runtime.sim.cost import CostModel
     from ..runtime.sim.shape import ModelShape
 
-    shape = ModelShape.of(probe_network("local"))
-    local_f = shape.gradient_flops()[1]
-    fixed, parallel = CostModel(profile, shape).gradient_parts(batch)  # the cost model's charge, less its local part
-    rest = fixed + parallel - batch * local_f / profile.compute.local_flops_per_second
+    shape = ModelShape.of(probe_network(model))
+    flops = shape.gradient_flops()[0 if model == "dense" else 1]
+    rate = profile.compute.dense_flops_per_second if model == "dense" else profile.compute.local_flops_per_second
+    fixed, parallel = CostModel(profile, shape).gradient_parts(batch)  # the cost model's charge, less this kind's
+    rest = fixed + parallel - batch * flops / rate
     left = measured_seconds / cpu_factor - rest
     if left <= 0:
-        raise ValueError(f"the local probe's {measured_seconds * 1e3:.2f} ms leaves nothing for its locally "
-                         f"connected arithmetic after the rest of {profile.name}'s charge ({rest * 1e3:.2f} ms)")
-    return batch * local_f / left
+        raise ValueError(f"the {model} probe's {measured_seconds * 1e3:.2f} ms leaves nothing for its {model} "
+                         f"arithmetic after the rest of {profile.name}'s charge ({rest * 1e3:.2f} ms)")
+    return batch * flops / left
 
 
 def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Profile = "here",
-                     local_seconds: float | None = None) -> Profile:
+                     probes: HostProbes | None = None) -> Profile:
     """``base`` (default ``here``) turned into ``spec``'s emulated cluster: ``spec.hosts`` machines of one core
     each, NICs at the link's rate, ``LINK_LATENCY``, no shared host, and ``cpu_factor`` such that the probe's
     gradient costs ``measured_seconds`` (``gradient_seconds()`` on a host) times the base's worker factor.
-    With ``local_seconds`` (``gradient_seconds(model="local")`` on a host), locally connected arithmetic is
-    charged at the rate that gives the local probe that time, times the worker factor, instead of the base's."""
+
+    With ``probes`` (measured in a host's worker, so no worker factor applies), fully connected and locally
+    connected arithmetic are charged at the rates that give the dense and the local probe their measured
+    times, and a boundary message between partitions costs its measured hop beyond the link's latency,
+    instead of the base's rates and its Dask actor call (a partitioned step: DistBelief Sec. 3, Fig. 3)."""
     measured_seconds = _checked_seconds("measured_seconds", measured_seconds)
     b = load_profile(base)
     cpu_factor = measured_seconds * b.machine.cpu_factor / predicted_gradient_seconds(b)
@@ -144,15 +173,23 @@ def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Pro
                                         "or out of one host carried 95.8-97.2% of 100mbit together, 2026-11-30); "
                                         "first come, first served was 18-51% fast where messages overlap"}
     out = b.but(machine=machine)
-    compute = out.compute
-    if local_seconds is not None:
-        local_seconds = _checked_seconds("local_seconds", local_seconds)
-        compute = replace(compute, local_flops_per_second=local_flops_per_second(
-            out, cpu_factor, local_seconds * b.machine.cpu_factor))
+    measured: dict = {**b.measured, "emulated_gradient_seconds": measured_seconds}
+    if probes is not None:
+        out = out.but(compute={"dense_flops_per_second": _rate(out, cpu_factor, probes.dense_seconds, "dense")})
+        out = out.but(compute={"local_flops_per_second": _rate(out, cpu_factor, probes.local_seconds, "local")},
+                      message={"partition_message_seconds": max(0.0, probes.hop_seconds - LINK_LATENCY) / cpu_factor})
+        where = f"in a task on a host's worker at {share}"
+        comments["compute.dense_flops_per_second"] = (
+            f"the dense probe's gradient (batch {PROBE_BATCH}) {where}: {probes.dense_seconds * 1e3:.2f} ms, "
+            "over the rest of its charge")
         comments["compute.local_flops_per_second"] = (
-            f"the local probe's gradient (batch {PROBE_BATCH}) measured on a host at {share}: "
-            f"{local_seconds * 1e3:.2f} ms, times the worker factor, over the rest of its charge")
+            f"the local probe's gradient (batch {PROBE_BATCH}) {where}: {probes.local_seconds * 1e3:.2f} ms, "
+            "over the rest of its charge (the dense rate above included)")
+        comments["message.partition_message_seconds"] = (
+            f"one boundary message's hop between two hosts' partitions {where}: {probes.hop_seconds * 1e3:.3f} ms, "
+            "less the link's latency, over cpu_factor (the partition wire, not a Dask actor call)")
+        measured["emulated_host_probes"] = {"dense_seconds": probes.dense_seconds,
+                                            "local_seconds": probes.local_seconds, "hop_seconds": probes.hop_seconds}
     return Profile(name, f"an emulated cluster of {spec.hosts} hosts, {spec.link} links, {share} each "
-                   f"(dbkit.emulate), from {b.name}", out.machine, compute, out.shard, out.message, comments,
-                   {**b.measured, "emulated_gradient_seconds": measured_seconds,
-                    **({} if local_seconds is None else {"emulated_local_gradient_seconds": local_seconds})})
+                   f"(dbkit.emulate), from {b.name}", out.machine, out.compute, out.shard, out.message, comments,
+                   measured)

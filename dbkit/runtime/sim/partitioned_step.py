@@ -71,10 +71,13 @@ def _needs(layer: LayerShape, k: int, rows: int, cols: int, own_input: float = 0
     return max(0.0, (need_h * need_w - own) * c), neighbours
 
 
-def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: int, bands: bool = False) -> StepCost:
+def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: int, bands: bool = False,
+                     update: bool = True) -> StepCost:
     """The step of ``batch`` examples of ``shape`` split over ``machines`` machines of ``profile``: spatial layers
     cut into the paper's tiles (``grid``), or with ``bands`` into ``machines`` bands of rows, as dbkit's own
-    partitioner cuts them (``dbkit.partition.ownership``: two neighbours each, not up to eight)."""
+    partitioner cuts them (``dbkit.partition.ownership``: two neighbours each, not up to eight). Without
+    ``update``, the forward and backward pass alone: not the replica's vector work on its parameters after it
+    (what ``dbkit.calibration.time_partitioned_step`` times)."""
     if machines < 1:
         raise ValueError(f"machines must be >= 1, got {machines}")
     c, m, msg = profile.compute, profile.machine, profile.message
@@ -100,7 +103,9 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
     if machines > 1:  # the logits to machine 0 for the loss, and their gradients back
         nbytes = FLOAT * shape.classes * (1 - 1 / machines) * batch
         exchange += 2 * (m.latency + nbytes / m.bandwidth + (machines - 1) * msg.partition_message_seconds * cpu)
-    compute += c.step_seconds + c.update_seconds_per_parameter * shape.parameters / machines / threads
+    compute += c.step_seconds
+    if update:
+        compute += c.update_seconds_per_parameter * shape.parameters / machines / threads
     return StepCost(machines, compute * cpu, exchange, int(most_in))
 
 
