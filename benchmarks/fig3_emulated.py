@@ -5,8 +5,9 @@
 
 For each link rate an emulated cluster is built with ``dbkit.emulate.Cluster`` (``hosts`` network namespaces,
 each link shaped both ways, each host under a CPU quota; a real ``dask scheduler`` and a ``dask worker`` per
-host). The two models of ``partition_speedup.py`` (a locally connected one and a fully connected one of similar
-size) are split into K partitions on K distinct hosts, and one training step of a batch of 32 is timed with
+host). Three models (``models()``: the two of ``partition_speedup.py``, a locally connected one and a fully
+connected one of similar size, and dbkit's speech preset, the paper's dense Fig. 3 model at dbkit's scale) are
+split into K partitions on K distinct hosts, and one training step of a batch of 32 is timed with
 ``dbkit.calibration.time_partitioned_step``, the same path a partitioned Downpour replica takes (partition 0
 leads each step over the partition wire), interleaved with the same network in 1 partition on host 1. The
 measured speed-up (K = 1 step over K step, the quantity of the paper's Fig. 3) stands beside:
@@ -19,6 +20,10 @@ measured speed-up (K = 1 step over K step, the quantity of the paper's Fig. 3) s
 - the paper's shape: the fully connected model gains little and peaks early (the speech model: 2.2x at 8
   machines, less beyond), the locally connected one keeps gaining (Sec. 5, Fig. 3).
 
+A host's BLAS runs one thread (``ClusterSpec.blas_threads``); before it did, OpenBLAS's second thread spun
+on the host's quota and the dense model's partitions computed up to 10x slower than their share, which made
+it look as if it peaked at K = 2 (2026-11-29 and -30 runs in docs/benchmarks.md).
+
 Needs root (``dbkit emulate``'s requirements); elsewhere it says what is missing and exits 2.
 """
 
@@ -30,9 +35,18 @@ import time
 from dataclasses import asdict
 
 from common import write_json
-from partition_speedup import models
+from partition_speedup import models as loopback_models
 
 PAPER = "dense peaks early (speech: 2.2x at 8 machines); locally connected keeps gaining (image-1.7b: >12x at 81)"
+
+
+def models() -> dict:
+    """``partition_speedup``'s two models, and dbkit's speech preset: the paper's Fig. 3 dense model (a
+    fully connected speech network), at dbkit's scale. Its hidden layers each need all of the layer before
+    them, where the ``dense`` model's first layer (most of its arithmetic) reads only the data."""
+    from dbkit import nn
+
+    return {**loopback_models(), "speech": nn.build("speech", 440, 64)}
 
 
 def predicted(profile, net, ks: list[int], batch: int) -> list[float]:  # noqa: ANN001 - a simulator profile
