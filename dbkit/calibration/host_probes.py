@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from ..emulate.profile import HostProbes, probe_seconds
+from ..emulate.profile import LINK_LATENCY, HostProbes, probe_seconds
 
 if TYPE_CHECKING:
     from ..runtime.dask.cluster import Cluster
@@ -42,8 +42,8 @@ def worker_gradient_seconds(cluster: Cluster, worker: str, model: str, reps: int
 
 def hop_seconds(cluster: Cluster, steps: int = 60, rounds: int = 3) -> float:
     """One boundary message's one-way seconds between the first two workers' partitions (see the module's
-    docstring), bytes and arithmetic aside: the median of ``rounds`` measurements of ``steps`` steps (a
-    quarter-core host's hop varied 0.2-1.3 ms from one measurement to the next)."""
+    docstring), bytes and arithmetic aside, and never less than the link's latency: the median of ``rounds``
+    measurements of ``steps`` steps (a quarter-core host's hop varied 0.2-1.3 ms from one to the next)."""
     from ..nn import Dense, Network, ReLU
     from .timing import time_partitioned_step
 
@@ -52,7 +52,7 @@ def hop_seconds(cluster: Cluster, steps: int = 60, rounds: int = 3) -> float:
     for _ in range(rounds):
         step = time_partitioned_step(cluster, tiny, 2, steps)
         assert step.compute_ms is not None
-        hops.append(max(0.0, step.step_ms - step.compute_ms) / 1e3 / HOPS)
+        hops.append(max(LINK_LATENCY, (step.step_ms - step.compute_ms) / 1e3 / HOPS))  # never below the wire's own
     return statistics.median(hops)
 
 

@@ -102,7 +102,7 @@ def predicted_gradient_seconds(profile: Profile, batch: int = PROBE_BATCH) -> fl
 
 def _checked_seconds(name: str, value: object) -> float:
     if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < 60):
-        raise ValueError(f"{name} must be a gradient's seconds, > 0 and < 60, got {value!r}")
+        raise ValueError(f"{name} must be measured seconds, > 0 and < 60, got {value!r}")
     return float(value)
 
 
