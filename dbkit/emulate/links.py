@@ -151,14 +151,39 @@ def _refuse_taken_subnet(ipr) -> None:
 
 @off_the_event_loop
 def set_link(host: HostLink, up: bool) -> None:
-    """Take ``host``'s link down (a network partition: the host keeps running, unreachable) or up again."""
-    from pyroute2 import IPRoute
+    """Take ``host``'s link down (a network partition: the host keeps running, unreachable) or up again.
+
+    Bringing it up also forgets what either end learnt about the other's hardware address while it was down:
+    an address lookup still unanswered when the link came back would otherwise fail the next connection with
+    "No route to host" (an ARP entry left ``FAILED``), as if the cable were still out."""
+    from pyroute2 import IPRoute, NetNS
 
     with IPRoute() as ipr:
         found = ipr.link_lookup(ifname=host.outer)
         if not found:
             raise ValueError(f"no emulated host {host.index} (no link {host.outer})")
         ipr.link("set", index=found[0], state="up" if up else "down")
+        if up:
+            bridge = ipr.link_lookup(ifname=BRIDGE)
+            if bridge:
+                _forget_neighbour(ipr, bridge[0], host.address)
+    if up:
+        ns = NetNS(host.netns)
+        try:
+            _forget_neighbour(ns, ns.link_lookup(ifname="eth0")[0], None)
+        finally:
+            ns.close()
+
+
+def _forget_neighbour(ipr, index: int, address: str | None) -> None:
+    """Delete link ``index``'s neighbour entries (only ``address``'s, unless ``None``)."""
+    for entry in ipr.get_neighbours(ifindex=index):
+        dst = entry.get_attr("NDA_DST")
+        if dst and (address is None or dst == address):
+            try:
+                ipr.neigh("del", ifindex=index, dst=dst)
+            except Exception:  # noqa: BLE001 - an entry that expired meanwhile is already forgotten
+                pass
 
 
 @off_the_event_loop
