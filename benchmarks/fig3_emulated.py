@@ -14,8 +14,11 @@ measured speed-up (K = 1 step over K step, the quantity of the paper's Fig. 3) s
 
 - the simulator's prediction for the same models on the same cluster (``partitioned_step`` on
   ``emulated_profile`` with ``HostProbes``: the links' rate, 50 us, and what a partition's worker on a host
-  does, measured there by ``dbkit.calibration.host_probes``: a dense and a local probe network's gradients
-  and one boundary message's hop), and the same prediction from the speech probe alone (the base
+  does, measured there by ``dbkit.calibration.host_probes``: a dense and a local probe network's gradients,
+  the same with an eighth of their first layer, which make a partition's rate depend on its working set, a
+  step's own work in one partition, and one boundary message's hop), the same without the small probes and
+  the step's own work ("one rate" per kind of arithmetic, as the fifth pass did), and
+  the same prediction from the speech probe alone (the base
   profile's arithmetic rates and its Dask actor call as the boundary message: what the earlier passes did), and
 - the paper's shape: the fully connected model gains little and peaks early (the speech model: 2.2x at 8
   machines, less beyond), the locally connected one keeps gaining (Sec. 5, Fig. 3).
@@ -32,7 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from common import write_json
 from partition_speedup import models as loopback_models
@@ -49,15 +52,20 @@ def models() -> dict:
     return {**loopback_models(), "speech": nn.build("speech", 440, 64)}
 
 
-def predicted(profile, net, ks: list[int], batch: int) -> list[float]:  # noqa: ANN001 - a simulator profile
-    """The simulator's speed-up of ``net`` at each K on ``profile``'s machines, cut into bands of rows as
-    dbkit's partitioner cuts it; a forward and backward pass, without the update after it, as measured."""
+def simulated_steps(profile, net, ks: list[int], batch: int) -> list:  # noqa: ANN001 - a simulator profile
+    """The simulator's step (``StepCost``) of ``net`` at each K on ``profile``'s machines, cut into bands of rows
+    as dbkit's partitioner cuts it; a forward and backward pass, without the update after it, as measured."""
     from dbkit.runtime.sim.partitioned_step import partitioned_step
     from dbkit.runtime.sim.shape import ModelShape
 
     shape = ModelShape.of(net)
-    one = partitioned_step(profile, shape, 1, batch, bands=True, update=False).seconds
-    return [one / partitioned_step(profile, shape, k, batch, bands=True, update=False).seconds for k in ks]
+    return [partitioned_step(profile, shape, k, batch, bands=True, update=False) for k in [1, *ks]]
+
+
+def predicted(profile, net, ks: list[int], batch: int) -> list[float]:  # noqa: ANN001 - a simulator profile
+    """The simulator's speed-up of ``net`` at each K (``simulated_steps``' K = 1 step over its K step)."""
+    one, *steps = simulated_steps(profile, net, ks, batch)
+    return [one.seconds / s.seconds for s in steps]
 
 
 def measure_link(hosts: int, link: str, cpu: float, ks: list[int], steps: int, batch: int) -> dict:
@@ -75,9 +83,17 @@ def measure_link(hosts: int, link: str, cpu: float, ks: list[int], steps: int, b
             probes = measure_host_probes(dask_cluster)
             spec = ClusterSpec(hosts=hosts, link=link, cpu=cpu)
             profile, plain = emulated_profile(spec, grad, probes=probes), emulated_profile(spec, grad)
+            one_rate = emulated_profile(spec, grad, probes=replace(probes, dense_small_seconds=None,
+                                                                   local_small_seconds=None,
+                                                                   step_rest_seconds=None, dense_rest_seconds=None))
             out.update(gradient_seconds=grad, host_probes=asdict(probes), profile=profile.name)
             print(f"  {link}: host probes: dense {probes.dense_seconds * 1e3:.1f} ms, local "
-                  f"{probes.local_seconds * 1e3:.1f} ms, a hop {probes.hop_seconds * 1e3:.2f} ms",
+                  f"{probes.local_seconds * 1e3:.1f} ms, a hop {probes.hop_seconds * 1e3:.2f} ms; small probes: "
+                  f"dense {probes.dense_small_seconds * 1e3:.2f} ms, local {probes.local_small_seconds * 1e3:.2f} ms "
+                  f"(working-set exponents {profile.compute.dense_working_set_exponent:.2f} dense, "
+                  f"{profile.compute.local_working_set_exponent:.2f} local); a step in one partition beyond its "
+                  f"arithmetic: 8-8-2 {probes.step_rest_seconds * 1e3:.2f} ms, dense probe "
+                  f"{probes.dense_rest_seconds * 1e3:.2f} ms",
                   file=sys.stderr, flush=True)
             for name, net in models().items():
                 rows = []
@@ -85,13 +101,17 @@ def measure_link(hosts: int, link: str, cpu: float, ks: list[int], steps: int, b
                     began = time.perf_counter()
                     s = time_partitioned_step(dask_cluster, net, k, steps, batch, whole=False)
                     rows.append({"k": k, "step_ms": s.step_ms, "k1_ms": s.k1_ms, "speedup": s.speedup,
-                                 "compute_ms": s.compute_ms,
+                                 "compute_ms": s.compute_ms, "rest_ms": s.rest_ms,
                                  "bytes_per_step": s.bytes_per_step, "seconds": time.perf_counter() - began})
                     print(f"  {link} {name} K={k}: {s.step_ms:.1f} ms/step, K=1 {s.k1_ms:.1f} ms, "
                           f"{s.speedup:.2f}x", file=sys.stderr, flush=True)
-                for row, sim, speech_only in zip(rows, predicted(profile, net, ks, batch),
-                                                 predicted(plain, net, ks, batch)):
+                steps_sim = simulated_steps(profile, net, ks, batch)[1:]
+                for row, sim, step, speech_only, one in zip(rows, predicted(profile, net, ks, batch), steps_sim,
+                                                            predicted(plain, net, ks, batch),
+                                                            predicted(one_rate, net, ks, batch)):
                     row["simulated_speedup"], row["simulated_speech_probe_only"] = sim, speech_only
+                    row["simulated_one_rate"] = one
+                    row["simulated_compute_ms"], row["simulated_exchange_ms"] = step.compute * 1e3, step.exchange * 1e3
                     row["error"] = sim / row["speedup"] - 1
                 out["models"][name] = {"parameters": net.size, "rows": rows}
     return out
@@ -124,12 +144,15 @@ def main(argv=None) -> int:
               f"(on a host, a speech gradient: {run['gradient_seconds'] * 1e3:.1f} ms; in a host's worker, the "
               f"dense probe's {hp['dense_seconds'] * 1e3:.1f} ms, the local probe's {hp['local_seconds'] * 1e3:.1f} "
               f"ms, a boundary hop {hp['hop_seconds'] * 1e3:.2f} ms; profile {run['profile']}, simulated)")
-        print(f"{'model':>6} {'K':>3} {'ms/step':>8} {'arith ms':>8} {'K=1 ms':>7} {'measured':>9} "
-              f"{'simulated':>10} {'error':>6} {'sim, speech probe only':>23} {'bytes/step':>11}")
+        print(f"{'model':>6} {'K':>3} {'ms/step':>8} {'arith ms':>8} {'K=1 ms':>7} {'sim arith':>9} "
+              f"{'sim exch':>8} {'measured':>9} {'simulated':>10} {'error':>6} {'sim, one rate':>14} "
+              f"{'sim, speech probe only':>23} {'bytes/step':>11}")
         for name, m in run["models"].items():
             for r in m["rows"]:
                 print(f"{name:>6} {r['k']:>3} {r['step_ms']:>8.1f} {r['compute_ms']:>8.1f} {r['k1_ms']:>7.1f} "
+                      f"{r['simulated_compute_ms']:>9.1f} {r['simulated_exchange_ms']:>8.1f} "
                       f"{r['speedup']:>8.2f}x {r['simulated_speedup']:>9.2f}x {r['error']:>+6.0%} "
+                      f"{r['simulated_one_rate']:>13.2f}x "
                       f"{r['simulated_speech_probe_only']:>22.2f}x {r['bytes_per_step']:>11,.0f}")
             best = max(m["rows"], key=lambda r: r["speedup"])
             print(f"{name:>6}   measured peak {best['speedup']:.2f}x at K={best['k']}")

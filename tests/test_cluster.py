@@ -166,6 +166,9 @@ def test_timing_a_roundtrip_and_a_partitioned_step_cleans_up_after_itself(local_
     step = time_partitioned_step(local_cluster, nn.build("signal-local", 40, 10, filters=4), 2, steps=2)
     assert step.k == 2 and step.step_ms > 0 and step.k1_ms > 0
     assert step.compute_ms is not None and step.compute_ms > 0  # the busiest partition's arithmetic, timed in it
+    # each step's arithmetic happens inside it: the median arithmetic is at most the median step, and the rest
+    # (the step less its own arithmetic, step by step) is never negative
+    assert step.rest_ms is not None and step.rest_ms >= 0 and step.compute_ms <= step.step_ms
     assert step.bytes_per_step == step.min_bytes_per_step > 0  # what crossed = what the connectivity needs
     with pytest.raises(ValueError, match="k must be in"):
         time_partitioned_step(local_cluster, nn.build("linear", 4, 2), 3)
@@ -182,6 +185,13 @@ def test_host_probes_time_a_workers_arithmetic_and_a_boundary_hop_and_clean_up(l
     # the local probe does more arithmetic (10.8 against 8.5 Mflop an example) at a far slower rate: its
     # gradient takes longer in the worker, as in this process
     assert probes.local_seconds > probes.dense_seconds
+    # the small probes do a part of the first layer's arithmetic (1/8 dense, 1/7 local): they take less time
+    assert probes.dense_small_seconds is not None and 0 < probes.dense_small_seconds < probes.dense_seconds
+    assert probes.local_small_seconds is not None and 0 < probes.local_small_seconds < probes.local_seconds
+    # a step's own work in one partition: the dense probe's (2.1 million parameters' gradient gathered, and
+    # the same layers' thread hops) beyond the 8-8-2 network's (next to no parameters)
+    assert probes.step_rest_seconds is not None and probes.dense_rest_seconds is not None
+    assert 0 < probes.step_rest_seconds < probes.dense_rest_seconds
     assert probe_seconds("local", 1) > probe_seconds("dense", 1)
     gc.collect()
     assert leftovers(local_cluster, "timing") == {}

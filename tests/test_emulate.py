@@ -461,6 +461,58 @@ def test_probes_measured_in_a_hosts_worker_set_its_arithmetic_rates_and_boundary
         emulated_profile(spec, measured_seconds=0.05, probes=HostProbes(1e-6, 0.4, 0.002))
 
 
+def test_small_probes_make_the_rate_depend_on_the_working_set_between_what_the_two_probes_measured():
+    from dbkit.emulate.profile import HostProbes, emulated_profile, probe_network, probe_working_set
+    from dbkit.sim import CostModel, ModelShape
+
+    spec = ClusterSpec(hosts=8, link="1gbit", cpu=0.25)
+    # the small dense probe has 1/8 of the arithmetic; measured at 1/10 of the time: it ran faster per flop
+    p = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, dense_small_seconds=0.03 / 10,
+                                                       local_small_seconds=0.4 / 6))
+    c = p.compute
+    assert 0 < c.dense_working_set_exponent <= 1
+    big, small = probe_working_set("dense"), probe_working_set("dense-small")
+    assert (c.dense_working_set_bytes, c.dense_working_set_floor_bytes) == (big, small)
+    assert c.rate("dense", big) == c.dense_flops_per_second
+    # at the small probe's own working set, the rate is the one its measured time gives (as the big one's)
+    at_small = p.but(compute={"dense_flops_per_second": c.rate("dense", small), "dense_working_set_exponent": 0.0})
+    fixed, parallel = CostModel(at_small, ModelShape.of(probe_network("dense-small"))).gradient_parts(32)
+    assert (fixed + parallel) * p.machine.cpu_factor == pytest.approx(0.03 / 10, rel=1e-6)
+    # the local probe's 4 of 28 rows at 1/6 of the time: slower per flop: no exponent, not a negative one
+    assert c.local_working_set_exponent == 0.0
+    assert "working_set" in " ".join(p.comments)
+    plain = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002))
+    assert plain.compute.dense_working_set_exponent == 0.0 and plain.compute.rate("dense", 1.0) == \
+        plain.compute.dense_flops_per_second
+    with pytest.raises(ValueError, match="dense_small_seconds"):
+        HostProbes(0.03, 0.4, 0.002, dense_small_seconds=float("nan"))
+
+
+def test_a_steps_own_work_measured_in_one_partition_is_what_the_simulator_charges_beyond_its_arithmetic():
+    from dbkit.calibration.host_probes import tiny_network
+    from dbkit.emulate.profile import HostProbes, emulated_profile, probe_network
+    from dbkit.runtime.sim.partitioned_step import partitioned_step
+    from dbkit.sim import ModelShape
+
+    spec = ClusterSpec(hosts=8, link="1gbit", cpu=0.25)
+    p = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, step_rest_seconds=0.004,
+                                                       dense_rest_seconds=0.024))
+    arithmetic_only = p.but(compute={"layer_seconds": 0.0, "step_seconds": 0.0, "gather_seconds_per_parameter": 0.0})
+
+    def rest(net, k: int = 1) -> float:  # noqa: ANN001
+        shape = ModelShape.of(net)
+        return (partitioned_step(p, shape, k, 32, bands=True, update=False).compute
+                - partitioned_step(arithmetic_only, shape, k, 32, bands=True, update=False).compute)
+
+    assert rest(tiny_network()) == pytest.approx(0.004, rel=1e-3)
+    assert rest(probe_network("dense")) == pytest.approx(0.024, rel=1e-3)
+    # in 4 partitions each gathers a quarter of the gradient; the layers' own work stays
+    assert rest(probe_network("dense"), 4) == pytest.approx(0.004 + 0.020 / 4, rel=0.01)
+    assert "gather_seconds_per_parameter" in " ".join(p.comments)
+    with pytest.raises(ValueError, match="go together"):
+        HostProbes(0.03, 0.4, 0.002, step_rest_seconds=0.004)
+
+
 def test_on_the_emulated_profile_a_slower_link_slows_a_push_bound_simulated_run():
     import dbkit
     from dbkit.emulate.profile import emulated_profile

@@ -7,11 +7,18 @@ times neither: it misses what the worker's other threads take from the host's sh
 partition message is a Dask actor call on loopback, not a wire frame between two hosts. So both are timed
 where a partition runs:
 
-- the dense and the local probe networks' gradients (batch 32), each in a task on the first worker;
+- the dense and the local probe networks' gradients (batch 32), each in a task on the first worker, and the
+  same with a part of their first layer (``-small``: about what one of 8 partitions computes) on every worker
+  at once, as a replica's partitions compute, for how much faster a smaller working set runs (alone on the
+  machine a small part kept its caches and ran twice as fast per flop; beside 7 others, far less);
 - one hop of a boundary message: a tiny 8-8-2 network split over the first two workers (``time_partitioned_step``,
-  the path a partitioned replica takes), its step less its busiest partition's arithmetic, over the six
-  one-way messages on its critical path (partition 0's order to go, the activations, the logits, their
-  gradient, the activations' gradient, and the partner's "done").
+  the path a partitioned replica takes), its step less its busiest partition's arithmetic and less the same
+  network's step in one partition, over the six one-way messages on its critical path (partition 0's order to
+  go, the activations, the logits, their gradient, the activations' gradient, and the partner's "done");
+- what a step does beyond its arithmetic with no partner at all: the tiny network's step in one partition
+  (the thread hops into each layer's arithmetic, the loss, the step's own bookkeeping), and the dense probe
+  network's in one partition less its arithmetic (the same, and its 2.1 million parameters' gradient written
+  into the partition's vector).
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from ..emulate.profile import LINK_LATENCY, HostProbes, probe_seconds
+from ..emulate.profile import LINK_LATENCY, HostProbes, probe_network, probe_seconds
 
 if TYPE_CHECKING:
+    from ..nn import Network
     from ..runtime.dask.cluster import Cluster
 
 #: one-way messages on the critical path of the hop probe's partitioned step (see the module's docstring)
@@ -40,27 +48,69 @@ def worker_gradient_seconds(cluster: Cluster, worker: str, model: str, reps: int
         for i in range(rounds))
 
 
-def hop_seconds(cluster: Cluster, steps: int = 60, rounds: int = 3) -> float:
-    """One boundary message's one-way seconds between the first two workers' partitions (see the module's
-    docstring), bytes and arithmetic aside, and never less than the link's latency: the median of ``rounds``
-    measurements of ``steps`` steps (a quarter-core host's hop varied 0.2-1.3 ms from one to the next)."""
+def every_worker_gradient_seconds(cluster: Cluster, model: str, reps: int = 5, rounds: int = 3) -> float:
+    """Seconds of one gradient of ``probe_network(model)`` with every worker computing one at the same time, as
+    a replica's partitions all do at once: the median over workers and ``rounds`` (each host's caches are
+    shared with the hosts beside it on the machine's cores, so a part that fits them alone may not)."""
+    workers = cluster.workers()
+    seconds = []
+    for i in range(rounds):
+        futures = [cluster.submit_on(w, _probe_task, model, reps, key=f"host-probe-{model}-all-{i}-{n}")
+                   for n, w in enumerate(workers)]
+        seconds += [f.result() for f in futures]
+    return statistics.median(seconds)
+
+
+def tiny_network() -> Network:
+    """The hop probe's network: 8-8-2, next to no arithmetic."""
     from ..nn import Dense, Network, ReLU
+
+    return Network([Dense(8, 8), ReLU(8), Dense(8, 2)], name="hop probe")
+
+
+def hop_seconds(cluster: Cluster, steps: int = 60, rounds: int = 3) -> tuple[float, float]:
+    """One boundary message's one-way seconds between the first two workers' partitions (see the module's
+    docstring), bytes, arithmetic and a one-partition step's own work aside, and never less than the link's
+    latency; and that one-partition step's seconds (``HostProbes.step_rest_seconds``): each the median of
+    ``rounds`` measurements of ``steps`` steps (a quarter-core host's hop varied 0.2-1.3 ms from one to the
+    next)."""
     from .timing import time_partitioned_step
 
-    tiny = Network([Dense(8, 8), ReLU(8), Dense(8, 2)], name="hop probe")
-    hops = []
+    hops, alone = [], []
     for _ in range(rounds):
-        step = time_partitioned_step(cluster, tiny, 2, steps)
-        assert step.compute_ms is not None
-        hops.append(max(LINK_LATENCY, (step.step_ms - step.compute_ms) / 1e3 / HOPS))  # never below the wire's own
-    return statistics.median(hops)
+        step = time_partitioned_step(cluster, tiny_network(), 2, steps)
+        assert step.rest_ms is not None
+        alone.append(step.k1_ms / 1e3)
+        hops.append(max(LINK_LATENCY, (step.rest_ms - step.k1_ms) / 1e3 / HOPS))  # never below the wire's own
+    return statistics.median(hops), statistics.median(alone)
+
+
+def rest_seconds(cluster: Cluster, network: Network, steps: int = 10, rounds: int = 3) -> float:
+    """Seconds of ``network``'s step in one partition on the first worker beyond its arithmetic (the median of
+    ``rounds`` measurements of ``steps`` steps)."""
+    from .timing import time_partitioned_step
+
+    rests = []
+    for _ in range(rounds):
+        step = time_partitioned_step(cluster, network, 1, steps)
+        assert step.rest_ms is not None
+        rests.append(step.rest_ms / 1e3)
+    return statistics.median(rests)
 
 
 def measure(cluster: Cluster, reps: int = 5, rounds: int = 3) -> HostProbes:
-    """``HostProbes`` measured on ``cluster``'s first worker (arithmetic) and its first two (the hop)."""
+    """``HostProbes`` measured on ``cluster``'s first worker (arithmetic, a step's own work) and its first two
+    (the hop)."""
     workers = cluster.workers()
     if len(workers) < 2:
         raise ValueError(f"the host probes need two workers (a hop crosses between them), got {len(workers)}")
-    dense = worker_gradient_seconds(cluster, workers[0], "dense", reps, rounds)
-    local = worker_gradient_seconds(cluster, workers[0], "local", max(1, reps // 2), rounds)
-    return HostProbes(dense, local, hop_seconds(cluster, rounds=rounds))
+
+    def timed(model: str, n: int) -> float:
+        return worker_gradient_seconds(cluster, workers[0], model, n, rounds)
+
+    hop, alone = hop_seconds(cluster, rounds=rounds)
+    return HostProbes(timed("dense", reps), timed("local", max(1, reps // 2)), hop,
+                      dense_small_seconds=every_worker_gradient_seconds(cluster, "dense-small", 4 * reps, rounds),
+                      local_small_seconds=every_worker_gradient_seconds(cluster, "local-small", 4 * reps, rounds),
+                      step_rest_seconds=alone,
+                      dense_rest_seconds=rest_seconds(cluster, probe_network("dense"), 2 * reps, rounds))

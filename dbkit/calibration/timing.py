@@ -101,6 +101,7 @@ class PartitionStep:
     baseline_ms: float | None = None
     transport: str = "socket"
     compute_ms: float | None = None  # the busiest partition's arithmetic per step (wall ms in its layers' parts)
+    rest_ms: float | None = None  # a step beyond its busiest partition's arithmetic (median over the steps)
 
     @property
     def speedup(self) -> float:
@@ -143,22 +144,23 @@ def time_partitioned_step(cluster: Cluster, network: Network, k: int, steps: int
             rep.set_params(params)
             rep.load_batch(X, y)
         first = replicas[k].run(None, None, return_grad=False)  # warm up
-        sent0, busy0 = sum(r["bytes_sent"] for r in first), [r["compute_seconds"] for r in first]
+        sent0 = sum(r["bytes_sent"] for r in first)
         baseline = tuple(cluster.put(a, workers[0]) for a in (network, params, X, y)) if whole else None
         if all(rep.wired for rep in replicas.values()):
             keys = {kk: str(rep.parts[0].key) for kk, rep in replicas.items()}
-            times, base = cluster.submit_on(workers[0], _lead_steps, keys, steps, baseline,
-                                            key=f"timing{tag}-steps").result()
+            times, busy, base = cluster.submit_on(workers[0], _lead_steps, keys, steps, baseline,
+                                                  key=f"timing{tag}-steps").result()
         else:
-            times, base = _call_steps(replicas, steps, None if baseline is None else lambda: cluster.submit_on(
+            times, busy, base = _call_steps(replicas, steps, None if baseline is None else lambda: cluster.submit_on(
                 workers[0], _whole_step_task, baseline, key=f"timing{tag}-whole-{time.perf_counter_ns()}").result())
         last = replicas[k].run(None, None, return_grad=False)  # cumulative counts
         counted = sum(_blocks(steps, BLOCK)) + 1  # the steps since the warm-up, this one included
         sent = sum(r["bytes_sent"] for r in last)
-        busy = max(r["compute_seconds"] - b for r, b in zip(last, busy0))
         return PartitionStep(k, 1e3 * float(np.median(times[k])), 1e3 * float(np.median(times[1])),
                              (sent - sent0) / counted if k > 1 else 0.0, replicas[k].minimum_bytes(batch),
-                             1e3 * float(np.median(base)) if base else None, transport, 1e3 * busy / counted)
+                             1e3 * float(np.median(base)) if base else None, transport,
+                             1e3 * float(np.median(busy[k])),
+                             1e3 * float(np.median(np.subtract(times[k], busy[k]))))
     finally:
         for rep in replicas.values():
             rep.release()
@@ -186,11 +188,28 @@ def _blocks(steps: int, block: int) -> list[int]:
     return [timed + 1] * -(-steps // timed)
 
 
-def _call_steps(replicas: dict, steps: int, whole: Callable[[], float] | None,
-                block: int = BLOCK) -> tuple[dict[int, list[float]], list[float]]:
+class _Busiest:
+    """The busiest partition's arithmetic in each step, from the partitions' cumulative ``compute_seconds``."""
+
+    def __init__(self) -> None:
+        self.before: list[float] | None = None
+
+    def step(self, results: list[dict[str, Any]]) -> float:
+        now = [float(r["compute_seconds"]) for r in results]
+        spent = max(a - b for a, b in zip(now, self.before)) if self.before is not None else max(now)
+        self.before = now
+        return spent
+
+
+Timed = tuple[dict[int, list[float]], dict[int, list[float]], list[float]]  # step seconds, arithmetic, whole
+
+
+def _call_steps(replicas: dict, steps: int, whole: Callable[[], float] | None, block: int = BLOCK) -> Timed:
     """Each step of each replica started from here (an actor call to each partition), and ``whole()`` (the
-    whole network's seconds in a task) alongside; seconds each."""
+    whole network's seconds in a task) alongside; seconds each, and each timed step's busiest arithmetic."""
     times: dict[int, list[float]] = {kk: [] for kk in replicas}
+    busy: dict[int, list[float]] = {kk: [] for kk in replicas}
+    busiest = {kk: _Busiest() for kk in replicas}
     base: list[float] = []
     for n in _blocks(steps, block):
         if whole is not None:
@@ -198,22 +217,27 @@ def _call_steps(replicas: dict, steps: int, whole: Callable[[], float] | None,
         for kk, rep in replicas.items():
             for i in range(n):
                 t = time.perf_counter()
-                rep.run(None, None, return_grad=False)
+                results = rep.run(None, None, return_grad=False)
+                spent = time.perf_counter() - t
+                arithmetic = busiest[kk].step(results)
                 if i:
-                    times[kk].append(time.perf_counter() - t)
-    return times, base
+                    times[kk].append(spent)
+                    busy[kk].append(arithmetic)
+    return times, busy, base
 
 
-def _lead_steps(side: Any, keys: dict[int, str], steps: int, baseline: tuple | None,
-                block: int = BLOCK) -> tuple[dict[int, list[float]], list[float]]:
+def _lead_steps(side: Any, keys: dict[int, str], steps: int, baseline: tuple | None, block: int = BLOCK) -> Timed:
     """A task on the partitions 0's worker: each step of each wired replica started here by its partition 0
-    (``dbkit.partition.lead``), and the whole network's, interleaved in blocks; seconds each."""
+    (``dbkit.partition.lead``), and the whole network's, interleaved in blocks; seconds each, and each timed
+    step's busiest arithmetic."""
     from threadpoolctl import threadpool_limits
 
     from ..partition.lead import lead
 
     leads: dict[int, Any] = {kk: side.local(key) for kk, key in keys.items()}
     times: dict[int, list[float]] = {kk: [] for kk in keys}
+    busy: dict[int, list[float]] = {kk: [] for kk in keys}
+    busiest = {kk: _Busiest() for kk in keys}
     base: list[float] = []
     step = 10**6
     with threadpool_limits(1):
@@ -224,7 +248,10 @@ def _lead_steps(side: Any, keys: dict[int, str], steps: int, baseline: tuple | N
                 for i in range(n):
                     step += 1
                     t = time.perf_counter()
-                    lead(partition, step, "run", {"return_grad": False})
+                    results = lead(partition, step, "run", {"return_grad": False})
+                    spent = time.perf_counter() - t
+                    arithmetic = busiest[kk].step([meta for meta, _ in results])
                     if i:
-                        times[kk].append(time.perf_counter() - t)
-    return times, base
+                        times[kk].append(spent)
+                        busy[kk].append(arithmetic)
+    return times, busy, base

@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..runtime.sim.profile import Profile
@@ -40,17 +40,31 @@ def probe_network(model: str = "speech") -> Network:
     host's speed); ``"local"``, one unshared 5x5 locally connected layer of 16 filters on 32x32x8 inputs and a
     softmax layer (its gradient sets the speed of locally connected arithmetic, which numpy does far less
     efficiently than a matrix product); ``"dense"``, a 2048-1024-10 fully connected network (big matrix
-    products, which run far faster per flop than the speech preset's small ones)."""
+    products, which run far faster per flop than the speech preset's small ones). ``"dense-small"`` and
+    ``"local-small"`` are the same with a part of the first layer's units, about what one of 8 partitions
+    computes (1/8 of the dense units, 4 of the 28 rows of positions): their rates against the full probes'
+    say how much faster a smaller working set runs (``ComputeSpec.rate``)."""
     from ..nn import Dense, LocallyConnected2D, Network, ReLU, build
 
     if model == "speech":
         return build("speech", 440, 64)
-    if model == "local":
-        lc = LocallyConnected2D(32, 32, 8, kernel=5, filters=16)
-        return Network([lc, ReLU(lc.out_size), Dense(lc.out_size, 10)], name="local probe")
-    if model == "dense":
-        return Network([Dense(2048, 1024), ReLU(1024), Dense(1024, 10)], name="dense probe")
-    raise ValueError(f"model must be 'speech', 'local' or 'dense', got {model!r}")
+    if model in ("local", "local-small"):
+        lc = LocallyConnected2D(32 if model == "local" else 8, 32, 8, kernel=5, filters=16)
+        return Network([lc, ReLU(lc.out_size), Dense(lc.out_size, 10)], name=f"{model} probe")
+    if model in ("dense", "dense-small"):
+        units = 1024 if model == "dense" else 128
+        return Network([Dense(2048, units), ReLU(units), Dense(units, 10)], name=f"{model} probe")
+    raise ValueError(f"model must be one of {', '.join(PROBE_MODELS)}, got {model!r}")
+
+
+PROBE_MODELS = ("speech", "dense", "local", "dense-small", "local-small")
+
+
+def probe_working_set(model: str, batch: int = PROBE_BATCH) -> float:
+    """Bytes the first layer of ``probe_network(model)`` touches (``LayerShape.working_set_bytes``)."""
+    from ..runtime.sim.shape import ModelShape
+
+    return ModelShape.of(probe_network(model)).layers[0].working_set_bytes(1.0, batch)
 
 
 def probe_seconds(model: str = "speech", reps: int = 20, batch: int = PROBE_BATCH) -> float:
@@ -111,35 +125,87 @@ class HostProbes:
     """What a partition's worker on an emulated host does, measured there (``dbkit.calibration.host_probes``):
     one gradient of ``probe_network("dense")`` and of ``probe_network("local")`` (batch 32) in a task on the
     host's Dask worker, where a partition computes; and one boundary message's hop between two hosts'
-    partitions (a tiny network's partitioned step, less its arithmetic, over its six one-way messages)."""
+    partitions (a tiny network's partitioned step, less its arithmetic and its step in one partition, over its
+    six one-way messages). Optionally: the same with a part of the probes' first layer on every host at once
+    (``*_small_seconds``, for a rate that depends on the working set); and a step's own work beyond its
+    arithmetic in one partition, for the tiny network (two layers with parameters, next to none of them:
+    ``step_rest_seconds``) and the dense probe (the same, and its gradient gathered: ``dense_rest_seconds``)."""
 
     dense_seconds: float
     local_seconds: float
     hop_seconds: float
+    dense_small_seconds: float | None = None
+    local_small_seconds: float | None = None
+    step_rest_seconds: float | None = None
+    dense_rest_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _checked_seconds("dense_seconds", self.dense_seconds)
         _checked_seconds("local_seconds", self.local_seconds)
         _checked_seconds("hop_seconds", self.hop_seconds)
+        if (self.step_rest_seconds is None) != (self.dense_rest_seconds is None):
+            raise ValueError("step_rest_seconds and dense_rest_seconds go together (one is the other's baseline)")
+        for name in ("dense_small_seconds", "local_small_seconds", "step_rest_seconds", "dense_rest_seconds"):
+            if getattr(self, name) is not None:
+                _checked_seconds(name, getattr(self, name))
 
 
 def _rate(profile: Profile, cpu_factor: float, measured_seconds: float, model: str,
           batch: int = PROBE_BATCH) -> float:
-    """The rate of ``model``'s kind of arithmetic (``"dense"`` or ``"local"``) at which ``profile`` (its other
-    rates, times ``cpu_factor``) charges ``probe_network(model)``'s gradient ``measured_seconds``."""
+    """The rate of ``model``'s kind of arithmetic (``"dense"`` or ``"local"``, or their ``-small`` probes) at
+    which ``profile`` (its other rates, times ``cpu_factor``) charges ``probe_network(model)``'s gradient
+    ``measured_seconds``."""
     from ..runtime.sim.cost import CostModel
     from ..runtime.sim.shape import ModelShape
 
+    kind = model.split("-")[0]
     shape = ModelShape.of(probe_network(model))
-    flops = shape.gradient_flops()[0 if model == "dense" else 1]
-    rate = profile.compute.dense_flops_per_second if model == "dense" else profile.compute.local_flops_per_second
+    flops = shape.gradient_flops()[0 if kind == "dense" else 1]
+    rate = profile.compute.dense_flops_per_second if kind == "dense" else profile.compute.local_flops_per_second
     fixed, parallel = CostModel(profile, shape).gradient_parts(batch)  # the cost model's charge, less this kind's
     rest = fixed + parallel - batch * flops / rate
     left = measured_seconds / cpu_factor - rest
     if left <= 0:
-        raise ValueError(f"the {model} probe's {measured_seconds * 1e3:.2f} ms leaves nothing for its {model} "
+        raise ValueError(f"the {model} probe's {measured_seconds * 1e3:.2f} ms leaves nothing for its {kind} "
                          f"arithmetic after the rest of {profile.name}'s charge ({rest * 1e3:.2f} ms)")
     return batch * flops / left
+
+
+def _working_set(profile: Profile, cpu_factor: float, kind: str, small_seconds: float) -> tuple[Profile, str]:
+    """``profile`` with ``kind``'s rate made to depend on the working set (``ComputeSpec.rate``): the exponent
+    that takes the full probe's rate (``profile``'s) to the rate the small probe measured ``small_seconds`` at,
+    between the two probes' working sets (within 0 and 1), the floor at the small one's; and a comment."""
+    import math
+
+    big_ws, small_ws = probe_working_set(kind), probe_working_set(f"{kind}-small")
+    big = getattr(profile.compute, f"{kind}_flops_per_second")
+    small = _rate(profile, cpu_factor, small_seconds, f"{kind}-small")
+    exponent = min(1.0, max(0.0, math.log(small / big) / math.log(big_ws / small_ws)))
+    out = profile.but(compute={f"{kind}_working_set_bytes": big_ws, f"{kind}_working_set_floor_bytes": small_ws,
+                               f"{kind}_working_set_exponent": exponent})
+    return out, (f"the {kind} probe's first layer touches {big_ws / 1e6:.1f} MB and runs at "
+                 f"{big / 1e9:.2f} Gflop/s; its {kind}-small probe's {small_ws / 1e6:.2f} MB ran at {small / 1e9:.2f} "
+                 f"({small_seconds * 1e3:.2f} ms a gradient): a rate in (working set)^-{exponent:.3f}")
+
+
+def _step_rest(profile: Profile, cpu_factor: float, alone: float, dense: float, comments: dict[str, str]
+               ) -> Profile:
+    """``profile`` charging a partitioned step's own work as measured in one partition: ``alone``, the tiny
+    network's step (its two layers' fixed work: ``layer_seconds``, charged twice a layer; no ``step_seconds``)
+    and ``dense``, the dense probe's beyond its arithmetic (the same, and its gradient gathered:
+    ``gather_seconds_per_parameter``)."""
+    from ..runtime.sim.shape import ModelShape
+
+    layers = sum(1 for layer in ModelShape.of(probe_network("dense")).layers if layer.has_params)  # as the tiny's
+    parameters = probe_network("dense").size
+    gather = max(0.0, dense - alone) / parameters / cpu_factor
+    comments["compute.layer_seconds"] = (f"the hop probe's 8-8-2 network's step in one partition on a host: "
+                                         f"{alone * 1e3:.2f} ms, over its 2 layers, twice each, over cpu_factor")
+    comments["compute.gather_seconds_per_parameter"] = (
+        f"the dense probe's step in one partition on a host beyond its arithmetic: {dense * 1e3:.2f} ms, less the "
+        f"8-8-2 network's, over its {parameters:,} parameters, over cpu_factor")
+    return profile.but(compute={"layer_seconds": alone / (2 * layers) / cpu_factor, "step_seconds": 0.0,
+                                "gather_seconds_per_parameter": gather})
 
 
 def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Profile = "here",
@@ -151,7 +217,9 @@ def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Pro
     With ``probes`` (measured in a host's worker, so no worker factor applies), fully connected and locally
     connected arithmetic are charged at the rates that give the dense and the local probe their measured
     times, and a boundary message between partitions costs its measured hop beyond the link's latency,
-    instead of the base's rates and its Dask actor call (a partitioned step: DistBelief Sec. 3, Fig. 3)."""
+    instead of the base's rates and its Dask actor call (a partitioned step: DistBelief Sec. 3, Fig. 3). Where
+    ``probes`` has the small probes too, each kind's rate also depends on a layer part's working set
+    (``ComputeSpec.rate``), between the two probes' (the less a partition touches, the faster it computes)."""
     measured_seconds = _checked_seconds("measured_seconds", measured_seconds)
     b = load_profile(base)
     cpu_factor = measured_seconds * b.machine.cpu_factor / predicted_gradient_seconds(b)
@@ -185,11 +253,16 @@ def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Pro
         comments["compute.local_flops_per_second"] = (
             f"the local probe's gradient (batch {PROBE_BATCH}) {where}: {probes.local_seconds * 1e3:.2f} ms, "
             "over the rest of its charge (the dense rate above included)")
+        for kind in ("dense", "local"):
+            small = getattr(probes, f"{kind}_small_seconds")
+            if small is not None:
+                out, comments[f"compute.{kind}_working_set_exponent"] = _working_set(out, cpu_factor, kind, small)
+        if probes.step_rest_seconds is not None and probes.dense_rest_seconds is not None:
+            out = _step_rest(out, cpu_factor, probes.step_rest_seconds, probes.dense_rest_seconds, comments)
         comments["message.partition_message_seconds"] = (
             f"one boundary message's hop between two hosts' partitions {where}: {probes.hop_seconds * 1e3:.3f} ms, "
             "less the link's latency, over cpu_factor (the partition wire, not a Dask actor call)")
-        measured["emulated_host_probes"] = {"dense_seconds": probes.dense_seconds,
-                                            "local_seconds": probes.local_seconds, "hop_seconds": probes.hop_seconds}
+        measured["emulated_host_probes"] = asdict(probes)
     return Profile(name, f"an emulated cluster of {spec.hosts} hosts, {spec.link} links, {share} each "
                    f"(dbkit.emulate), from {b.name}", out.machine, out.compute, out.shard, out.message, comments,
                    measured)

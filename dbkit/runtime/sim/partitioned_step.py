@@ -76,22 +76,22 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
     """The step of ``batch`` examples of ``shape`` split over ``machines`` machines of ``profile``: spatial layers
     cut into the paper's tiles (``grid``), or with ``bands`` into ``machines`` bands of rows, as dbkit's own
     partitioner cuts them (``dbkit.partition.ownership``: two neighbours each, not up to eight). Without
-    ``update``, the forward and backward pass alone: not the replica's vector work on its parameters after it
-    (what ``dbkit.calibration.time_partitioned_step`` times)."""
+    ``update``, the forward and backward pass alone (its gradient gathered, ``gather_seconds_per_parameter``):
+    not the replica's vector work on its parameters after it (what ``dbkit.calibration.time_partitioned_step``
+    times)."""
     if machines < 1:
         raise ValueError(f"machines must be >= 1, got {machines}")
     c, m, msg = profile.compute, profile.machine, profile.message
     threads = max(1, m.threads_per_replica)
     cpu = m.cpu_factor  # a machine's speed: every computation and message's CPU, as on the engine's machines
     rows, cols = (machines, 1) if bands else grid(machines)
-    rates = {"dense": c.dense_flops_per_second, "local": c.local_flops_per_second}
     compute = exchange = 0.0
     most_in = 0.0
     share = smallest = 1.0
     for i, layer in enumerate(shape.layers):
         before = smallest
         share, smallest = _share(layer, machines, rows, cols, (share, smallest))
-        rate = rates.get(layer.kind, c.elementwise_per_second)
+        rate = c.rate(layer.kind, layer.working_set_bytes(share, batch))  # a smaller part may run faster
         passes = 1.0 + (1.0 if i == 0 else 2.0)  # forward; backward: parameter gradient (and input gradient)
         fixed = c.layer_seconds * (2 if layer.has_params else 0)
         compute += fixed + passes * batch * layer.flops * share / (rate * threads)
@@ -103,7 +103,7 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
     if machines > 1:  # the logits to machine 0 for the loss, and their gradients back
         nbytes = FLOAT * shape.classes * (1 - 1 / machines) * batch
         exchange += 2 * (m.latency + nbytes / m.bandwidth + (machines - 1) * msg.partition_message_seconds * cpu)
-    compute += c.step_seconds
+    compute += c.step_seconds + c.gather_seconds_per_parameter * shape.parameters / machines
     if update:
         compute += c.update_seconds_per_parameter * shape.parameters / machines / threads
     return StepCost(machines, compute * cpu, exchange, int(most_in))

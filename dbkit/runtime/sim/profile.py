@@ -70,7 +70,11 @@ class ComputeSpec:
     (or, for a model measured by ``dbkit calibrate``, its own line ``measured["gradients"]``); a replica's
     step adds ``replica_step_seconds`` and ``update_seconds_per_parameter`` for its accrue, local step and
     finiteness check. ``contention``: each other replica on the same machine makes a replica's arithmetic
-    take this fraction longer (threads taking turns at one interpreter lock)."""
+    take this fraction longer (threads taking turns at one interpreter lock). The ``*_working_set_*`` fields
+    make a partition's rate depend on how much its part of a layer touches (``rate``; a partitioned step's
+    arithmetic, DistBelief Fig. 3); 0, as in every shipped profile: one rate at any size.
+    ``gather_seconds_per_parameter``: a partition writing its parameters' gradient into its vector each step
+    (charged by ``partitioned_step``, with or without the update after it; 0 in every shipped profile)."""
 
     dense_flops_per_second: float
     local_flops_per_second: float
@@ -80,6 +84,33 @@ class ComputeSpec:
     update_seconds_per_parameter: float
     replica_step_seconds: float = 0.0
     contention: float = 0.0
+    dense_working_set_bytes: float = 0.0
+    dense_working_set_floor_bytes: float = 0.0
+    dense_working_set_exponent: float = 0.0
+    local_working_set_bytes: float = 0.0
+    local_working_set_floor_bytes: float = 0.0
+    local_working_set_exponent: float = 0.0
+    gather_seconds_per_parameter: float = 0.0
+
+    def rate(self, kind: str, working_set: float = 0.0) -> float:
+        """Operations per second of ``kind``'s arithmetic (``"dense"``, ``"local"``, else elementwise) on a
+        layer part whose arithmetic touches ``working_set`` bytes (``LayerShape.working_set_bytes``).
+
+        Where the profile has a working set for the kind, its rate was measured there, and a part touching
+        less runs faster as ``(measured working set / working set) ** exponent`` (the less a part touches, the
+        more of it stays in a core's caches), down to the floor, the smallest working set measured: below it
+        the rate is the floor's. With exponent 0 (every shipped profile) the rate is the same at any size."""
+        if kind == "dense":
+            base, ref, floor, exp = (self.dense_flops_per_second, self.dense_working_set_bytes,
+                                     self.dense_working_set_floor_bytes, self.dense_working_set_exponent)
+        elif kind == "local":
+            base, ref, floor, exp = (self.local_flops_per_second, self.local_working_set_bytes,
+                                     self.local_working_set_floor_bytes, self.local_working_set_exponent)
+        else:
+            return self.elementwise_per_second
+        if not (ref and exp and working_set > 0):
+            return base
+        return base * (ref / max(working_set, floor)) ** exp
 
 
 @dataclass(frozen=True)
@@ -139,11 +170,15 @@ class Profile:
 
 SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "shard": ShardSpec,
                              "message": MessageSpec}
-#: fields with an upper bound (a flag: 0 or 1)
-AT_MOST = {"shared_links": 1}
+#: fields with an upper bound (a flag: 0 or 1; an exponent)
+AT_MOST = {"shared_links": 1, "dense_working_set_exponent": 1, "local_working_set_exponent": 1}
 #: fields that may be zero (a cost that is absent); all other numbers must be positive
 MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
-               "replica_step_seconds", "task_seconds", "contention", "host_cores", "host_load", "switch_seconds",
+               "replica_step_seconds", "task_seconds", "contention", "dense_working_set_bytes",
+               "dense_working_set_floor_bytes", "dense_working_set_exponent", "local_working_set_bytes",
+               "local_working_set_floor_bytes", "local_working_set_exponent", "gather_seconds_per_parameter",
+               "host_cores", "host_load",
+               "switch_seconds",
                "release_seconds", "handoff_seconds", "shared_links",
                "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
                "control_seconds", "partition_message_seconds", "push_seconds_per_float_sgd",

@@ -38,6 +38,18 @@ class LayerShape:
     def has_params(self) -> bool:
         return self.kind in ("dense", "local")
 
+    def working_set_bytes(self, share: float = 1.0, batch: int = 32) -> float:
+        """Bytes the arithmetic of ``share`` of this layer's units touches for ``batch`` examples (0 for a
+        layer without parameters): its weights, its outputs, and its inputs: all of them for a fully connected
+        layer, each output position's receptive field (the patches a locally connected layer multiplies) for
+        a locally connected one."""
+        if self.kind == "dense":
+            return 4.0 * (share * (self.params + batch * self.out_size) + batch * self.in_size)
+        if self.kind == "local":
+            patches = self.flops / (2 * self.out_shape[2])  # positions x receptive field, floats per example
+            return 4.0 * share * (self.params + batch * (self.out_size + patches))
+        return 0.0
+
 
 def dense(n_in: int, n_out: int) -> LayerShape:
     return LayerShape("dense", n_in, n_out, n_in * n_out + n_out, 2 * n_in * n_out)
