@@ -177,12 +177,14 @@ def set_link(host: HostLink, up: bool) -> None:
 
 def _forget_neighbour(ipr, index: int, address: str | None) -> None:
     """Delete link ``index``'s neighbour entries (only ``address``'s, unless ``None``)."""
+    from pyroute2 import NetlinkError
+
     for entry in ipr.get_neighbours(ifindex=index):
         dst = entry.get_attr("NDA_DST")
         if dst and (address is None or dst == address):
             try:
                 ipr.neigh("del", ifindex=index, dst=dst)
-            except Exception:  # noqa: BLE001 - an entry that expired meanwhile is already forgotten
+            except NetlinkError:  # an entry that expired meanwhile is already forgotten
                 pass
 
 

@@ -63,13 +63,7 @@ class CostModel:
         partition's part of a layer: the forward is 1, the input gradient 1, the parameter gradient 1), as its
         serial part (the layer's fixed work) and its parallel part (its arithmetic)."""
         c = self.profile.compute
-        if layer.kind == "dense":
-            rate = c.dense_flops_per_second
-        elif layer.kind == "local":
-            rate = c.local_flops_per_second
-        else:
-            rate = c.elementwise_per_second
-        return (c.layer_seconds if layer.has_params else 0.0), passes * batch * layer.flops / rate
+        return (c.layer_seconds if layer.has_params else 0.0), passes * batch * layer.flops / c.rate(layer.kind)
 
     def update_seconds(self, floats: int) -> float:
         """A replica's own work per step beyond its gradient: a fixed part, and its vector work on ``floats``
