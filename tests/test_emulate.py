@@ -319,14 +319,14 @@ def _run_with_a_cut(tmp_path: Path, host: int | tuple[int, ...], down_for: float
     """A Downpour job on 4 emulated hosts (shards on hosts 1 and 2, replicas on 3 and 4, checkpoints every
     second to a folder every host sees) whose host ``host`` (or hosts) loses its link 6 s in, for ``down_for``
     seconds (``None``: for good). Returns the report and, for a cut that ends, replica 0's steps when the link
-    came back."""
+    came back (``seen["steps"]``), and the job's clock just before it did (``seen["up_at"]``)."""
     import threading
 
     from distributed import Client
 
     import dbkit
 
-    seen: dict[str, int] = {}
+    seen: dict[str, float] = {}
     with Cluster(hosts=4, link="100mbit", cpu=0.5) as emulated, Client(emulated.address) as client:
         workers = sorted(client.scheduler_info()["workers"])
         with dbkit.DownpourSGD("mlp", "digits", client=client, replicas=2, shards=2, shard_workers=workers[:2],
@@ -341,6 +341,7 @@ def _run_with_a_cut(tmp_path: Path, host: int | tuple[int, ...], down_for: float
                     emulated.set_link(k, up=False)
                 if down_for is not None:
                     time.sleep(down_for)
+                    seen["up_at"] = job.snapshot().t  # the job's clock just before the link comes back
                     for k in hosts:
                         emulated.set_link(k, up=True)
                     seen["steps"] = next(r.steps for r in job.snapshot().replicas if r.replica == 0)
@@ -351,7 +352,7 @@ def _run_with_a_cut(tmp_path: Path, host: int | tuple[int, ...], down_for: float
             cutter.join(timeout=30)
             report = job.report()
     assert leftovers() == []
-    return report, seen.get("steps")
+    return report, seen
 
 
 @needs_emulation
@@ -372,7 +373,8 @@ def test_a_replicas_host_partitioned_for_ten_seconds_is_noticed_kept_and_goes_on
     """A 10 s network partition shorter than the heartbeat's timeout (20 s here): the job notices (the report
     says which host was silent and for how long), keeps the host, and its replica steps on from where it was;
     nothing is lost. (Cut for good, or past the timeout, a host is dropped: the test above.)"""
-    report, steps_at_return = _run_with_a_cut(tmp_path, host=3, down_for=10.0, seconds=30.0, heartbeat_timeout=20.0)
+    report, seen = _run_with_a_cut(tmp_path, host=3, down_for=10.0, seconds=30.0, heartbeat_timeout=20.0)
+    steps_at_return = seen.get("steps")
     faults = report["faults"]
     assert faults["shards_lost"] == faults["replicas_lost"] == faults["updates_lost"] == 0
     assert faults["workers_hung"] == []
@@ -381,7 +383,9 @@ def test_a_replicas_host_partitioned_for_ten_seconds_is_noticed_kept_and_goes_on
     # away as long as the cut, less up to one heartbeat period (the first unanswered ping may leave up to a period
     # after the cut began: 9.50 s in one run), and less than the timeout
     assert 10.0 - HEARTBEAT_PERIOD <= silent["198.18.0.3"]["silent"] < 20.0
-    assert silent["198.18.0.3"]["t"] >= 16.0  # noticed when it answered again, after the cut (6 s + 10 s)
+    # noticed when it answered again, after the cut ended (on the job's clock, which starts after the cut's
+    # timer: 15.53 s in one run for a cut 6 s + 10 s after that timer)
+    assert silent["198.18.0.3"]["t"] >= seen["up_at"]
     first = next(r for r in report["replicas"] if r["replica"] == 0)
     assert first["worker"].split("//")[1].startswith("198.18.0.3:")
     assert steps_at_return is not None and first["steps"] > steps_at_return  # it stepped again once reconnected
@@ -393,8 +397,8 @@ def test_every_host_partitioned_for_ten_seconds_at_once_is_survived_with_nothing
     """All 4 hosts (both shards' and both replicas') cut off together for 10 s, under a 20 s heartbeat: the
     job keeps them all, loses no update and no replica, and the report gives each host's time away (cut to
     answering again: the job's time to recover); the replicas step on after it."""
-    report, steps_at_return = _run_with_a_cut(tmp_path, host=(1, 2, 3, 4), down_for=10.0, seconds=30.0,
-                                              heartbeat_timeout=20.0)
+    report, seen = _run_with_a_cut(tmp_path, host=(1, 2, 3, 4), down_for=10.0, seconds=30.0, heartbeat_timeout=20.0)
+    steps_at_return = seen.get("steps")
     faults = report["faults"]
     assert faults["shards_lost"] == faults["replicas_lost"] == faults["updates_lost"] == 0
     assert faults["workers_hung"] == [] and faults["restores"] == []
