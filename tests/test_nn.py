@@ -35,6 +35,20 @@ def test_preset_gradients_match_central_differences(name, n_features, n_classes,
     assert check_network(net, X, y, max_coords=250) < 1e-4
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_is_scipy_s_logistic_function_without_overflow(dtype):
+    from scipy.special import expit
+
+    x = np.concatenate([np.linspace(-60, 60, 4000), [-1e4, -745.0, 0.0, 745.0, 1e4, 1.0]]).astype(dtype).reshape(2, -1)
+    with np.errstate(all="raise"):
+        out, _ = nn.Sigmoid(x.shape[1]).forward({}, x)
+    eps = np.finfo(dtype).eps
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out, expit(x), rtol=0, atol=2 * eps)
+    assert (out >= 0).all() and (out <= 1).all()
+    assert np.all(np.diff(out.ravel()[:4000]) >= 0)  # monotone
+
+
 def test_gradcheck_detects_a_wrong_gradient():
     class BrokenDense(nn.Dense):
         def backward(self, params, cache, dout):
