@@ -356,16 +356,21 @@ def test_a_second_ctrl_c_while_stopping_still_leaves_the_report(tmp_path, args):
     proc = _run_in_its_own_group(args, report)
     try:
         kids = psutil.Process(proc.pid).children(recursive=True)
-        for _ in range(2):  # 0.3 s apart, as a hurried hand
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.3)  # as a hurried hand
+        # a stop may be over by then (a Sandblaster run between work units wrote its report and ended in
+        # under 0.3 s in CI): then there is nothing to press into, and nothing to say
+        pressed_again = proc.poll() is None
+        if pressed_again:
             os.killpg(proc.pid, signal.SIGINT)
-            time.sleep(0.3)
         out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "Traceback" not in out
-    assert err.count("dbkit: stopping, press Ctrl-C again to abandon the report") == 1  # heard, not obeyed
+    hint = "dbkit: stopping, press Ctrl-C again to abandon the report"
+    assert err.count(hint) == (1 if pressed_again else 0), err  # heard, not obeyed
     r = json.loads(report.read_text())
     assert r["interrupted"] is True and r["signal"] == "SIGINT" and validate_report(r) == []
     _, alive = psutil.wait_procs(kids, timeout=15)
