@@ -16,8 +16,10 @@ measured speed-up (K = 1 step over K step, the quantity of the paper's Fig. 3) s
   ``emulated_profile`` with ``HostProbes``: the links' rate, 50 us, and what a partition's worker on a host
   does, measured there by ``dbkit.calibration.host_probes``: a dense and a local probe network's gradients,
   the same with an eighth of their first layer, which make a partition's rate depend on its working set, a
-  step's own work in one partition, and one boundary message's hop), the same without the small probes and
-  the step's own work ("one rate" per kind of arithmetic, as the fifth pass did), and
+  step's own work in one partition, one boundary message's hop, and what a boundary byte costs beyond the
+  link: the bulk probe), the same without the bulk probe ("no byte cost", as the sixth pass did), the same
+  without the small probes, the step's own work and the bulk probe ("one rate" per kind of arithmetic, as the
+  fifth pass did), and
   the same prediction from the speech probe alone (the base
   profile's arithmetic rates and its Dask actor call as the boundary message: what the earlier passes did), and
 - the paper's shape: the fully connected model gains little and peaks early (the speech model: 2.2x at 8
@@ -85,7 +87,9 @@ def measure_link(hosts: int, link: str, cpu: float, ks: list[int], steps: int, b
             profile, plain = emulated_profile(spec, grad, probes=probes), emulated_profile(spec, grad)
             one_rate = emulated_profile(spec, grad, probes=replace(probes, dense_small_seconds=None,
                                                                    local_small_seconds=None,
-                                                                   step_rest_seconds=None, dense_rest_seconds=None))
+                                                                   step_rest_seconds=None, dense_rest_seconds=None,
+                                                                   bulk_exchange_seconds=None))
+            no_bytes = emulated_profile(spec, grad, probes=replace(probes, bulk_exchange_seconds=None))
             out.update(gradient_seconds=grad, host_probes=asdict(probes), profile=profile.name)
             print(f"  {link}: host probes: dense {probes.dense_seconds * 1e3:.1f} ms, local "
                   f"{probes.local_seconds * 1e3:.1f} ms, a hop {probes.hop_seconds * 1e3:.2f} ms; small probes: "
@@ -93,7 +97,10 @@ def measure_link(hosts: int, link: str, cpu: float, ks: list[int], steps: int, b
                   f"(working-set exponents {profile.compute.dense_working_set_exponent:.2f} dense, "
                   f"{profile.compute.local_working_set_exponent:.2f} local); a step in one partition beyond its "
                   f"arithmetic: 8-8-2 {probes.step_rest_seconds * 1e3:.2f} ms, dense probe "
-                  f"{probes.dense_rest_seconds * 1e3:.2f} ms",
+                  f"{probes.dense_rest_seconds * 1e3:.2f} ms; the bulk probe's exchange "
+                  f"{probes.bulk_exchange_seconds * 1e3:.1f} ms "
+                  f"({profile.message.partition_seconds_per_byte * 1e9:.2f} ns a byte beyond the link, "
+                  "at a speed of 1)",
                   file=sys.stderr, flush=True)
             for name, net in models().items():
                 rows = []
@@ -106,11 +113,11 @@ def measure_link(hosts: int, link: str, cpu: float, ks: list[int], steps: int, b
                     print(f"  {link} {name} K={k}: {s.step_ms:.1f} ms/step, K=1 {s.k1_ms:.1f} ms, "
                           f"{s.speedup:.2f}x", file=sys.stderr, flush=True)
                 steps_sim = simulated_steps(profile, net, ks, batch)[1:]
-                for row, sim, step, speech_only, one in zip(rows, predicted(profile, net, ks, batch), steps_sim,
-                                                            predicted(plain, net, ks, batch),
-                                                            predicted(one_rate, net, ks, batch)):
+                for row, sim, step, speech_only, one, free in zip(
+                        rows, predicted(profile, net, ks, batch), steps_sim, predicted(plain, net, ks, batch),
+                        predicted(one_rate, net, ks, batch), predicted(no_bytes, net, ks, batch)):
                     row["simulated_speedup"], row["simulated_speech_probe_only"] = sim, speech_only
-                    row["simulated_one_rate"] = one
+                    row["simulated_one_rate"], row["simulated_no_byte_cost"] = one, free
                     row["simulated_compute_ms"], row["simulated_exchange_ms"] = step.compute * 1e3, step.exchange * 1e3
                     row["error"] = sim / row["speedup"] - 1
                 out["models"][name] = {"parameters": net.size, "rows": rows}
@@ -145,14 +152,15 @@ def main(argv=None) -> int:
               f"dense probe's {hp['dense_seconds'] * 1e3:.1f} ms, the local probe's {hp['local_seconds'] * 1e3:.1f} "
               f"ms, a boundary hop {hp['hop_seconds'] * 1e3:.2f} ms; profile {run['profile']}, simulated)")
         print(f"{'model':>6} {'K':>3} {'ms/step':>8} {'arith ms':>8} {'K=1 ms':>7} {'sim arith':>9} "
-              f"{'sim exch':>8} {'measured':>9} {'simulated':>10} {'error':>6} {'sim, one rate':>14} "
+              f"{'sim exch':>8} {'measured':>9} {'simulated':>10} {'error':>6} {'no byte cost':>13} "
+              f"{'sim, one rate':>14} "
               f"{'sim, speech probe only':>23} {'bytes/step':>11}")
         for name, m in run["models"].items():
             for r in m["rows"]:
                 print(f"{name:>6} {r['k']:>3} {r['step_ms']:>8.1f} {r['compute_ms']:>8.1f} {r['k1_ms']:>7.1f} "
                       f"{r['simulated_compute_ms']:>9.1f} {r['simulated_exchange_ms']:>8.1f} "
                       f"{r['speedup']:>8.2f}x {r['simulated_speedup']:>9.2f}x {r['error']:>+6.0%} "
-                      f"{r['simulated_one_rate']:>13.2f}x "
+                      f"{r['simulated_no_byte_cost']:>12.2f}x {r['simulated_one_rate']:>13.2f}x "
                       f"{r['simulated_speech_probe_only']:>22.2f}x {r['bytes_per_step']:>11,.0f}")
             best = max(m["rows"], key=lambda r: r["speedup"])
             print(f"{name:>6}   measured peak {best['speedup']:.2f}x at K={best['k']}")

@@ -192,6 +192,9 @@ def test_host_probes_time_a_workers_arithmetic_and_a_boundary_hop_and_clean_up(l
     # the same layers' thread hops) beyond the 8-8-2 network's (next to no parameters)
     assert probes.step_rest_seconds is not None and probes.dense_rest_seconds is not None
     assert 0 < probes.step_rest_seconds < probes.dense_rest_seconds
+    # the bulk probe's boundary, a mebibyte each way and four messages on the critical path, costs more than
+    # one 8-float boundary message's hop
+    assert probes.bulk_exchange_seconds is not None and probes.bulk_exchange_seconds > probes.hop_seconds
     assert probe_seconds("local", 1) > probe_seconds("dense", 1)
     gc.collect()
     assert leftovers(local_cluster, "timing") == {}

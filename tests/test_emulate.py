@@ -517,6 +517,40 @@ def test_a_steps_own_work_measured_in_one_partition_is_what_the_simulator_charge
         HostProbes(0.03, 0.4, 0.002, step_rest_seconds=0.004)
 
 
+def test_the_bulk_probes_exchange_beyond_its_link_time_becomes_a_cost_per_boundary_byte():
+    from dbkit.emulate.profile import HostProbes, emulated_profile, probe_network
+    from dbkit.runtime.sim.partitioned_step import partitioned_step
+    from dbkit.sim import ModelShape
+
+    shape = ModelShape.of(probe_network("bulk"))
+
+    def exchange(p, k: int = 2) -> float:  # noqa: ANN001
+        return partitioned_step(p, shape, k, 32, bands=True, update=False).exchange
+
+    for link, measured in (("1gbit", 0.05), ("100mbit", 0.2)):
+        spec = ClusterSpec(hosts=8, link=link, cpu=0.25)
+        plain = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002))
+        p = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=measured))
+        # a mebibyte each way: 8.4 ms a message at 1gbit, 84 ms at 100mbit; the rest is charged per byte, and
+        # the simulator's exchange for the probe is then what was measured (the logits' bytes aside)
+        link_seconds = 2 * 4 * (16384 // 2) * 32 / plain.machine.bandwidth
+        assert exchange(plain) > link_seconds == pytest.approx(2 * 1048576 / plain.machine.bandwidth)
+        assert exchange(p) == pytest.approx(measured, rel=1e-3)
+        assert p.message.partition_seconds_per_byte > 0 and plain.message.partition_seconds_per_byte == 0
+        assert "bulk probe" in p.comments["message.partition_seconds_per_byte"]
+        # what a model's partitions send costs more; one partition sends nothing
+        dense = ModelShape.of(probe_network("dense"))
+        assert (partitioned_step(p, dense, 4, 32, bands=True).exchange
+                > partitioned_step(plain, dense, 4, 32, bands=True).exchange)
+        assert exchange(p, 1) == 0.0
+    # measured faster than the link's own time (a token bucket's burst): no cost per byte, never a negative one
+    spec = ClusterSpec(hosts=8, link="100mbit", cpu=0.25)
+    fast = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=0.01))
+    assert fast.message.partition_seconds_per_byte == 0.0
+    with pytest.raises(ValueError, match="bulk_exchange_seconds"):
+        HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=float("nan"))
+
+
 def test_on_the_emulated_profile_a_slower_link_slows_a_push_bound_simulated_run():
     import dbkit
     from dbkit.emulate.profile import emulated_profile

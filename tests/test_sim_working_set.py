@@ -68,3 +68,22 @@ def test_with_an_exponent_a_partitions_arithmetic_shrinks_faster_than_its_share(
     first = shape.layers[0]
     ratio = (first.working_set_bytes(1.0, 32) / first.working_set_bytes(1 / 8, 32)) ** 0.3
     assert 1.7 < ratio < 1.9
+
+
+def test_a_boundary_byte_costs_its_per_byte_charge_at_each_end_of_each_exchange():
+    """Dense(10, 8), ReLU, Dense(8, 4) in two bands, batch 5: the second layer's half of its input is 4 floats
+    an example from the other machine (80 bytes), the logits' other half 2 floats an example (40 bytes); each
+    goes forward and its gradient back. Charging x a byte adds 2 (80 + 40) x, times the machine's speed."""
+    shape = ModelShape.of(nn.Network([nn.Dense(10, 8), nn.ReLU(8), nn.Dense(8, 4)]))
+    plain = load("here")
+    x = 1e-6
+    costly = plain.but(message={"partition_seconds_per_byte": x})
+
+    def exchange(profile, k: int) -> float:  # noqa: ANN001
+        return partitioned_step(profile, shape, k, 5, bands=True, update=False).exchange
+
+    assert exchange(costly, 2) - exchange(plain, 2) == pytest.approx(2 * (80 + 40) * x * plain.machine.cpu_factor)
+    assert exchange(costly, 1) == exchange(plain, 1) == 0.0  # one machine sends nothing
+    assert plain.message.partition_seconds_per_byte == load("distbelief-2012").message.partition_seconds_per_byte == 0
+    with pytest.raises(ProfileError, match="partition_seconds_per_byte"):
+        plain.but(message={"partition_seconds_per_byte": -1e-9})

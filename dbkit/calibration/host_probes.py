@@ -18,7 +18,10 @@ where a partition runs:
 - what a step does beyond its arithmetic with no partner at all: the tiny network's step in one partition
   (the thread hops into each layer's arithmetic, the loss, the step's own bookkeeping), and the dense probe
   network's in one partition less its arithmetic (the same, and its 2.1 million parameters' gradient written
-  into the partition's vector).
+  into the partition's vector);
+- what a boundary's bytes cost: the bulk probe (8-16384-2, a mebibyte each way between two partitions, little
+  arithmetic) in two partitions on the first two workers beyond its arithmetic, less the same in one partition
+  (on a quarter-core host a fast link's bytes cost far more in copies and system calls than on the wire).
 """
 
 from __future__ import annotations
@@ -98,6 +101,20 @@ def rest_seconds(cluster: Cluster, network: Network, steps: int = 10, rounds: in
     return statistics.median(rests)
 
 
+def bulk_exchange_seconds(cluster: Cluster, steps: int = 10, rounds: int = 3) -> float:
+    """Seconds the bulk probe's step in two partitions takes beyond its busiest partition's arithmetic, less
+    its step in one partition beyond its arithmetic (``HostProbes.bulk_exchange_seconds``): the median of
+    ``rounds`` measurements of ``steps`` steps each."""
+    from .timing import time_partitioned_step
+
+    bulk, out = probe_network("bulk"), []
+    for _ in range(rounds):
+        two, one = (time_partitioned_step(cluster, bulk, k, steps) for k in (2, 1))
+        assert two.rest_ms is not None and one.rest_ms is not None
+        out.append(max(0.0, two.rest_ms - one.rest_ms) / 1e3)
+    return max(statistics.median(out), 1e-6)
+
+
 def measure(cluster: Cluster, reps: int = 5, rounds: int = 3) -> HostProbes:
     """``HostProbes`` measured on ``cluster``'s first worker (arithmetic, a step's own work) and its first two
     (the hop)."""
@@ -113,4 +130,5 @@ def measure(cluster: Cluster, reps: int = 5, rounds: int = 3) -> HostProbes:
                       dense_small_seconds=every_worker_gradient_seconds(cluster, "dense-small", 4 * reps, rounds),
                       local_small_seconds=every_worker_gradient_seconds(cluster, "local-small", 4 * reps, rounds),
                       step_rest_seconds=alone,
-                      dense_rest_seconds=rest_seconds(cluster, probe_network("dense"), 2 * reps, rounds))
+                      dense_rest_seconds=rest_seconds(cluster, probe_network("dense"), 2 * reps, rounds),
+                      bulk_exchange_seconds=bulk_exchange_seconds(cluster, 2 * reps, rounds))

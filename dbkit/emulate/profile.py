@@ -43,7 +43,9 @@ def probe_network(model: str = "speech") -> Network:
     products, which run far faster per flop than the speech preset's small ones). ``"dense-small"`` and
     ``"local-small"`` are the same with a part of the first layer's units, about what one of 8 partitions
     computes (1/8 of the dense units, 4 of the 28 rows of positions): their rates against the full probes'
-    say how much faster a smaller working set runs (``ComputeSpec.rate``)."""
+    say how much faster a smaller working set runs (``ComputeSpec.rate``). ``"bulk"``, 8-16384-2 fully
+    connected: in two partitions its boundary is a mebibyte each way a step (batch 32), with little
+    arithmetic, for what a boundary byte costs beyond the link."""
     from ..nn import Dense, LocallyConnected2D, Network, ReLU, build
 
     if model == "speech":
@@ -54,10 +56,13 @@ def probe_network(model: str = "speech") -> Network:
     if model in ("dense", "dense-small"):
         units = 1024 if model == "dense" else 128
         return Network([Dense(2048, units), ReLU(units), Dense(units, 10)], name=f"{model} probe")
+    if model == "bulk":
+        return Network([Dense(8, BULK_UNITS), ReLU(BULK_UNITS), Dense(BULK_UNITS, 2)], name="bulk probe")
     raise ValueError(f"model must be one of {', '.join(PROBE_MODELS)}, got {model!r}")
 
 
-PROBE_MODELS = ("speech", "dense", "local", "dense-small", "local-small")
+PROBE_MODELS = ("speech", "dense", "local", "dense-small", "local-small", "bulk")
+BULK_UNITS = 16384
 
 
 def probe_working_set(model: str, batch: int = PROBE_BATCH) -> float:
@@ -129,7 +134,9 @@ class HostProbes:
     six one-way messages). Optionally: the same with a part of the probes' first layer on every host at once
     (``*_small_seconds``, for a rate that depends on the working set); and a step's own work beyond its
     arithmetic in one partition, for the tiny network (two layers with parameters, next to none of them:
-    ``step_rest_seconds``) and the dense probe (the same, and its gradient gathered: ``dense_rest_seconds``)."""
+    ``step_rest_seconds``) and the dense probe (the same, and its gradient gathered: ``dense_rest_seconds``);
+    and the bulk probe's step in two partitions beyond its arithmetic, less its step in one partition beyond
+    its arithmetic (``bulk_exchange_seconds``: what its boundary, a mebibyte each way, costs)."""
 
     dense_seconds: float
     local_seconds: float
@@ -138,6 +145,7 @@ class HostProbes:
     local_small_seconds: float | None = None
     step_rest_seconds: float | None = None
     dense_rest_seconds: float | None = None
+    bulk_exchange_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _checked_seconds("dense_seconds", self.dense_seconds)
@@ -145,7 +153,8 @@ class HostProbes:
         _checked_seconds("hop_seconds", self.hop_seconds)
         if (self.step_rest_seconds is None) != (self.dense_rest_seconds is None):
             raise ValueError("step_rest_seconds and dense_rest_seconds go together (one is the other's baseline)")
-        for name in ("dense_small_seconds", "local_small_seconds", "step_rest_seconds", "dense_rest_seconds"):
+        for name in ("dense_small_seconds", "local_small_seconds", "step_rest_seconds", "dense_rest_seconds",
+                     "bulk_exchange_seconds"):
             if getattr(self, name) is not None:
                 _checked_seconds(name, getattr(self, name))
 
@@ -208,6 +217,24 @@ def _step_rest(profile: Profile, cpu_factor: float, alone: float, dense: float, 
                                 "gather_seconds_per_parameter": gather})
 
 
+def _per_byte(profile: Profile, cpu_factor: float, exchange: float, comments: dict[str, str]) -> Profile:
+    """``profile`` charging each boundary byte what the bulk probe's two-partition step measured beyond what
+    ``profile`` charges its exchange (the link's time, each message's own cost): ``exchange`` seconds, over
+    the bytes of its two messages on the critical path, over ``cpu_factor`` (never below 0: a link whose
+    bucket lets a burst through at the veth's speed charges the link's time alone)."""
+    from ..runtime.sim.partitioned_step import partitioned_step
+    from ..runtime.sim.shape import ModelShape
+
+    base = profile.but(message={"partition_seconds_per_byte": 0.0})
+    step = partitioned_step(base, ModelShape.of(probe_network("bulk")), 2, PROBE_BATCH, bands=True, update=False)
+    per_byte = max(0.0, exchange - step.exchange) / (2 * step.bytes_in) / cpu_factor
+    comments["message.partition_seconds_per_byte"] = (
+        f"the bulk probe's (8-{BULK_UNITS}-2) step in two partitions on two hosts beyond its arithmetic and its "
+        f"step in one partition: {exchange * 1e3:.2f} ms, less the {step.exchange * 1e3:.2f} ms charged for its "
+        f"link time and messages, over its two {step.bytes_in:,}-byte boundary messages, over cpu_factor")
+    return profile.but(message={"partition_seconds_per_byte": per_byte})
+
+
 def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Profile = "here",
                      probes: HostProbes | None = None) -> Profile:
     """``base`` (default ``here``) turned into ``spec``'s emulated cluster: ``spec.hosts`` machines of one core
@@ -259,6 +286,8 @@ def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Pro
                 out, comments[f"compute.{kind}_working_set_exponent"] = _working_set(out, cpu_factor, kind, small)
         if probes.step_rest_seconds is not None and probes.dense_rest_seconds is not None:
             out = _step_rest(out, cpu_factor, probes.step_rest_seconds, probes.dense_rest_seconds, comments)
+        if probes.bulk_exchange_seconds is not None:
+            out = _per_byte(out, cpu_factor, probes.bulk_exchange_seconds, comments)
         comments["message.partition_message_seconds"] = (
             f"one boundary message's hop between two hosts' partitions {where}: {probes.hop_seconds * 1e3:.3f} ms, "
             "less the link's latency, over cpu_factor (the partition wire, not a Dask actor call)")

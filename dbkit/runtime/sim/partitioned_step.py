@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from .cost import FLOAT
-from .profile import Profile
+from .profile import MessageSpec, Profile
 from .shape import LayerShape, ModelShape
 
 
@@ -71,6 +71,12 @@ def _needs(layer: LayerShape, k: int, rows: int, cols: int, own_input: float = 0
     return max(0.0, (need_h * need_w - own) * c), neighbours
 
 
+def _cpu(msg: MessageSpec, nbytes: float, senders: int) -> float:
+    """What receiving ``nbytes`` from ``senders`` machines costs beyond the link's time, at a speed of 1: each
+    message's own cost and each byte's."""
+    return senders * msg.partition_message_seconds + nbytes * msg.partition_seconds_per_byte
+
+
 def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: int, bands: bool = False,
                      update: bool = True) -> StepCost:
     """The step of ``batch`` examples of ``shape`` split over ``machines`` machines of ``profile``: spatial layers
@@ -98,11 +104,11 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
         floats, senders = _needs(layer, machines, rows, cols, before) if i > 0 else (0.0, 0)  # layer 0: the data
         if floats:  # forward: activations in; backward: their gradients back out
             nbytes = FLOAT * floats * batch
-            exchange += 2 * (m.latency + nbytes / m.bandwidth + senders * msg.partition_message_seconds * cpu)
+            exchange += 2 * (m.latency + nbytes / m.bandwidth + _cpu(msg, nbytes, senders) * cpu)
             most_in = max(most_in, nbytes)
     if machines > 1:  # the logits to machine 0 for the loss, and their gradients back
         nbytes = FLOAT * shape.classes * (1 - 1 / machines) * batch
-        exchange += 2 * (m.latency + nbytes / m.bandwidth + (machines - 1) * msg.partition_message_seconds * cpu)
+        exchange += 2 * (m.latency + nbytes / m.bandwidth + _cpu(msg, nbytes, machines - 1) * cpu)
     compute += c.step_seconds + c.gather_seconds_per_parameter * shape.parameters / machines
     if update:
         compute += c.update_seconds_per_parameter * shape.parameters / machines / threads

@@ -132,7 +132,9 @@ class MessageSpec:
     ``local_call_seconds``: a call to a shard on the caller's own machine (no NIC).
     ``control_seconds``: one way of a command (a coordinator's to a shard); ``task_seconds``: one way of a
     work unit or a flush sent to a replica (0: as a command); ``partition_message_seconds``: what a
-    boundary message between partitions costs beyond its bytes. ``wire_scale`` multiplies every data
+    boundary message between partitions costs beyond its bytes; ``partition_seconds_per_byte``: what each of
+    its bytes costs beyond the link's time for it (the copies and system calls at both ends, which a slow
+    host pays on a fast link; 0: none). ``wire_scale`` multiplies every data
     message's CPU (a real Dask worker's exchanges against the calibration rig's)."""
 
     cpu_seconds: float
@@ -143,6 +145,7 @@ class MessageSpec:
     partition_message_seconds: float
     task_seconds: float = 0.0
     wire_scale: float = 1.0
+    partition_seconds_per_byte: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -180,8 +183,9 @@ MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_s
                "host_cores", "host_load", "switch_seconds",
                "release_seconds", "handoff_seconds", "shared_links",
                "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
-               "control_seconds", "partition_message_seconds", "push_seconds_per_float_sgd",
-               "push_seconds_per_float_adagrad", "fetch_seconds_per_float", "vector_seconds_per_float"}
+               "control_seconds", "partition_message_seconds", "partition_seconds_per_byte",
+               "push_seconds_per_float_sgd", "push_seconds_per_float_adagrad", "fetch_seconds_per_float",
+               "vector_seconds_per_float"}
 
 
 def _section(kind: type, values: Any, name: str, where: str) -> Any:
