@@ -72,9 +72,72 @@ def _needs(layer: LayerShape, k: int, rows: int, cols: int, own_input: float = 0
 
 
 def _cpu(msg: MessageSpec, nbytes: float, senders: int) -> float:
-    """What receiving ``nbytes`` from ``senders`` machines costs beyond the link's time, at a speed of 1: each
-    message's own cost and each byte's."""
-    return senders * msg.partition_message_seconds + nbytes * msg.partition_seconds_per_byte
+    """What receiving ``nbytes`` from ``senders`` machines costs beyond the link's time, at a speed of 1: the
+    exchange's own cost, each message's and each byte's."""
+    return (msg.partition_exchange_seconds + senders * msg.partition_message_seconds
+            + nbytes * msg.partition_seconds_per_byte)
+
+
+#: steps of a chain run at most to find the one that leaves a link's token bucket as it found it
+STEADY_PASSES = 100
+
+
+@dataclass
+class _Link:
+    """A machine's NIC as a token bucket (``MachineSpec.burst_bytes``; 0: every byte at the rate): bytes that
+    find tokens leave at once, the rest at the rate; tokens come back at the rate, up to the bucket's depth."""
+
+    bandwidth: float
+    burst: float
+    tokens: float = 0.0
+    at: float = 0.0
+
+    def send(self, nbytes: float, now: float) -> float:
+        """Seconds ``nbytes`` sent at ``now`` (seconds into the chain) wait for the link."""
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.bandwidth)
+        taken = min(self.tokens, nbytes)
+        self.tokens -= taken
+        wait = (nbytes - taken) / self.bandwidth
+        self.at = now + wait  # while the rest goes out at the rate, every token that comes is taken
+        return wait
+
+
+def _chain(profile: Profile, shape: ModelShape, machines: int, batch: int, bands: bool, update: bool
+           ) -> tuple[list[tuple[float, float, int]], int]:
+    """A step as its phases in order (forward, the logits there and back, backward, the step's own work), each
+    ``(compute seconds at a speed of 1, bytes in, senders)``: a computation has no bytes, an exchange no
+    compute; and the most bytes one machine receives in one exchange."""
+    c = profile.compute
+    threads = max(1, profile.machine.threads_per_replica)
+    rows, cols = (machines, 1) if bands else grid(machines)
+    forward: list[tuple[float, float, int]] = []
+    backward: list[tuple[float, float, int]] = []
+    most_in = 0.0
+    share = smallest = 1.0
+    for i, layer in enumerate(shape.layers):
+        before = smallest
+        share, smallest = _share(layer, machines, rows, cols, (share, smallest))
+        rate = c.rate(layer.kind, layer.working_set_bytes(share, batch))  # a smaller part may run faster
+        one = batch * layer.flops * share / (rate * threads)  # a forward-sized pass
+        fixed = c.layer_seconds if layer.has_params else 0.0  # each way
+        floats, senders = _needs(layer, machines, rows, cols, before) if i > 0 else (0.0, 0)  # layer 0: the data
+        nbytes = FLOAT * floats * batch
+        if floats:  # forward: activations in; backward: their gradients back out
+            forward.append((0.0, nbytes, senders))
+            most_in = max(most_in, nbytes)
+        forward.append((fixed + one, 0.0, 0))
+        gradient = c.fresh_seconds(FLOAT * layer.params * share)  # its weights' gradient, made each step
+        back = [(fixed + (1.0 if i == 0 else 2.0) * one + gradient, 0.0, 0)]  # parameter (and input) gradient
+        backward[:0] = back + ([(0.0, nbytes, senders)] if floats else [])
+    logits = []
+    if machines > 1:  # the logits to machine 0 for the loss, and their gradients back
+        nbytes = FLOAT * shape.classes * (1 - 1 / machines) * batch
+        logits = [(0.0, nbytes, machines - 1)] * 2
+    own = c.step_seconds + c.gather_seconds_per_parameter * shape.parameters / machines
+    own += c.fresh_seconds(FLOAT * shape.parameters / machines)  # the partition's gradient vector
+    if update:
+        own += c.update_seconds_per_parameter * shape.parameters / machines / threads
+    return forward + logits + backward + [(own, 0.0, 0)], int(most_in)
 
 
 def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: int, bands: bool = False,
@@ -84,34 +147,29 @@ def partitioned_step(profile: Profile, shape: ModelShape, machines: int, batch: 
     partitioner cuts them (``dbkit.partition.ownership``: two neighbours each, not up to eight). Without
     ``update``, the forward and backward pass alone (its gradient gathered, ``gather_seconds_per_parameter``):
     not the replica's vector work on its parameters after it (what ``dbkit.calibration.time_partitioned_step``
-    times)."""
+    times). With a NIC's token bucket (``burst_bytes``), a step among many like it: steps are run from a full
+    bucket (or one of a step's bytes, which waits the same) until one leaves it as it found it (a step that
+    sends more than the link carries in its time empties it: in the long run no bucket beats the rate)."""
     if machines < 1:
         raise ValueError(f"machines must be >= 1, got {machines}")
-    c, m, msg = profile.compute, profile.machine, profile.message
-    threads = max(1, m.threads_per_replica)
+    m, msg = profile.machine, profile.message
     cpu = m.cpu_factor  # a machine's speed: every computation and message's CPU, as on the engine's machines
-    rows, cols = (machines, 1) if bands else grid(machines)
-    compute = exchange = 0.0
-    most_in = 0.0
-    share = smallest = 1.0
-    for i, layer in enumerate(shape.layers):
-        before = smallest
-        share, smallest = _share(layer, machines, rows, cols, (share, smallest))
-        rate = c.rate(layer.kind, layer.working_set_bytes(share, batch))  # a smaller part may run faster
-        passes = 1.0 + (1.0 if i == 0 else 2.0)  # forward; backward: parameter gradient (and input gradient)
-        fixed = c.layer_seconds * (2 if layer.has_params else 0)
-        compute += fixed + passes * batch * layer.flops * share / (rate * threads)
-        floats, senders = _needs(layer, machines, rows, cols, before) if i > 0 else (0.0, 0)  # layer 0: the data
-        if floats:  # forward: activations in; backward: their gradients back out
-            nbytes = FLOAT * floats * batch
-            exchange += 2 * (m.latency + nbytes / m.bandwidth + _cpu(msg, nbytes, senders) * cpu)
-            most_in = max(most_in, nbytes)
-    if machines > 1:  # the logits to machine 0 for the loss, and their gradients back
-        nbytes = FLOAT * shape.classes * (1 - 1 / machines) * batch
-        exchange += 2 * (m.latency + nbytes / m.bandwidth + _cpu(msg, nbytes, machines - 1) * cpu)
-    compute += c.step_seconds + c.gather_seconds_per_parameter * shape.parameters / machines
-    if update:
-        compute += c.update_seconds_per_parameter * shape.parameters / machines / threads
-    return StepCost(machines, compute * cpu, exchange, int(most_in))
-
-
+    phases, most_in = _chain(profile, shape, machines, batch, bands, update)
+    sent = sum(nbytes for _, nbytes, _ in phases)  # tokens beyond a step's bytes change none of its waits
+    link = _Link(m.bandwidth, m.burst_bytes, tokens=min(m.burst_bytes, sent))
+    now, before = 0.0, -1.0
+    for _ in range(STEADY_PASSES if m.burst_bytes else 1):  # until a step leaves the bucket as it found it
+        if abs(link.tokens - before) <= 1e-9 * m.burst_bytes:
+            break
+        before = link.tokens
+        compute = exchange = 0.0
+        for seconds, nbytes, senders in phases:
+            if nbytes:
+                took = m.latency + link.send(nbytes, now) + _cpu(msg, nbytes, senders) * cpu
+                exchange += took
+            else:
+                took = seconds * cpu
+                compute += took
+            now += took
+        link.send(0.0, now)  # the tokens the step's end finds
+    return StepCost(machines, compute, exchange, most_in)

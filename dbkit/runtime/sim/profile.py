@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 NAMED = ("here", "distbelief-2012")
+#: glibc's largest threshold for serving an allocation from the heap (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit):
+#: larger ones are mapped from the kernel each time and unmapped when freed
+FRESH_BYTES = 32 * 2**20
 PACKAGED = Path(__file__).parent / "profiles"
 
 
@@ -42,7 +45,10 @@ class MachineSpec:
     arrives, instead of after the whole computation; the next computation on the machine pays for it, and
     ``handoff_seconds`` more for each such hand-off of the lock (the switches there and back).
     ``shared_links``: 1 if messages crossing a NIC at once share it, as TCP flows through a link do
-    (``dbkit.runtime.sim.shared_links``); 0 if each holds it in turn, first come, first served."""
+    (``dbkit.runtime.sim.shared_links``); 0 if each holds it in turn, first come, first served.
+    ``burst_bytes``: a NIC's token bucket (``tc tbf``'s burst): a message that finds tokens leaves at once,
+    the rest at the rate, and tokens come back at the rate up to this depth; charged by a partitioned step's
+    chain (``partitioned_step``; the event-driven engine's NICs send every byte at the rate); 0: none."""
 
     cores: int
     bandwidth: float
@@ -56,6 +62,7 @@ class MachineSpec:
     release_seconds: float = 0.0
     handoff_seconds: float = 0.0
     shared_links: int = 0
+    burst_bytes: float = 0.0
 
     @property
     def host_slowdown(self) -> float:
@@ -74,7 +81,11 @@ class ComputeSpec:
     make a partition's rate depend on how much its part of a layer touches (``rate``; a partitioned step's
     arithmetic, DistBelief Fig. 3); 0, as in every shipped profile: one rate at any size.
     ``gather_seconds_per_parameter``: a partition writing its parameters' gradient into its vector each step
-    (charged by ``partitioned_step``, with or without the update after it; 0 in every shipped profile)."""
+    (charged by ``partitioned_step``, with or without the update after it; 0 in every shipped profile).
+    ``fresh_seconds_per_byte``: what each byte of an array of ``FRESH_BYTES`` or more made anew each step costs
+    beyond writing it (the C library maps such arrays from the kernel and gives them back when freed, so
+    each step's pages are faulted in and zeroed again: a partition's weight gradient and gradient vector;
+    charged by ``partitioned_step``; 0 in every shipped profile)."""
 
     dense_flops_per_second: float
     local_flops_per_second: float
@@ -91,6 +102,11 @@ class ComputeSpec:
     local_working_set_floor_bytes: float = 0.0
     local_working_set_exponent: float = 0.0
     gather_seconds_per_parameter: float = 0.0
+    fresh_seconds_per_byte: float = 0.0
+
+    def fresh_seconds(self, nbytes: float) -> float:
+        """What an array of ``nbytes`` made anew costs beyond writing it: nothing below ``FRESH_BYTES``."""
+        return nbytes * self.fresh_seconds_per_byte if nbytes >= FRESH_BYTES else 0.0
 
     def rate(self, kind: str, working_set: float = 0.0) -> float:
         """Operations per second of ``kind``'s arithmetic (``"dense"``, ``"local"``, else elementwise) on a
@@ -134,8 +150,10 @@ class MessageSpec:
     work unit or a flush sent to a replica (0: as a command); ``partition_message_seconds``: what a
     boundary message between partitions costs beyond its bytes; ``partition_seconds_per_byte``: what each of
     its bytes costs beyond the link's time for it (the copies and system calls at both ends, which a slow
-    host pays on a fast link; 0: none). ``wire_scale`` multiplies every data
-    message's CPU (a real Dask worker's exchanges against the calibration rig's)."""
+    host pays on a fast link; 0: none); ``partition_exchange_seconds``: what each exchange of a partitioned
+    step costs beyond its messages (a partition waiting for its partners' slices is woken when they have all
+    come; on a host under a CPU quota that may wait for the quota's next period; 0: none). ``wire_scale``
+    multiplies every data message's CPU (a real Dask worker's exchanges against the calibration rig's)."""
 
     cpu_seconds: float
     cpu_seconds_per_byte: float
@@ -146,6 +164,7 @@ class MessageSpec:
     task_seconds: float = 0.0
     wire_scale: float = 1.0
     partition_seconds_per_byte: float = 0.0
+    partition_exchange_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -180,12 +199,13 @@ MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_s
                "replica_step_seconds", "task_seconds", "contention", "dense_working_set_bytes",
                "dense_working_set_floor_bytes", "dense_working_set_exponent", "local_working_set_bytes",
                "local_working_set_floor_bytes", "local_working_set_exponent", "gather_seconds_per_parameter",
+               "fresh_seconds_per_byte",
                "host_cores", "host_load", "switch_seconds",
-               "release_seconds", "handoff_seconds", "shared_links",
+               "release_seconds", "handoff_seconds", "shared_links", "burst_bytes",
                "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
                "control_seconds", "partition_message_seconds", "partition_seconds_per_byte",
-               "push_seconds_per_float_sgd", "push_seconds_per_float_adagrad", "fetch_seconds_per_float",
-               "vector_seconds_per_float"}
+               "partition_exchange_seconds", "push_seconds_per_float_sgd", "push_seconds_per_float_adagrad",
+               "fetch_seconds_per_float", "vector_seconds_per_float"}
 
 
 def _section(kind: type, values: Any, name: str, where: str) -> Any:
