@@ -517,38 +517,61 @@ def test_a_steps_own_work_measured_in_one_partition_is_what_the_simulator_charge
         HostProbes(0.03, 0.4, 0.002, step_rest_seconds=0.004)
 
 
-def test_the_bulk_probes_exchange_beyond_its_link_time_becomes_a_cost_per_boundary_byte():
+def test_the_probes_exchanges_beyond_their_link_time_become_an_exchanges_a_messages_and_a_bytes_cost():
     from dbkit.emulate.profile import HostProbes, emulated_profile, probe_network
     from dbkit.runtime.sim.partitioned_step import partitioned_step
     from dbkit.sim import ModelShape
 
-    shape = ModelShape.of(probe_network("bulk"))
+    def exchange(p, model: str, k: int = 2) -> float:  # noqa: ANN001
+        return partitioned_step(p, ModelShape.of(probe_network(model)), k, 32, bands=True, update=False).exchange
 
-    def exchange(p, k: int = 2) -> float:  # noqa: ANN001
-        return partitioned_step(p, shape, k, 32, bands=True, update=False).exchange
-
-    for link, measured in (("1gbit", 0.05), ("100mbit", 0.2)):
+    for link, bulk, thin, thin4 in (("1gbit", 0.05, 0.009, 0.016), ("100mbit", 0.2, 0.009, 0.016)):
         spec = ClusterSpec(hosts=8, link=link, cpu=0.25)
         plain = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002))
-        p = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=measured))
-        # a mebibyte each way: 8.4 ms a message at 1gbit, 84 ms at 100mbit; the rest is charged per byte, and
-        # the simulator's exchange for the probe is then what was measured (the logits' bytes aside)
-        link_seconds = 2 * 4 * (16384 // 2) * 32 / plain.machine.bandwidth
-        assert exchange(plain) > link_seconds == pytest.approx(2 * 1048576 / plain.machine.bandwidth)
-        assert exchange(p) == pytest.approx(measured, rel=1e-3)
-        assert p.message.partition_seconds_per_byte > 0 and plain.message.partition_seconds_per_byte == 0
-        assert "bulk probe" in p.comments["message.partition_seconds_per_byte"]
-        # what a model's partitions send costs more; one partition sends nothing
+        # the bulk probe alone: its bytes' cost beyond the links' time; the hop's message cost stays
+        p = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=bulk))
+        assert exchange(plain, "bulk") < bulk and exchange(p, "bulk") == pytest.approx(bulk, rel=1e-6)
+        assert p.message.partition_message_seconds == plain.message.partition_message_seconds
+        assert p.message.partition_seconds_per_byte > 0 == plain.message.partition_seconds_per_byte
+        assert "bulk in 2" in p.comments["message.partition_seconds_per_byte"]
+        # all three: each probe's exchange is what was measured, and every cost is charged
+        p3 = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=bulk,
+                                                            thin_exchange_seconds=thin,
+                                                            thin4_exchange_seconds=thin4))
+        for model, k, measured in (("bulk", 2, bulk), ("thin", 2, thin), ("thin", 4, thin4)):
+            assert exchange(p3, model, k) == pytest.approx(measured, rel=1e-6), (link, model, k)
+        m = p3.message
+        assert m.partition_exchange_seconds > 0 and m.partition_message_seconds > 0 and m.partition_seconds_per_byte > 0
+        # a model's exchanges cost more than their links' time; one partition sends nothing
         dense = ModelShape.of(probe_network("dense"))
-        assert (partitioned_step(p, dense, 4, 32, bands=True).exchange
-                > partitioned_step(plain, dense, 4, 32, bands=True).exchange)
-        assert exchange(p, 1) == 0.0
-    # measured faster than the link's own time (a token bucket's burst): no cost per byte, never a negative one
+        free = p3.but(message={"partition_exchange_seconds": 0, "partition_message_seconds": 0,
+                               "partition_seconds_per_byte": 0})
+        assert (partitioned_step(p3, dense, 4, 32, bands=True).exchange
+                > partitioned_step(free, dense, 4, 32, bands=True).exchange)
+        assert exchange(p3, "thin", 1) == 0.0
+    # measured faster than the links' own time: no cost is negative
     spec = ClusterSpec(hosts=8, link="100mbit", cpu=0.25)
-    fast = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=0.01))
-    assert fast.message.partition_seconds_per_byte == 0.0
-    with pytest.raises(ValueError, match="bulk_exchange_seconds"):
-        HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=float("nan"))
+    fast = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, bulk_exchange_seconds=0.01,
+                                                          thin_exchange_seconds=1e-5, thin4_exchange_seconds=2e-5))
+    assert min(fast.message.partition_exchange_seconds, fast.message.partition_message_seconds,
+               fast.message.partition_seconds_per_byte) >= 0
+    assert fast.message.partition_seconds_per_byte == pytest.approx(0.0, abs=1e-15)
+    for bad, match in ((dict(bulk_exchange_seconds=float("nan")), "bulk_exchange_seconds"),
+                       (dict(thin_exchange_seconds=0.01), "needs bulk"),
+                       (dict(bulk_exchange_seconds=0.05, thin4_exchange_seconds=0.01), "needs thin"),
+                       (dict(fresh_seconds_per_byte=-1e-9), "fresh_seconds_per_byte")):
+        with pytest.raises(ValueError, match=match):
+            HostProbes(0.03, 0.4, 0.002, **bad)
+
+
+def test_an_array_made_anew_each_step_costs_what_the_probe_measured_over_the_hosts_speed():
+    from dbkit.emulate.profile import HostProbes, emulated_profile
+
+    spec = ClusterSpec(hosts=8, link="1gbit", cpu=0.25)
+    p = emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002, fresh_seconds_per_byte=6e-10))
+    assert p.compute.fresh_seconds_per_byte * p.machine.cpu_factor == pytest.approx(6e-10)
+    assert emulated_profile(spec, 0.05, probes=HostProbes(0.03, 0.4, 0.002)).compute.fresh_seconds_per_byte == 0
+    assert p.machine.burst_bytes == 128_000  # the links' token bucket (dbkit.emulate.links.BURST_BYTES)
 
 
 def test_on_the_emulated_profile_a_slower_link_slows_a_push_bound_simulated_run():

@@ -21,7 +21,11 @@ where a partition runs:
   into the partition's vector);
 - what a boundary's bytes cost: the bulk probe (8-16384-2, a mebibyte each way between two partitions, little
   arithmetic) in two partitions on the first two workers beyond its arithmetic, less the same in one partition
-  (on a quarter-core host a fast link's bytes cost far more in copies and system calls than on the wire).
+  (on a quarter-core host a fast link's bytes cost far more in copies and system calls than on the wire);
+- what an array of 32 MiB or more made each step costs beyond writing it (its pages faulted in and zeroed:
+  the C library maps it from the kernel each time), in a task on the first worker;
+- what a message costs in a step that keeps its host busy: the thin probe (8-128x4-8, ten 8 KiB messages a
+  step) the same way (the 8-8-2 network's host is mostly idle, and its messages run at nearly full speed).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from ..emulate.profile import LINK_LATENCY, HostProbes, probe_network, probe_seconds
+from ..runtime.sim.profile import FRESH_BYTES
 
 if TYPE_CHECKING:
     from ..nn import Network
@@ -62,6 +67,34 @@ def every_worker_gradient_seconds(cluster: Cluster, model: str, reps: int = 5, r
                    for n, w in enumerate(workers)]
         seconds += [f.result() for f in futures]
     return statistics.median(seconds)
+
+
+def fresh_bytes_seconds(nbytes: int = 2 * FRESH_BYTES, reps: int = 5) -> float:
+    """Seconds a byte of an array of ``nbytes`` (at least ``FRESH_BYTES``) made anew costs beyond writing it
+    into one already made (``ComputeSpec.fresh_seconds_per_byte``): the medians of ``reps`` of each."""
+    import time
+
+    import numpy as np
+
+    if nbytes < FRESH_BYTES:
+        raise ValueError(f"nbytes must be at least FRESH_BYTES ({FRESH_BYTES:,}), got {nbytes:,}")
+    kept = np.empty(nbytes, dtype=np.uint8)
+    kept.fill(1)
+    fresh, reused = [], []
+    for _ in range(reps):
+        began = time.perf_counter()
+        made = np.empty(nbytes, dtype=np.uint8)
+        made.fill(1)
+        fresh.append(time.perf_counter() - began)
+        del made
+        began = time.perf_counter()
+        kept.fill(1)
+        reused.append(time.perf_counter() - began)
+    return max(0.0, statistics.median(fresh) - statistics.median(reused)) / nbytes
+
+
+def _fresh_task(side: Any) -> float:
+    return fresh_bytes_seconds()
 
 
 def tiny_network() -> Network:
@@ -101,23 +134,25 @@ def rest_seconds(cluster: Cluster, network: Network, steps: int = 10, rounds: in
     return statistics.median(rests)
 
 
-def bulk_exchange_seconds(cluster: Cluster, steps: int = 10, rounds: int = 3) -> float:
-    """Seconds the bulk probe's step in two partitions takes beyond its busiest partition's arithmetic, less
-    its step in one partition beyond its arithmetic (``HostProbes.bulk_exchange_seconds``): the median of
-    ``rounds`` measurements of ``steps`` steps each."""
+def exchange_seconds(cluster: Cluster, model: str, steps: int = 10, rounds: int = 3, k: int = 2) -> float:
+    """Seconds ``probe_network(model)``'s step in ``k`` partitions takes beyond its busiest partition's
+    arithmetic, less its step in one partition beyond its arithmetic (``HostProbes.bulk_exchange_seconds``,
+    ``thin_exchange_seconds``, ``thin4_exchange_seconds``): the median of ``rounds`` measurements of ``steps``
+    steps each."""
     from .timing import time_partitioned_step
 
-    bulk, out = probe_network("bulk"), []
+    network, out = probe_network(model), []
     for _ in range(rounds):
-        two, one = (time_partitioned_step(cluster, bulk, k, steps) for k in (2, 1))
+        two, one = (time_partitioned_step(cluster, network, kk, steps) for kk in (k, 1))
         assert two.rest_ms is not None and one.rest_ms is not None
         out.append(max(0.0, two.rest_ms - one.rest_ms) / 1e3)
     return max(statistics.median(out), 1e-6)
 
 
 def measure(cluster: Cluster, reps: int = 5, rounds: int = 3) -> HostProbes:
-    """``HostProbes`` measured on ``cluster``'s first worker (arithmetic, a step's own work) and its first two
-    (the hop)."""
+    """``HostProbes`` measured on ``cluster``'s first worker (arithmetic, a step's own work), its first two (the
+    hop, the bulk and thin probes' exchanges) and, where it has four, its first four (the thin probe's in
+    four)."""
     workers = cluster.workers()
     if len(workers) < 2:
         raise ValueError(f"the host probes need two workers (a hop crosses between them), got {len(workers)}")
@@ -131,4 +166,10 @@ def measure(cluster: Cluster, reps: int = 5, rounds: int = 3) -> HostProbes:
                       local_small_seconds=every_worker_gradient_seconds(cluster, "local-small", 4 * reps, rounds),
                       step_rest_seconds=alone,
                       dense_rest_seconds=rest_seconds(cluster, probe_network("dense"), 2 * reps, rounds),
-                      bulk_exchange_seconds=bulk_exchange_seconds(cluster, 2 * reps, rounds))
+                      bulk_exchange_seconds=exchange_seconds(cluster, "bulk", 2 * reps, rounds),
+                      thin_exchange_seconds=exchange_seconds(cluster, "thin", 4 * reps, rounds),
+                      thin4_exchange_seconds=(exchange_seconds(cluster, "thin", 4 * reps, rounds, k=4)
+                                              if len(workers) >= 4 else None),
+                      fresh_seconds_per_byte=statistics.median(
+                          cluster.submit_on(workers[0], _fresh_task, key=f"host-probe-fresh-{i}").result()
+                          for i in range(rounds)))

@@ -18,58 +18,22 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict
 
 from ..runtime.sim.profile import Profile
 from ..runtime.sim.profile import load as load_profile
 from .cluster import ClusterSpec
-from .links import parse_rate
+from .exchange_fit import fit_exchange
+from .host_probe_record import HostProbes, checked_seconds
+from .links import BURST_BYTES, parse_rate
+from .probe_networks import BULK_UNITS, PROBE_BATCH, PROBE_MODELS, probe_network, probe_working_set
 
-if TYPE_CHECKING:
-    from ..nn import Network
+__all__ = ["BULK_UNITS", "LINK_LATENCY", "PROBE_BATCH", "PROBE_MODELS", "HostProbes", "emulated_profile",
+           "gradient_seconds", "predicted_gradient_seconds", "probe_network", "probe_seconds", "probe_working_set"]
 
-PROBE_BATCH = 32
 LINK_LATENCY = 50e-6  # one way through two veth ends and the bridge, unloaded (tens of microseconds)
 
 PROBE = "from dbkit.emulate.profile import probe_seconds; print(probe_seconds('MODEL', REPS, BATCH))"
-
-
-def probe_network(model: str = "speech") -> Network:
-    """The network a compute probe times: ``"speech"``, the speech preset (dense layers: its gradient sets the
-    host's speed); ``"local"``, one unshared 5x5 locally connected layer of 16 filters on 32x32x8 inputs and a
-    softmax layer (its gradient sets the speed of locally connected arithmetic, which numpy does far less
-    efficiently than a matrix product); ``"dense"``, a 2048-1024-10 fully connected network (big matrix
-    products, which run far faster per flop than the speech preset's small ones). ``"dense-small"`` and
-    ``"local-small"`` are the same with a part of the first layer's units, about what one of 8 partitions
-    computes (1/8 of the dense units, 4 of the 28 rows of positions): their rates against the full probes'
-    say how much faster a smaller working set runs (``ComputeSpec.rate``). ``"bulk"``, 8-16384-2 fully
-    connected: in two partitions its boundary is a mebibyte each way a step (batch 32), with little
-    arithmetic, for what a boundary byte costs beyond the link."""
-    from ..nn import Dense, LocallyConnected2D, Network, ReLU, build
-
-    if model == "speech":
-        return build("speech", 440, 64)
-    if model in ("local", "local-small"):
-        lc = LocallyConnected2D(32 if model == "local" else 8, 32, 8, kernel=5, filters=16)
-        return Network([lc, ReLU(lc.out_size), Dense(lc.out_size, 10)], name=f"{model} probe")
-    if model in ("dense", "dense-small"):
-        units = 1024 if model == "dense" else 128
-        return Network([Dense(2048, units), ReLU(units), Dense(units, 10)], name=f"{model} probe")
-    if model == "bulk":
-        return Network([Dense(8, BULK_UNITS), ReLU(BULK_UNITS), Dense(BULK_UNITS, 2)], name="bulk probe")
-    raise ValueError(f"model must be one of {', '.join(PROBE_MODELS)}, got {model!r}")
-
-
-PROBE_MODELS = ("speech", "dense", "local", "dense-small", "local-small", "bulk")
-BULK_UNITS = 16384
-
-
-def probe_working_set(model: str, batch: int = PROBE_BATCH) -> float:
-    """Bytes the first layer of ``probe_network(model)`` touches (``LayerShape.working_set_bytes``)."""
-    from ..runtime.sim.shape import ModelShape
-
-    return ModelShape.of(probe_network(model)).layers[0].working_set_bytes(1.0, batch)
 
 
 def probe_seconds(model: str = "speech", reps: int = 20, batch: int = PROBE_BATCH) -> float:
@@ -117,46 +81,6 @@ def predicted_gradient_seconds(profile: Profile, batch: int = PROBE_BATCH) -> fl
 
     fixed, parallel = CostModel(profile, ModelShape.of(build("speech", 440, 64))).gradient_parts(batch)
     return fixed + parallel
-
-
-def _checked_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < 60):
-        raise ValueError(f"{name} must be measured seconds, > 0 and < 60, got {value!r}")
-    return float(value)
-
-
-@dataclass(frozen=True)
-class HostProbes:
-    """What a partition's worker on an emulated host does, measured there (``dbkit.calibration.host_probes``):
-    one gradient of ``probe_network("dense")`` and of ``probe_network("local")`` (batch 32) in a task on the
-    host's Dask worker, where a partition computes; and one boundary message's hop between two hosts'
-    partitions (a tiny network's partitioned step, less its arithmetic and its step in one partition, over its
-    six one-way messages). Optionally: the same with a part of the probes' first layer on every host at once
-    (``*_small_seconds``, for a rate that depends on the working set); and a step's own work beyond its
-    arithmetic in one partition, for the tiny network (two layers with parameters, next to none of them:
-    ``step_rest_seconds``) and the dense probe (the same, and its gradient gathered: ``dense_rest_seconds``);
-    and the bulk probe's step in two partitions beyond its arithmetic, less its step in one partition beyond
-    its arithmetic (``bulk_exchange_seconds``: what its boundary, a mebibyte each way, costs)."""
-
-    dense_seconds: float
-    local_seconds: float
-    hop_seconds: float
-    dense_small_seconds: float | None = None
-    local_small_seconds: float | None = None
-    step_rest_seconds: float | None = None
-    dense_rest_seconds: float | None = None
-    bulk_exchange_seconds: float | None = None
-
-    def __post_init__(self) -> None:
-        _checked_seconds("dense_seconds", self.dense_seconds)
-        _checked_seconds("local_seconds", self.local_seconds)
-        _checked_seconds("hop_seconds", self.hop_seconds)
-        if (self.step_rest_seconds is None) != (self.dense_rest_seconds is None):
-            raise ValueError("step_rest_seconds and dense_rest_seconds go together (one is the other's baseline)")
-        for name in ("dense_small_seconds", "local_small_seconds", "step_rest_seconds", "dense_rest_seconds",
-                     "bulk_exchange_seconds"):
-            if getattr(self, name) is not None:
-                _checked_seconds(name, getattr(self, name))
 
 
 def _rate(profile: Profile, cpu_factor: float, measured_seconds: float, model: str,
@@ -217,24 +141,6 @@ def _step_rest(profile: Profile, cpu_factor: float, alone: float, dense: float, 
                                 "gather_seconds_per_parameter": gather})
 
 
-def _per_byte(profile: Profile, cpu_factor: float, exchange: float, comments: dict[str, str]) -> Profile:
-    """``profile`` charging each boundary byte what the bulk probe's two-partition step measured beyond what
-    ``profile`` charges its exchange (the link's time, each message's own cost): ``exchange`` seconds, over
-    the bytes of its two messages on the critical path, over ``cpu_factor`` (never below 0: a link whose
-    bucket lets a burst through at the veth's speed charges the link's time alone)."""
-    from ..runtime.sim.partitioned_step import partitioned_step
-    from ..runtime.sim.shape import ModelShape
-
-    base = profile.but(message={"partition_seconds_per_byte": 0.0})
-    step = partitioned_step(base, ModelShape.of(probe_network("bulk")), 2, PROBE_BATCH, bands=True, update=False)
-    per_byte = max(0.0, exchange - step.exchange) / (2 * step.bytes_in) / cpu_factor
-    comments["message.partition_seconds_per_byte"] = (
-        f"the bulk probe's (8-{BULK_UNITS}-2) step in two partitions on two hosts beyond its arithmetic and its "
-        f"step in one partition: {exchange * 1e3:.2f} ms, less the {step.exchange * 1e3:.2f} ms charged for its "
-        f"link time and messages, over its two {step.bytes_in:,}-byte boundary messages, over cpu_factor")
-    return profile.but(message={"partition_seconds_per_byte": per_byte})
-
-
 def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Profile = "here",
                      probes: HostProbes | None = None) -> Profile:
     """``base`` (default ``here``) turned into ``spec``'s emulated cluster: ``spec.hosts`` machines of one core
@@ -247,14 +153,15 @@ def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Pro
     instead of the base's rates and its Dask actor call (a partitioned step: DistBelief Sec. 3, Fig. 3). Where
     ``probes`` has the small probes too, each kind's rate also depends on a layer part's working set
     (``ComputeSpec.rate``), between the two probes' (the less a partition touches, the faster it computes)."""
-    measured_seconds = _checked_seconds("measured_seconds", measured_seconds)
+    measured_seconds = checked_seconds("measured_seconds", measured_seconds)
     b = load_profile(base)
     cpu_factor = measured_seconds * b.machine.cpu_factor / predicted_gradient_seconds(b)
     rate = parse_rate(spec.link)
     share = "uncapped" if spec.cpu is None else f"{spec.cpu} core"
     name = f"emulated-{spec.hosts}x{spec.link}-{share.replace(' core', 'core')}"
     machine = {"cores": 1, "bandwidth": rate / 8, "latency": LINK_LATENCY, "machines": spec.hosts,
-               "cpu_factor": cpu_factor, "host_cores": 0, "host_load": 0.0, "shared_links": 1}
+               "cpu_factor": cpu_factor, "host_cores": 0, "host_load": 0.0, "shared_links": 1,
+               "burst_bytes": BURST_BYTES}
     comments = {**b.comments,
                 "machine.bandwidth": f"{spec.link} each way, the links' set rate (tc tbf on both ends; the "
                                      "bucket counts Ethernet and IP headers: payload about 4% below)",
@@ -263,6 +170,8 @@ def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Pro
                 "machine.cpu_factor": f"a speech gradient (batch {PROBE_BATCH}) measured on a host at {share}: "
                                       f"{measured_seconds * 1e3:.2f} ms, times the base's ({b.name}) worker factor "
                                       f"{b.machine.cpu_factor:.3f}, over the base's prediction of it",
+                "machine.burst_bytes": f"the links' token bucket ({BURST_BYTES:,} bytes, tc tbf's burst): a "
+                                       "message that finds it full leaves at the veth's speed",
                 "machine.host_cores": "0: every emulated host is a machine of its own with its own CPU share",
                 "machine.shared_links": "1: TCP flows through a shaped link share it (1, 4 and 7 bulk flows into "
                                         "or out of one host carried 95.8-97.2% of 100mbit together, 2026-11-30); "
@@ -286,11 +195,18 @@ def emulated_profile(spec: ClusterSpec, measured_seconds: float, base: str | Pro
                 out, comments[f"compute.{kind}_working_set_exponent"] = _working_set(out, cpu_factor, kind, small)
         if probes.step_rest_seconds is not None and probes.dense_rest_seconds is not None:
             out = _step_rest(out, cpu_factor, probes.step_rest_seconds, probes.dense_rest_seconds, comments)
-        if probes.bulk_exchange_seconds is not None:
-            out = _per_byte(out, cpu_factor, probes.bulk_exchange_seconds, comments)
         comments["message.partition_message_seconds"] = (
             f"one boundary message's hop between two hosts' partitions {where}: {probes.hop_seconds * 1e3:.3f} ms, "
             "less the link's latency, over cpu_factor (the partition wire, not a Dask actor call)")
+        if probes.fresh_seconds_per_byte is not None:
+            out = out.but(compute={"fresh_seconds_per_byte": probes.fresh_seconds_per_byte / cpu_factor})
+            comments["compute.fresh_seconds_per_byte"] = (
+                f"an array of 64 MiB made anew {where} against writing one already made: "
+                f"{probes.fresh_seconds_per_byte * 1e9:.3f} ns a byte more, over cpu_factor")
+        if probes.bulk_exchange_seconds is not None:
+            found = {("bulk", 2): probes.bulk_exchange_seconds, ("thin", 2): probes.thin_exchange_seconds,
+                     ("thin", 4): probes.thin4_exchange_seconds}
+            out = fit_exchange(out, {key: v for key, v in found.items() if v is not None}, comments)
         measured["emulated_host_probes"] = asdict(probes)
     return Profile(name, f"an emulated cluster of {spec.hosts} hosts, {spec.link} links, {share} each "
                    f"(dbkit.emulate), from {b.name}", out.machine, out.compute, out.shard, out.message, comments,
