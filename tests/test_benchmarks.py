@@ -6,6 +6,7 @@ minimum); the timings themselves belong in docs/benchmarks.md, never in an asser
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -374,3 +375,38 @@ def test_sim_vs_emulated_reads_the_slowed_replicas_share_of_the_units_from_a_san
     units = report["sandblaster"]["units_per_replica"]  # (a replica whose every unit a backup beat is not listed)
     assert b.slowed_share == units.get("0", 0) / sum(units.values()) and b.slowed_share < 0.5  # it did less
     assert b.batch_seconds == report["sandblaster"]["batch_seconds_median"] > 0 and b.iterations == 2
+
+
+def test_fig3_emulated_predicts_a_saved_run_again_with_the_simulator_as_it_is_now(tmp_path):
+    """``--predict`` measures nothing: from a saved run's host probes and measured rows it works out the
+    simulator's columns again, the same as ``partitioned_step`` on the emulated profile; a file that is not a
+    saved run is refused with exit 2."""
+    from dbkit.emulate.profile import HostProbes
+    from dbkit.runtime.sim.partitioned_step import partitioned_step
+    from dbkit.sim import ModelShape
+
+    fig3 = benchmark("fig3_emulated")
+    probes = HostProbes(0.036, 0.17, 0.0002, bulk_exchange_seconds=0.05, thin_exchange_seconds=0.009,
+                        thin4_exchange_seconds=0.016, fresh_seconds_per_byte=6e-10)
+    models = fig3.models()
+    rows = {name: [{"k": k, "step_ms": 100.0 / k, "k1_ms": 100.0, "speedup": float(k), "compute_ms": 50.0 / k,
+                    "rest_ms": 50.0 / k, "bytes_per_step": 0.0} for k in (1, 2, 4)] for name in models}
+    saved = {"runs": [{"link": "1gbit", "hosts": 8, "cpu": 0.25, "gradient_seconds": 0.023,
+                       "host_probes": dataclasses.asdict(probes),
+                       "models": {name: {"parameters": net.size, "rows": rows[name]}
+                                  for name, net in models.items()}}]}
+    (tmp_path / "saved.json").write_text(json.dumps(saved))
+    report = run("fig3_emulated", "--predict", str(tmp_path / "saved.json"), tmp_path=tmp_path)
+    profile = fig3.profiles(8, "1gbit", 0.25, 0.023, probes)["simulated"]
+    for name, net in models.items():
+        shape = ModelShape.of(net)
+        one = partitioned_step(profile, shape, 1, 32, bands=True, update=False).seconds
+        for row in report["runs"][0]["models"][name]["rows"]:
+            expected = one / partitioned_step(profile, shape, row["k"], 32, bands=True, update=False).seconds
+            assert row["simulated_speedup"] == pytest.approx(expected)
+            assert row["error"] == pytest.approx(expected / row["k"] - 1)
+            assert row["simulated_sixth_pass"] > 0 and row["simulated_one_rate"] > 0
+    (tmp_path / "bad.json").write_text('{"runs": [{"link": "1gbit"}]}')
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "fig3_emulated.py"), "--predict",
+                           str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "not a run saved with --json" in proc.stderr
