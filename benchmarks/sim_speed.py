@@ -314,9 +314,9 @@ def main(argv=None) -> int:
 
     gradients = args.replicas * args.steps
     sizes = batch_sizes(args.replicas)
-    report_path = str(Path(tempfile.mkdtemp(prefix="dbkit-sim-speed-")) / "report.json")
     rounds: list[dict[str, float]] = []
-    with threadpool_limits(1):
+    with tempfile.TemporaryDirectory(prefix="dbkit-sim-speed-") as folder, threadpool_limits(1):
+        report_path = str(Path(folder) / "report.json")  # the command's report, removed at the end
         for k in range(args.repeat):
             r = {"numpy": numpy_loop(gradients, sizes),
                  "user_command": user_command(args.replicas, args.steps, args.shards, args.profile, args.n,

@@ -175,3 +175,30 @@ def test_an_array_of_32_mib_or_more_made_each_step_is_charged_and_a_smaller_one_
     assert compute(costly, 1) - compute(plain, 1) == pytest.approx((first + vector) * x * plain.machine.cpu_factor)
     assert compute(costly, 2) == pytest.approx(compute(plain, 2))
     assert costly.compute.fresh_seconds(FRESH_BYTES - 1) == 0.0 and costly.compute.fresh_seconds(FRESH_BYTES) > 0
+
+
+def test_a_locally_connected_layers_patches_of_32_mib_or_more_are_charged_once_forward_and_twice_back():
+    """62x62x1 -> 60x60x16 -> 58x58x8 -> 10: the second layer's patches (batch 32, 3364 positions x 144 inputs)
+    are 62 MB, the size of the array dbkit's layer gathers; made anew forward, and for its input's gradient
+    twice more. The first layer's are 4 MB, and it computes no input gradient; in two bands, 31 MB: none."""
+    from dbkit.runtime.sim.profile import FRESH_BYTES
+
+    first, second = nn.LocallyConnected2D(62, 62, 1, kernel=3, filters=16), nn.LocallyConnected2D(60, 60, 16, 3, 8)
+    net = nn.Network([first, nn.ReLU(first.out_size), second, nn.ReLU(second.out_size), nn.Dense(second.out_size, 10)])
+    shape = ModelShape.of(net)
+    rng = np.random.default_rng(0)
+    params = {k: v.astype(np.float32) for k, v in second.init(rng).items()}
+    _, patches = second.forward(params, rng.standard_normal((32, second.in_size)).astype(np.float32))
+    layer = shape.layers[2]
+    assert layer.patch_bytes(1.0, 32) == patches.nbytes >= FRESH_BYTES > patches.nbytes / 2
+    assert shape.layers[0].patch_bytes(1.0, 32) < FRESH_BYTES and shape.layers[4].patch_bytes(1.0, 32) == 0
+    assert 4 * shape.parameters < FRESH_BYTES  # no gradient array is charged: the patches alone
+    plain = load("here")
+    x = 1e-9
+    costly = plain.but(compute={"fresh_seconds_per_byte": x})
+
+    def compute(profile, k: int) -> float:  # noqa: ANN001
+        return partitioned_step(profile, shape, k, 32, bands=True, update=False).compute
+
+    assert compute(costly, 1) - compute(plain, 1) == pytest.approx(3 * patches.nbytes * x * plain.machine.cpu_factor)
+    assert compute(costly, 2) == pytest.approx(compute(plain, 2))

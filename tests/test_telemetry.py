@@ -1,7 +1,6 @@
 """The JSON report of DESIGN.md, its writer, the event stream and the sampler's windows."""
 
 import json
-import tempfile
 import threading
 from pathlib import Path
 
@@ -173,7 +172,7 @@ def test_summaries_weight_staleness_by_updates_and_read_divergence():
     assert "diverged" in str(table) and "<table>" in table._repr_html_() and "4.5 s to 60%" in str(table)
 
 
-def test_comparison_charts_draw_runs_divergence_lost_replicas_and_timelines():
+def test_comparison_charts_draw_runs_divergence_lost_replicas_and_timelines(tmp_path: Path):
     from dbkit.sandblaster import UnitRecord
     from dbkit.telemetry import BatchDone, compare_runs, plot_lines, plot_timelines
 
@@ -189,7 +188,7 @@ def test_comparison_charts_draw_runs_divergence_lost_replicas_and_timelines():
         plot_lines([1, 2], {"y": [1, 2, 3]}, "x", "y")
     units = (UnitRecord(0, 0, 0.0, 0.5, False, True), UnitRecord(1, 1, 0.0, 0.2, False, True))
     batch = BatchDone(seq=0, t=1.0, batch=1, seconds=0.5, loss=1.0, units=units)
-    assert plot_timelines({"one": batch, "two": batch}).save(Path(tempfile.mkdtemp()) / "t.png").exists()
+    assert plot_timelines({"one": batch, "two": batch}).save(tmp_path / "t.png").exists()
 
 
 def test_a_real_and_a_simulated_run_share_a_chart_and_the_simulated_one_says_so():

@@ -125,9 +125,10 @@ def _chain(profile: Profile, shape: ModelShape, machines: int, batch: int, bands
         if floats:  # forward: activations in; backward: their gradients back out
             forward.append((0.0, nbytes, senders))
             most_in = max(most_in, nbytes)
-        forward.append((fixed + one, 0.0, 0))
-        gradient = c.fresh_seconds(FLOAT * layer.params * share)  # its weights' gradient, made each step
-        back = [(fixed + (1.0 if i == 0 else 2.0) * one + gradient, 0.0, 0)]  # parameter (and input) gradient
+        patches = c.fresh_seconds(layer.patch_bytes(share, batch))  # a locally connected layer's, made anew
+        forward.append((fixed + one + patches, 0.0, 0))
+        made = c.fresh_seconds(FLOAT * layer.params * share) + (0.0 if i == 0 else 2 * patches)  # its weights'
+        back = [(fixed + (1.0 if i == 0 else 2.0) * one + made, 0.0, 0)]  # gradient; the input's: 2 patch arrays
         backward[:0] = back + ([(0.0, nbytes, senders)] if floats else [])
     logits = []
     if machines > 1:  # the logits to machine 0 for the loss, and their gradients back

@@ -84,8 +84,9 @@ class ComputeSpec:
     (charged by ``partitioned_step``, with or without the update after it; 0 in every shipped profile).
     ``fresh_seconds_per_byte``: what each byte of an array of ``FRESH_BYTES`` or more made anew each step costs
     beyond writing it (the C library maps such arrays from the kernel and gives them back when freed, so
-    each step's pages are faulted in and zeroed again: a partition's weight gradient and gradient vector;
-    charged by ``partitioned_step``; 0 in every shipped profile)."""
+    each step's pages are faulted in and zeroed again: a partition's weight gradient and gradient vector, and
+    a locally connected layer's patches, ``LayerShape.patch_bytes``; charged by ``partitioned_step``; 0 in
+    every shipped profile)."""
 
     dense_flops_per_second: float
     local_flops_per_second: float

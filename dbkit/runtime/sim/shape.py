@@ -46,9 +46,17 @@ class LayerShape:
         if self.kind == "dense":
             return 4.0 * (share * (self.params + batch * self.out_size) + batch * self.in_size)
         if self.kind == "local":
-            patches = self.flops / (2 * self.out_shape[2])  # positions x receptive field, floats per example
-            return 4.0 * share * (self.params + batch * (self.out_size + patches))
+            return 4.0 * share * (self.params + batch * self.out_size) + self.patch_bytes(share, batch)
         return 0.0
+
+    def patch_bytes(self, share: float = 1.0, batch: int = 32) -> float:
+        """Bytes of ``share`` of a locally connected layer's patches for ``batch`` examples: each output
+        position's receptive field, gathered (0 for other layers). dbkit's layer (``dbkit.nn.local``) makes an
+        array of this size anew in each forward pass, and two more in each backward pass that computes the
+        input's gradient (the patches' gradient, and its columns for the scatter back to the inputs)."""
+        if self.kind != "local":
+            return 0.0
+        return 4.0 * share * batch * self.flops / (2 * self.out_shape[2])
 
 
 def dense(n_in: int, n_out: int) -> LayerShape:
