@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import textwrap
 import threading
@@ -18,11 +17,11 @@ from typing import Any
 
 from ..data import DataError, small
 from ..extensions import extensions_in, load_extension
-from ..ps.checkpoint import probe_writable
 from ..runtime.dask.worker_processes import quiet_dask
 from .emulate import add_parser as add_emulate_parser
 from .emulate import run as emulate_from_args
 from .options import add_run_options, add_sandblaster_options, config_from_args
+from .paths import check_outputs, check_writable
 from .signals import end_now, stop_signals
 from .simulate import FIGURES, calibrate_from_args, figure_from_args, print_figure, simulate_from_args
 from .simulate import add_parsers as add_simulate_parsers
@@ -94,9 +93,9 @@ def _figure(args: argparse.Namespace) -> int:
     from ..sim.figures import plot_figure
     from ..telemetry import write_report
 
-    _check_outputs({"--report": args.report, "--plot": args.plot}, args)
+    check_outputs({"--report": args.report, "--plot": args.plot}, args)
     for flag, path in (("--report", args.report), ("--plot", args.plot)):
-        _check_writable(flag, path)
+        check_writable(flag, path)
     report = figure_from_args(args)
     print_figure(report)
     if args.report:
@@ -104,55 +103,6 @@ def _figure(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot: {plot_figure(report, args.plot)}")
     return 0
-
-
-def _check_writable(flag: str, path: str | None) -> None:
-    """``ValueError`` naming ``flag`` if ``path`` cannot be written (its folder is made if missing), or, for
-    ``--plot``, if matplotlib cannot write its format."""
-    if not path:
-        return
-    target = Path(path)
-    if flag == "--plot":
-        from matplotlib.figure import Figure
-
-        formats = Figure().canvas.get_supported_filetypes()
-        if target.suffix.lstrip(".").lower() not in formats:
-            raise ValueError(f"--plot {path}: give a file name ending in one of {', '.join('.' + f for f in formats)} "
-                             "(.png is usual)")
-    if target.is_dir():
-        raise ValueError(f"{flag} {path} is a folder; give a file name")
-    try:
-        probe_writable(target.parent)
-        if target.exists() and not os.access(target, os.W_OK):
-            raise PermissionError(f"{path} is read-only")
-    except OSError as e:
-        raise ValueError(f"{flag} {path} cannot be written ({e.strerror or e}); choose another path") from e
-
-
-#: files a checkpoint folder holds (``--checkpoint-dir``, ``--resume``): an output never takes one of these names
-CHECKPOINT_FILES = ("checkpoint.json", "sandblaster.json", "shard-*.npz", "sandblaster-shard-*.npz", "*.tmp")
-
-
-def _check_outputs(outputs: dict[str, str | None], args: argparse.Namespace) -> None:
-    """``ValueError`` before anything starts if an output would overwrite an input (the ``--dataset``
-    file or a file of an IDX folder), a checkpoint file in ``--resume`` or ``--checkpoint-dir``, or the
-    other output."""
-    given = {flag: Path(path).resolve() for flag, path in outputs.items() if path}
-    if len(set(given.values())) < len(given):
-        raise ValueError(f"{' and '.join(given)} name the same file ({next(iter(given.values()))}); give each its own")
-    name = getattr(args, "dataset", None)
-    dataset = Path(name) if name else None  # a built-in's name is no file here, unless one is so named
-    inputs = ([] if dataset is None else [dataset.resolve()] if dataset.is_file()
-              else [f.resolve() for f in dataset.iterdir() if f.is_file()] if dataset.is_dir() else [])
-    folders = {flag: Path(d).resolve() for flag in ("--resume", "--checkpoint-dir")
-               if (d := getattr(args, flag[2:].replace("-", "_"), None))}
-    for flag, target in given.items():
-        if target in inputs:
-            raise ValueError(f"{flag} {outputs[flag]} would overwrite the input --dataset file; choose another path")
-        for folder_flag, folder in folders.items():
-            if target.parent == folder and any(target.match(pattern) for pattern in CHECKPOINT_FILES):
-                raise ValueError(f"{flag} {outputs[flag]} would overwrite a checkpoint file in {folder_flag} "
-                                 f"{folder}; choose another path")
 
 
 def _diverged(report: dict) -> str | None:
@@ -208,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "calibrate":
             if args.out:
-                _check_writable("--out", args.out)
+                check_writable("--out", args.out)
             return calibrate_from_args(args)
         if args.command == "demo":
             steps = 800 if small() else 3000
@@ -224,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             config = config_from_args(args, args.algorithm)
             report_path, plot_path = args.report, args.plot
-        _check_outputs({"--report": report_path, "--plot": plot_path}, args)
+        check_outputs({"--report": report_path, "--plot": plot_path}, args)
         for flag, path in (("--report", report_path), ("--plot", plot_path)):
-            _check_writable(flag, path)  # before training, not after it
+            check_writable(flag, path)  # before training, not after it
         with stop_signals() as presses:  # also while the report is written: a second Ctrl-C keeps it
             if args.command == "simulate":
                 report = simulate_from_args(args, progress=not args.quiet)
