@@ -47,7 +47,7 @@ def test_a_rate_follows_a_power_of_the_working_set_between_the_floor_and_any_lar
     assert c.rate("elementwise", 1e3) == c.elementwise_per_second
     d = p.to_dict()
     d["compute"]["local_working_set_exponent"] = 1.5
-    with pytest.raises(ProfileError, match="local_working_set_exponent must be at most 1"):
+    with pytest.raises(ProfileError, match="local_working_set_exponent must be in \\[0, 1\\]"):
         from_dict(d, "test")
 
 

@@ -22,6 +22,7 @@ from ..places import partition_places
 from .machines import Cores, Machine, Network
 from .memory import check_memory
 from .profile import MachineSpec, Profile, load
+from .profile_ranges import MAX_MACHINES
 from .simulated import Simulated
 
 
@@ -41,8 +42,8 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if self.machines is not None and (isinstance(self.machines, bool) or not isinstance(self.machines, int)
-                                          or not 1 <= self.machines <= 100_000):
-            raise ValueError(f"machines must be a whole number in [1, 100000], got {self.machines!r}")
+                                          or not 1 <= self.machines <= MAX_MACHINES):
+            raise ValueError(f"machines must be a whole number in [1, {MAX_MACHINES}], got {self.machines!r}")
         object.__setattr__(self, "profile", load(self.profile))
 
     #: laid out once, when a job starts: its shards and its replicas' partitions

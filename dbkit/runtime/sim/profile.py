@@ -11,21 +11,21 @@ non-positive rate is refused in one line naming the field.
 from __future__ import annotations
 
 import json
-import math
 import os
+import stat
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from .profile_ranges import ProfileError, check_machine, check_measured, check_number
 
 NAMED = ("here", "distbelief-2012")
 #: glibc's largest threshold for serving an allocation from the heap (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit):
 #: larger ones are mapped from the kernel each time and unmapped when freed
 FRESH_BYTES = 32 * 2**20
+#: the largest profile file read (the shipped ones are 4-12 KB)
+MAX_PROFILE_BYTES = 2**20
 PACKAGED = Path(__file__).parent / "profiles"
-
-
-class ProfileError(ValueError):
-    """A profile file that cannot be used: says which file and which field."""
 
 
 @dataclass(frozen=True)
@@ -193,22 +193,6 @@ class Profile:
 
 SECTIONS: dict[str, type] = {"machine": MachineSpec, "compute": ComputeSpec, "shard": ShardSpec,
                              "message": MessageSpec}
-#: fields with an upper bound (a flag: 0 or 1; an exponent)
-AT_MOST = {"shared_links": 1, "dense_working_set_exponent": 1, "local_working_set_exponent": 1}
-#: fields that may be zero (a cost that is absent); all other numbers must be positive
-MAY_BE_ZERO = {"latency", "machines", "step_seconds", "layer_seconds", "update_seconds_per_parameter",
-               "replica_step_seconds", "task_seconds", "contention", "dense_working_set_bytes",
-               "dense_working_set_floor_bytes", "dense_working_set_exponent", "local_working_set_bytes",
-               "local_working_set_floor_bytes", "local_working_set_exponent", "gather_seconds_per_parameter",
-               "fresh_seconds_per_byte",
-               "host_cores", "host_load", "switch_seconds",
-               "release_seconds", "handoff_seconds", "shared_links", "burst_bytes",
-               "request_seconds", "cpu_seconds", "cpu_seconds_per_byte", "header_bytes", "local_call_seconds",
-               "control_seconds", "partition_message_seconds", "partition_seconds_per_byte",
-               "partition_exchange_seconds", "push_seconds_per_float_sgd", "push_seconds_per_float_adagrad",
-               "fetch_seconds_per_float", "vector_seconds_per_float"}
-
-
 def _section(kind: type, values: Any, name: str, where: str) -> Any:
     if not isinstance(values, dict):
         raise ProfileError(f"profile {where}: {name} must be an object of fields, got {type(values).__name__}")
@@ -221,13 +205,7 @@ def _section(kind: type, values: Any, name: str, where: str) -> Any:
             raise ProfileError(f"profile {where}: missing field {key}")
         v = values[f.name]
         whole = f.type in ("int", int)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and not float(v).is_integer()):
-            raise ProfileError(f"profile {where}: {key} must be a {'whole ' if whole else ''}number, got {v!r}")
-        if not math.isfinite(v) or v < 0 or (v == 0 and f.name not in MAY_BE_ZERO):
-            raise ProfileError(f"profile {where}: {key} must be a finite number "
-                               f"{'>= 0' if f.name in MAY_BE_ZERO else '> 0'}, got {v!r}")
-        if f.name in AT_MOST and v > AT_MOST[f.name]:
-            raise ProfileError(f"profile {where}: {key} must be at most {AT_MOST[f.name]}, got {v!r}")
+        check_number(key, f.name, v, whole, where)
         out[f.name] = int(v) if whole else float(v)
     unknown = sorted(set(values) - {f.name for f in fields(kind)})
     if unknown:
@@ -258,8 +236,11 @@ def from_dict(d: Any, where: str = "<dict>") -> Profile:
     unknown = sorted(set(d) - {"name", "description", "comments", "measured", *SECTIONS})
     if unknown:
         raise ProfileError(f"profile {where}: unknown field {unknown[0]}")
-    return Profile(name=d["name"], description=str(d.get("description", "")),
-                   **{k: _section(kind, d[k], k, where) for k, kind in SECTIONS.items()},
+    check_measured(measured, where)
+    sections = {k: _section(kind, d[k], k, where) for k, kind in SECTIONS.items()}
+    m = sections["machine"]
+    check_machine(m.cores, m.host_cores, m.host_load, where)
+    return Profile(name=d["name"], description=str(d.get("description", "")), **sections,
                    comments=dict(comments), measured=dict(measured))
 
 
@@ -287,7 +268,19 @@ def read(path: str | os.PathLike[str]) -> Profile:
     """A profile from a JSON file (``ProfileError`` if it is missing, malformed or incomplete)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        info = p.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would wait for a writer for ever, /dev/zero never end
+            raise ProfileError(f"profile {p}: not a regular file ({_kind(info.st_mode)}); give a JSON file")
+        if info.st_size > MAX_PROFILE_BYTES:
+            raise ProfileError(f"profile {p}: {info.st_size:,} bytes, more than a profile's "
+                               f"{MAX_PROFILE_BYTES:,}; is it a profile?")
+        with open(p, "rb") as f:
+            raw = f.read(MAX_PROFILE_BYTES + 1)  # (a file that grew since)
+        if len(raw) > MAX_PROFILE_BYTES:
+            raise ProfileError(f"profile {p}: more than a profile's {MAX_PROFILE_BYTES:,} bytes; is it a profile?")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"profile {p}: not UTF-8 text (byte {e.start})") from e
     except OSError as e:
         raise ProfileError(f"profile {p}: cannot be read ({e.strerror or e})") from e
     try:
@@ -295,6 +288,11 @@ def read(path: str | os.PathLike[str]) -> Profile:
     except json.JSONDecodeError as e:
         raise ProfileError(f"profile {p}: not valid JSON (line {e.lineno}: {e.msg})") from e
     return from_dict(d, str(p))
+
+
+def _kind(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
 
 
 def load(name_or_path: str | os.PathLike[str] | Profile) -> Profile:

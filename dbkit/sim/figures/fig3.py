@@ -10,11 +10,16 @@ import time
 
 from ...runtime.sim.partitioned_step import partitioned_step
 from ...runtime.sim.profile import Profile, load
+from ...runtime.sim.profile_ranges import MAX_MACHINES
 from ...runtime.sim.shape import ModelShape
 from . import paper
 
 MODELS = ("speech-42m", "image-80m", "image-330m", "image-1.7b")
 MACHINES = (1, 2, 4, 8, 16, 32, 64, 81, 128)
+
+
+#: the largest mini-batch a figure is costed for (the paper's were in the hundreds)
+MAX_BATCH = 1_000_000
 
 
 def figure3(profile: Profile | str = "distbelief-2012", machines: tuple[int, ...] = MACHINES, batch: int = 128,
@@ -32,9 +37,11 @@ def figure3(profile: Profile | str = "distbelief-2012", machines: tuple[int, ...
     """
     began = time.perf_counter()
     spec = load(profile)
-    if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        raise ValueError(f"batch must be a whole number in [1, {MAX_BATCH:,}], got {batch!r}")
     counts = sorted(set(int(k) for k in machines) | {1})
+    if not all(1 <= k <= MAX_MACHINES for k in counts):
+        raise ValueError(f"machines must be in [1, {MAX_MACHINES:,}], got {list(machines)}")
     out: dict[str, dict] = {}
     for name in models:
         shape = ModelShape.named(name)
