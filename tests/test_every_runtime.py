@@ -45,3 +45,29 @@ def test_a_jobs_lifecycle_is_the_same_on_every_runtime(anywhere):
     lost_events = [e for e in report["events"] if e["type"] == "ReplicaEvent" and e["what"] == "lost"]
     assert [e["replica"] for e in lost_events] == [lost]
     assert report["final"]["test_accuracy"] > 0.5  # it trained (one class in ten would be 0.1)
+
+
+def test_a_switch_of_rule_or_loop_together_with_its_own_knobs_is_one_call_on_every_runtime(anywhere):
+    """Issue #48, defect 7: ``set(replica="ssp", max_staleness=2)`` raised a bare ``KeyError`` on every runtime
+    (the knob had no value under the loop it replaces); in two calls it worked."""
+    job = dbkit.DownpourSGD("linear", "digits", replicas=2, shards=1, lr=0.05, optimizer="sgd", eval_every=20,
+                            **anywhere)
+    switches = [dict(replica="ssp", max_staleness=2), dict(optimizer="nesterov", momentum=0.5),
+                dict(replica="diloco", optimizer="sgd", inner_steps=4), dict(replica="easgd", tau=2)]
+    with job:
+        job.start()
+        job.wait(steps=20, progress=False)
+        for change in switches:
+            job.set(**change)
+            assert {k: job.config.get(k) for k in change} == change
+            before = job.snapshot().step
+            job.wait(steps=before + 10, progress=False)  # it trains on under the new rule or loop
+            assert job.state == "running"
+        job.stop()
+        report = job.report()
+    assert report["state"] == "stopped" and report["config"]["downpour"]["replica"] == "easgd"
+    changes = [e for e in report["events"] if e["type"] == "Change" and not e.get("superseded")]
+    knobs = {e["setting"]: e for e in changes if e["setting"] in ("max_staleness", "momentum", "inner_steps", "tau")}
+    assert {k: (e["old"], e["new"]) for k, e in knobs.items()} == {
+        "max_staleness": (None, 2), "momentum": (None, 0.5), "inner_steps": (None, 4), "tau": (None, 2)}
+    assert not [e for e in report["events"] if e["type"] == "ErrorEvent"]

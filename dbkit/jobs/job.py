@@ -403,4 +403,11 @@ class Job(JobFigures):
         return frozenset(k.name for cls in classes for k in cls.knobs)
 
     def _current(self, setting: str) -> Any:
-        return self._user_paused if setting == "paused" else self.config.get(setting)
+        """A setting's value now; ``None`` for a knob of a rule or loop not chosen yet (``set(replica="ssp",
+        max_staleness=2)`` on a job running another loop: the knob had no value before)."""
+        if setting == "paused":
+            return self._user_paused
+        try:
+            return self.config.get(setting)
+        except KeyError:
+            return None
