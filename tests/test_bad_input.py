@@ -58,6 +58,9 @@ def _idx(folder: Path, damage: str) -> str:
         files[name] = files[name][:-30]
     elif damage == "big gz":  # 2 MB of pixels, a few kB gzipped
         files[name] = _idx_bytes(np.zeros((2000, 32, 32), int))
+    elif damage == "pixels just fit":  # 0.8 MB of pixels, under 0.001 GiB as read; 3.3 MB as float32
+        files[name] = _idx_bytes(RNG.integers(0, 255, (800, 32, 32)))
+        files["train-labels-idx1-ubyte"] = _idx_bytes(RNG.integers(0, 3, 800))
     elif damage == "absurd header":
         files[name] = _idx_bytes(images, dims=(4_000_000_000, 60_000, 60_000))
     for stem, raw in files.items():
@@ -122,14 +125,21 @@ CASES = {  # name: (arguments after `dbkit run`, with {tmp} for the test's folde
     "truncated IDX": (["sgd", "--dataset", "{data}"], lambda p: _idx(p.parent / "idx", "truncated"),
                       "IDX header promises"),
     "absurd IDX header": (["sgd", "--dataset", "{data}"], lambda p: _idx(p.parent / "idx", "absurd header"),
-                          "GiB decompressed, more than the 4.00 GiB allowed; raise --max-data-gib"),
+                          "GiB decompressed and built (float32 features, int64 labels), more than the 4.00 GiB "
+                          "allowed; raise --max-data-gib"),
     # issue #21, 7: small files, large memory
     "npz that decompresses beyond the limit": (["sgd", "--dataset", "{data}", "--max-data-gib", "0.001"],
-                                               lambda p: _bomb_npz(p), "arrays need 0.01 GiB decompressed, more "
-                                               "than the 0.00 GiB allowed; raise --max-data-gib"),
+                                               lambda p: _bomb_npz(p), "arrays need 0.02 GiB decompressed and built "
+                                               "(float32 features, int64 labels), more than the 0.00 GiB allowed; "
+                                               "raise --max-data-gib"),
     "gzipped IDX that decompresses beyond the limit": (["sgd", "--dataset", "{data}", "--max-data-gib", "0.001"],
                                                        lambda p: _idx(p.parent / "idx", "big gz"),
-                                                       "GiB decompressed, more than the 0.00 GiB allowed"),
+                                                       "GiB decompressed and built (float32 features, int64 "
+                                                       "labels), more than the 0.00 GiB allowed"),
+    # issue #48, 9: the bytes read fit, the float32 built from them would not
+    "IDX whose pixels fit but whose floats would not": (["sgd", "--dataset", "{data}", "--max-data-gib", "0.001"],
+                                                        lambda p: _idx(p.parent / "idx", "pixels just fit"),
+                                                        "GiB decompressed and built (float32 features"),
     "truncated .gz": (["sgd", "--dataset", "{data}"], lambda p: _idx(p.parent / "idx", "truncated gz"),
                       "cannot read"),
     "report unwritable": (["sgd", "--report", "/proc/dbkit/r.json"], None, "--report /proc/dbkit/r.json cannot be"),

@@ -30,10 +30,21 @@ _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 
 MAX_DATA_BYTES = 4 * 2**30
 
 
+#: bytes per value of what a dataset is built into (``Dataset``: float32 features, int64 labels)
+BUILT_ITEMSIZE = {"X": 4, "y": 8}
+
+
+def built_bytes(key: str, values: int, itemsize: int) -> int:
+    """Bytes an array of ``values`` values of ``itemsize`` bytes read as ``key`` (``X_train``, ``y_test``, ...)
+    takes in memory: as read, and as ``Dataset`` converts it (float32 features, int64 labels); a uint8 image
+    file becomes 4 bytes a pixel (issue #48: a 2.8 MB .gz of 2.7 GB of pixels needed 10.8 GiB)."""
+    return values * (itemsize + BUILT_ITEMSIZE.get(key[:1], 0))
+
+
 def _too_large(path: Path, need: int, limit: int) -> DataError:
-    return DataError(f"{path}: its arrays need {need / 2**30:,.2f} GiB decompressed, more than the "
-                     f"{limit / 2**30:,.2f} GiB allowed; raise --max-data-gib (max_data_gib=) if this machine "
-                     "has the memory")
+    return DataError(f"{path}: its arrays need {need / 2**30:,.2f} GiB decompressed and built (float32 features, "
+                     f"int64 labels), more than the {limit / 2**30:,.2f} GiB allowed; raise --max-data-gib "
+                     "(max_data_gib=) if this machine has the memory")
 
 
 def load_npz(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Dataset:
@@ -87,7 +98,7 @@ def _check_members(path: Path, max_bytes: int) -> None:
                 if need > info.file_size:
                     raise DataError(f"{path}: {info.filename} claims shape {shape} ({need:,} bytes) but holds "
                                     f"{info.file_size:,} bytes: truncated or corrupt")
-                total += need
+                total += built_bytes(Path(info.filename).stem, int(np.prod(shape, dtype=object)), dtype.itemsize)
                 if total > max_bytes:
                     raise _too_large(path, total, max_bytes)
     except DataError:
@@ -96,9 +107,10 @@ def _check_members(path: Path, max_bytes: int) -> None:
         raise DataError(f"{path}: not a readable .npz file ({e})") from e
 
 
-def read_idx(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> np.ndarray:
+def read_idx(path: str | Path, max_bytes: int = MAX_DATA_BYTES, key: str = "", already: int = 0) -> np.ndarray:
     """Read one IDX file (optionally gzipped) into a numpy array, streaming: the header is read and
-    checked first, then exactly the data it promises, refused if more than ``max_bytes``."""
+    checked first, then exactly the data it promises; refused if, with ``already`` bytes of the dataset's
+    other arrays, what it builds as ``key`` (``built_bytes``) would take more than ``max_bytes``."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
@@ -113,8 +125,9 @@ def read_idx(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> np.ndarray:
             dims = tuple(int(d) for d in np.frombuffer(head, ">u4", count=ndim))
             dtype = np.dtype(_IDX_DTYPES[magic[2]])
             need = int(np.prod(dims, dtype=object)) * dtype.itemsize
-            if need > max_bytes:
-                raise _too_large(path, need, max_bytes)
+            built = built_bytes(key, int(np.prod(dims, dtype=object)), dtype.itemsize)
+            if already + built > max_bytes:
+                raise _too_large(path, already + built, max_bytes)
             raw = f.read(need + 1)  # one byte more tells a file longer than its header says
     except DataError:
         raise
@@ -138,9 +151,11 @@ def load_idx(folder: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Dataset:
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(f"{folder}: no such folder")
-    arrays = {k: read_idx(_find(folder, stem), max_bytes) for k, stem in IDX_FILES.items()}
-    if (total := sum(a.nbytes for a in arrays.values())) > max_bytes:
-        raise _too_large(folder, total, max_bytes)
+    arrays: dict[str, np.ndarray] = {}
+    total = 0  # what the arrays read so far take, as read and as built
+    for k, stem in IDX_FILES.items():
+        arrays[k] = read_idx(_find(folder, stem), max_bytes, key=k, already=total)
+        total += built_bytes(k, arrays[k].size, arrays[k].itemsize)
     for k in ("X_train", "X_test"):
         if arrays[k].ndim != 3:
             raise DataError(f"{folder}: {IDX_FILES[k]} must hold images (3 dimensions), got shape {arrays[k].shape}")
