@@ -9,6 +9,17 @@ from typing import Any
 from .settings import SETTINGS, register_choice, register_knob
 
 
+def _where(cls: Any) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _same_definition(a: Any, b: Any) -> bool:
+    """Whether ``b`` is ``a`` or the same definition run again: a notebook cell run twice, a module
+    reloaded, an extension file imported by a worker as by the driver (same module, same name). A class of
+    another module (a built-in's name in a file of one's own, two files each with a ``ClippedSGD``) is not."""
+    return a is b or (a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__)
+
+
 class NamedClasses:
     """The classes registered as the choices of setting ``setting`` (``what`` names one in messages; no
     ``setting``: chosen by code, not by a run's settings, as a loop names its coordinator)."""
@@ -23,8 +34,9 @@ class NamedClasses:
         if not isinstance(name, str) or not name or name != name.strip():
             raise ValueError(f"{cls.__name__}: {self.what} needs a name such as {self.example!r}, got {name!r}")
         taken = self._classes.get(name)
-        if taken is not None and taken.__qualname__ != cls.__qualname__:
-            raise ValueError(f"the {self.what} name {name!r} is taken by {taken.__module__}.{taken.__qualname__}")
+        if taken is not None and not _same_definition(taken, cls):
+            raise ValueError(f"the {self.what} name {name!r} is taken by {_where(taken)}; {_where(cls)} cannot "
+                             f"take it too: give it a name of its own")
         for knob in getattr(cls, "knobs", ()):
             register_knob(knob)
         self._classes[name] = cls

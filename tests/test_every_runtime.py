@@ -71,3 +71,32 @@ def test_a_switch_of_rule_or_loop_together_with_its_own_knobs_is_one_call_on_eve
     assert {k: (e["old"], e["new"]) for k, e in knobs.items()} == {
         "max_staleness": (None, 2), "momentum": (None, 0.5), "inner_steps": (None, 4), "tau": (None, 2)}
     assert not [e for e in report["events"] if e["type"] == "ErrorEvent"]
+
+
+def test_fit_steps_means_steps_over_all_replicas_on_every_runtime(anywhere):
+    """Issue #48, defect 10: ``fit(steps=300)`` took 505-532 steps in process and 323-382 on Dask (each replica was
+    capped at its steps + N, and a 50 ms poll paused the job). Now the steps left are shared among the replicas,
+    by their speeds once those differ (replica 2 is slowed 3x here), and the count is exact, fit after fit."""
+    job = dbkit.DownpourSGD("linear", "digits", replicas=3, shards=1, lr=0.05, optimizer="sgd", eval_every=50,
+                            slow_replicas=((2, 3.0),), **anywhere)
+    with job:
+        job.fit(steps=300, progress=False)
+        first = [r.steps for r in job.replicas()]
+        job.fit(steps=100, progress=False)
+        second = [r.steps for r in job.replicas()]
+    assert sum(first) == 300 and sum(second) == 400, (first, second)
+
+
+def test_the_command_lines_steps_are_steps_over_all_replicas(tmp_path):
+    """``dbkit run downpour --steps 300 --replicas 3`` (a LocalCluster of its own) ran 621 steps."""
+    import json
+    import subprocess
+    import sys
+
+    report = tmp_path / "r.json"
+    out = subprocess.run([sys.executable, "-m", "dbkit", "run", "downpour", "--model", "linear", "--steps", "300",
+                          "--replicas", "3", "--quiet", "--report", str(report)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(report.read_text())
+    assert r["steps"] == 300 and sum(x["steps"] for x in r["replicas"]) == 300

@@ -42,7 +42,7 @@ from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
 from .replica_kinds import replica_class
 from .resources import DownpourResources
-from .step_budget import StepBudget
+from .step_budget import RESHARE_EVERY, StepBudget
 from .watch import Watch, WatchLink
 
 T = TypeVar("T")
@@ -121,7 +121,7 @@ class DownpourSGD(Job):
         self._start_from: Checkpoint | None = None
         self._watch: Watch | None = None  # the monitor's and the heartbeat's ticks, once started
         self._fleet_paused = False  # the replicas were told to pause (a simulated cluster holds its time instead)
-        self._budget: StepBudget | None = None  # a fit's steps, shared exactly (on a simulated cluster)
+        self._budget: StepBudget | None = None  # a fit's steps, shared exactly among the replicas
 
     # ---- accessors --------------------------------------------------------------------------
     @property
@@ -220,8 +220,9 @@ class DownpourSGD(Job):
         fleet = self._fleet = self._res.fleet = Fleet(cluster, placement, net, self.data, c, self.tag)
         cluster.hold(paused)  # (a simulated cluster's time stands still too)
         self._fleet_paused = paused  # replicas start paused when the job starts so: the first fit caps them first
-        if cluster.holds_time:  # virtual time: a fit's steps kept exactly, shared among the replicas, and polls
-            self._budget = StepBudget(fleet, cluster.time.now)  # aimed at the next evaluation
+        # a fit's steps kept exactly on every runtime, shared among the replicas (#48: a cap of N each ran R x N)
+        self._budget = StepBudget(fleet, cluster.time.now, reshare_every=0.0 if cluster.holds_time else RESHARE_EVERY)
+        if cluster.holds_time:  # virtual time: polls aimed at the next evaluation
             self._monitor.aim_polls()
         fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0, paused=paused)
         link = WatchLink(self.events, lambda: self.config, lambda: self.ended, lambda: self.stopped,
@@ -260,13 +261,11 @@ class DownpourSGD(Job):
     def _cap(self, steps: int | None) -> int | None:
         fleet, budget = self._fleet, self._budget
         assert fleet is not None
-        if budget is not None:  # exactly ``steps`` more over all replicas (virtual time)
-            self._read(lambda: fleet.poll(settle=False))
-            target = None if steps is None else fleet.total_steps() + steps
-            self._on_cluster(lambda: budget.aim(math.inf if target is None else target))
-            self._monitor.aim_at(target)
-        else:
-            self._monitor.aim_at(self._on_cluster(lambda: fleet.set_caps(steps)))
+        assert budget is not None
+        self._read(lambda: fleet.poll(settle=False))  # exactly ``steps`` more over all replicas
+        target = None if steps is None else fleet.total_steps() + steps
+        self._on_cluster(lambda: budget.aim(math.inf if target is None else target))
+        self._monitor.aim_at(target)
         self._monitor.hurry(self.events.now())
         return self._monitor.target
 

@@ -1,14 +1,12 @@
-"""The steps a Downpour job's replicas may still take on a simulated cluster, kept as one common budget would.
+"""The steps a Downpour job's replicas may still take, kept as one common budget would, on every runtime.
 
-``fit(steps=N)`` and a run's ``steps`` count steps over all replicas. On Dask
-the driver caps each replica at its steps + N (``Fleet.set_caps``: exact with
-one replica) and pauses the job once the total is reached. A simulation can be
-exact without changing how the replicas run: the steps left are shared among
-the live replicas (``Fleet.share_caps``), equally, and once their speeds are
-known to differ, in proportion to them, so that they reach their shares
-together, as replicas taking tickets from one counter would. The shares are
-worked out again whenever replicas come or go, their speeds differ, or all of
-them wait with steps left.
+``fit(steps=N)`` and a run's ``steps`` count steps over all replicas (issue #48: capping each replica at
+N ran 600 steps for ``--steps 300`` with 2 replicas). The count is exact without changing how the replicas
+run: the steps left are shared among the live replicas (``Fleet.share_caps``), equally, and once their
+speeds are known to differ, in proportion to them, so that they reach their shares together, as replicas
+taking tickets from one counter would. The shares are worked out again whenever replicas come or go, all
+of them wait with steps left, or their speeds differ (on real machines at most every ``RESHARE_EVERY``
+seconds: each share is a call to every worker).
 
 A share worked out while replicas run keeps ``HELD_BACK`` steps a replica back: a replica polled at 59
 steps that takes two more before its new cap of 61 arrives would end a step over, and the run with it
@@ -31,13 +29,17 @@ SPEED_STEPS, SPEED_SPREAD = 5, 1.25
 #: its share is worked out from and the new cap's arrival, and a cap below its steps then cannot hold it
 HELD_BACK = 2
 
+#: on real machines, the fewest seconds between shares made because the replicas' speeds differ
+RESHARE_EVERY = 0.5
+
 
 class StepBudget:
     """The total steps ``fleet`` 's replicas may reach (``cap``; ``math.inf``: none), shared among them;
     ``clock`` reads virtual seconds (a replica's speed is its steps since the budget first saw it)."""
 
-    def __init__(self, fleet: Fleet, clock: Callable[[], float]) -> None:
-        self.fleet, self.clock = fleet, clock
+    def __init__(self, fleet: Fleet, clock: Callable[[], float], reshare_every: float = 0.0) -> None:
+        self.fleet, self.clock, self.reshare_every = fleet, clock, reshare_every
+        self._shared_at = -math.inf
         self.cap = math.inf
         self._seen: dict[int, float] = {}  # replica -> when it was first seen here
         self._shared_with: set[int] = set()  # the live replicas at the last share
@@ -63,7 +65,8 @@ class StepBudget:
         if total >= self.cap:
             return
         waiting = all(f.state == "paused" for f in fleet.figures().values() if f.live)
-        if set(fleet.live()) != self._shared_with or self.speeds() is not None or waiting:
+        differ = self.clock() - self._shared_at >= self.reshare_every and self.speeds() is not None
+        if set(fleet.live()) != self._shared_with or differ or waiting:
             self.share()
 
     def share(self) -> None:
@@ -73,7 +76,7 @@ class StepBudget:
         live = self.fleet.live()
         if not (math.isfinite(self.cap) and live):
             return
-        self._shared_with = set(live)
+        self._shared_with, self._shared_at = set(live), self.clock()
         figures = self.fleet.figures()
         running = any(figures[i].state != "paused" for i in live)
         left = max(0, int(self.cap) - self.fleet.total_steps())

@@ -24,6 +24,7 @@ import numpy as np
 
 from .checkpoint import ShardState, write_shard
 from .records import Histogram, PushAnswer, ShardFigures, coarse
+from .rule_guard import GuardedUpdate, trusted
 from .rules import check_lr
 from .update_rule import UpdateRule, make_rule
 from .vector_checkpoint import VectorState, write_vectors
@@ -68,6 +69,7 @@ class ParameterShard:
         # the update rule's intermediate terms, and where an unaligned gradient lands (``_aligned``)
         self._scratch = (np.empty(self.size, dtype=np.float32), np.empty(self.size, dtype=np.float32))
         self._landing = np.empty(self.size, dtype=np.float32)
+        self._guard: GuardedUpdate | None = None  # a rule of one's own's checks (``rule_guard``), made at need
         self.version = 0
         self.examples = 0  # examples whose gradients this shard applied
         self._examples_at = np.zeros(AGE_WINDOW, dtype=np.int64)  # ring: examples applied at each version
@@ -143,7 +145,12 @@ class ParameterShard:
                 return self._refuse(reason)
             staleness = self.version - int(fetched_version)
             age = self._examples_since(int(first)) + int(examples)
-            self.rule.apply_scaled(self.params, grad, step, self.opt_state, self._scratch[1], staleness)
+            if trusted(self.rule):
+                self.rule.apply_scaled(self.params, grad, step, self.opt_state, self._scratch[1], staleness)
+            else:  # a rule of one's own: its output checked, and refused with everything as it was
+                if self._guard is None:
+                    self._guard = GuardedUpdate(self.size)
+                self._guard.apply(self.rule, self.params, grad, step, self.opt_state, self._scratch[1], staleness)
             self._advance(int(examples))
             self.staleness[staleness] += 1
             self.ages[coarse(age)] += 1

@@ -85,8 +85,10 @@ class UpdateRule:
             return f"{self.name}'s state is not all finite"
         return None
 
-    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None, staleness: int = 0) -> None:
-        """Update ``params`` (and ``state``) in place with one pushed gradient (float32 arrays)."""
+    def apply(self, params: np.ndarray, grad: np.ndarray, state: np.ndarray | None,
+              staleness: int = 0) -> np.ndarray | None:
+        """Update ``params`` (and ``state``) in place with one pushed gradient (float32 arrays); a rule of
+        one's own may instead return the new parameters."""
         raise NotImplementedError(f"{type(self).__name__} must define apply(params, grad, state, staleness)")
 
     def scale(self, grad: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -94,10 +96,11 @@ class UpdateRule:
         return np.multiply(grad, np.float32(self.lr), out=out)
 
     def apply_scaled(self, params: np.ndarray, grad: np.ndarray, scaled: np.ndarray, state: np.ndarray | None,
-                     spare: np.ndarray, staleness: int = 0) -> None:
+                     spare: np.ndarray, staleness: int = 0) -> np.ndarray | None:
         """``apply`` once ``scaled = scale(grad)`` is known (scratch it may overwrite, as ``spare``): the
-        shard's hot path. A rule may override it to reuse ``scaled``; by default it calls ``apply``."""
-        self.apply(params, grad, state, staleness)
+        shard's hot path. A rule may override it to reuse ``scaled``; by default it calls ``apply`` and passes
+        on what it returns (a rule of one's own may return the new parameters: ``dbkit.ps.rule_guard``)."""
+        return self.apply(params, grad, state, staleness)
 
 
 RULES = NamedClasses("optimizer", "update rule", "momentum")
