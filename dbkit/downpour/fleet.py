@@ -75,7 +75,8 @@ class Fleet:
         control = self.controls.on(worker)
         cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
         settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
-                                   self.controls.epoch, slow=dict(c.slow_replicas).get(index, 1.0))
+                                   self.controls.epoch, slow=dict(c.slow_replicas).get(index, 1.0),
+                                   step_timeout=0.0 if self.cluster.holds_time else c.heartbeat_timeout)
         return worker, control, settings, control.register(index, settings)
 
     def _submit(self, index: int, data_shard: int | None, worker: str, control: Any,
@@ -258,13 +259,18 @@ class Fleet:
             self.book.leave(indices, state)
             self.steer(indices, stop=True, wait=0)
             if wait:
-                self.book.wait(indices, timeout=timeout, state=state, clock=self.cluster.time)
+                self.book.wait(indices, timeout=timeout, state=state, clock=self.cluster.time, refresh=self._refresh())
                 self.placement.parts.release(indices)
 
     def stop_all(self, timeout: float = 60.0) -> None:
         with self.launching:
             self.steer(stop=True, wait=0)
-            self.book.wait_all(timeout, clock=self.cluster.time)
+            self.book.wait_all(timeout, clock=self.cluster.time, refresh=self._refresh())
+
+    def _refresh(self) -> Any:
+        """What a wait for replicas to end polls their figures with, on real machines (``ReplicaBook.wait``):
+        a replica given up on while its step hung says so there. None in virtual time."""
+        return None if self.cluster.holds_time else (lambda: self.poll(settle=False))
 
     # ---- watching ----------------------------------------------------------------------------
     def poll(self, settle: bool = True) -> None:

@@ -42,7 +42,7 @@ from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
 from .replica_kinds import replica_class
 from .resources import DownpourResources
-from .step_budget import RESHARE_EVERY, StepBudget
+from .step_budget import StepBudget
 from .watch import Watch, WatchLink
 
 T = TypeVar("T")
@@ -221,7 +221,7 @@ class DownpourSGD(Job):
         cluster.hold(paused)  # (a simulated cluster's time stands still too)
         self._fleet_paused = paused  # replicas start paused when the job starts so: the first fit caps them first
         # a fit's steps kept exactly on every runtime, shared among the replicas (#48: a cap of N each ran R x N)
-        self._budget = StepBudget(fleet, cluster.time.now, reshare_every=0.0 if cluster.holds_time else RESHARE_EVERY)
+        self._budget = StepBudget(fleet, cluster.time.now, real_time=not cluster.holds_time)
         if cluster.holds_time:  # virtual time: polls aimed at the next evaluation
             self._monitor.aim_polls()
         fleet.start(c.replicas, warm_start=c.downpour.warm_start_steps > 0, paused=paused)

@@ -9,6 +9,7 @@ races between the driver and its monitor thread are tested in process.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,27 +169,37 @@ class ReplicaBook:
             own = figures.state if figures.state in ENDED_ON_ITS_OWN else state
             e.figures = figures.but(worker=e.worker, state=own)
 
-    def wait(self, indices: list[int], timeout: float, state: str = "stopped", clock: Clock = REAL_TIME) -> None:
+    def wait(self, indices: list[int], timeout: float, state: str = "stopped", clock: Clock = REAL_TIME,
+             refresh: Callable[[], None] | None = None) -> None:
         """Wait for the tasks of ``indices`` to end (they were told to stop), at most ``timeout`` seconds of
-        ``clock`` in all; they take ``state``."""
+        ``clock`` in all; they take ``state``. With ``refresh`` (a poll of the replicas' figures), a replica
+        whose figures say it ended meanwhile is not waited for: one whose step hung, given up on by its
+        loop (``step_watch``), ends the wait at once rather than at the timeout."""
         deadline = clock.now() + timeout
         for i in indices:
             e = self.entries[i]
-            if e.running:
+            while e.running:
+                rest = deadline - clock.now()
                 try:
-                    figures = e.future.result(timeout=max(0.1, deadline - clock.now()))
+                    figures = e.future.result(timeout=max(0.1, min(rest, 0.25) if refresh else rest))
+                except TimeoutError as err:
+                    if refresh is not None and clock.now() < deadline:
+                        refresh()  # its figures may say it failed: then it is not running, and not waited for
+                        continue
+                    self.mark_lost(i, f"did not stop cleanly: {type(err).__name__}: {err}")
+                    break
                 except Exception as err:  # noqa: BLE001
                     self.mark_lost(i, f"did not stop cleanly: {type(err).__name__}: {err}")
-                    continue
+                    break
                 self._finish(e, figures, state)
             with self._lock:  # the monitor may have seen it end first (even while we waited on its
                 if e.state == "stopped":  # result); it ended because we asked, so it takes our state
                     e.figures = e.figures.but(state=state)
 
-    def wait_all(self, timeout: float, clock: Clock = REAL_TIME) -> None:
+    def wait_all(self, timeout: float, clock: Clock = REAL_TIME, refresh: Callable[[], None] | None = None) -> None:
         with self._lock:
             running = sorted(i for i, e in self.entries.items() if e.running)
-        self.wait(running, timeout, clock=clock)
+        self.wait(running, timeout, clock=clock, refresh=refresh)
         with self._lock:
             self._pending_warm.clear()
 

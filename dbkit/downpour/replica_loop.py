@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ..runtime.clock import REAL_TIME, Clock
 from ..training.figures import ReplicaFigures, ReplicaSettings
+from .step_watch import StepWatch
 
 
 def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: Callable[[ReplicaFigures], None],
@@ -43,6 +44,14 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
     def figures(state: str, **more) -> ReplicaFigures:
         return replica.figures().but(worker=worker, state=state, epoch=applied.epoch, slow=applied.slow, **more)
 
+    watch = None
+    if clock is REAL_TIME:  # a step held to the job's bound (virtual time has no hung steps to outlast)
+        def fail(error: str) -> ReplicaFigures:
+            final = figures("failed", failures=1, error=error)
+            publish(final)
+            return final
+
+        watch = StepWatch(fail, str(getattr(replica, "index", worker)))
     try:
         while True:
             s = settings()
@@ -68,7 +77,14 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
                 clock.wait(poll)
                 continue
             began = clock.now()
-            replica.step()
+            counted = (replica.counters.steps, replica.counters.nonfinite)
+            if watch is not None:
+                watch.began(s.step_timeout)
+            loss = replica.step()
+            if watch is not None and not watch.ended():  # given up on while it stepped: failed, published
+                return watch.abandoned or figures("failed")
+            if (replica.counters.steps, replica.counters.nonfinite) == counted:  # a loop that did not count
+                replica.counters.stepped(float(loss) if isinstance(loss, (int, float)) else float("nan"), 0)
             if s.slow > 1:
                 lag((s.slow - 1) * (clock.now() - began))
             if replica.diverged:
@@ -85,5 +101,8 @@ def run_replica_loop(replica, settings: Callable[[], ReplicaSettings], publish: 
         final = figures("stopped")
     except Exception as e:  # noqa: BLE001 - a replica's death must not stop training
         final = figures("failed", failures=1, error=f"{type(e).__name__}: {e}")
+    finally:
+        if watch is not None:
+            watch.close()
     publish(final)
     return final

@@ -5,8 +5,9 @@ N ran 600 steps for ``--steps 300`` with 2 replicas). The count is exact without
 run: the steps left are shared among the live replicas (``Fleet.share_caps``), equally, and once their
 speeds are known to differ, in proportion to them, so that they reach their shares together, as replicas
 taking tickets from one counter would. The shares are worked out again whenever replicas come or go, all
-of them wait with steps left, or their speeds differ (on real machines at most every ``RESHARE_EVERY``
-seconds: each share is a call to every worker).
+of them wait with steps left (on real machines, any of them: a replica's speed there is known only roughly),
+or their speeds differ (on real machines at most every ``RESHARE_EVERY`` seconds: each share is a call to
+every worker).
 
 A share worked out while replicas run keeps ``HELD_BACK`` steps a replica back: a replica polled at 59
 steps that takes two more before its new cap of 61 arrives would end a step over, and the run with it
@@ -37,8 +38,9 @@ class StepBudget:
     """The total steps ``fleet`` 's replicas may reach (``cap``; ``math.inf``: none), shared among them;
     ``clock`` reads virtual seconds (a replica's speed is its steps since the budget first saw it)."""
 
-    def __init__(self, fleet: Fleet, clock: Callable[[], float], reshare_every: float = 0.0) -> None:
-        self.fleet, self.clock, self.reshare_every = fleet, clock, reshare_every
+    def __init__(self, fleet: Fleet, clock: Callable[[], float], real_time: bool = False) -> None:
+        self.fleet, self.clock, self.real_time = fleet, clock, real_time
+        self.reshare_every = RESHARE_EVERY if real_time else 0.0
         self._shared_at = -math.inf
         self.cap = math.inf
         self._seen: dict[int, float] = {}  # replica -> when it was first seen here
@@ -64,7 +66,10 @@ class StepBudget:
         fleet = self.fleet
         if total >= self.cap:
             return
-        waiting = all(f.state == "paused" for f in fleet.figures().values() if f.live)
+        paused = [f.state == "paused" for f in fleet.figures().values() if f.live]
+        # on real machines a replica at its share takes more as soon as a poll sees it wait, as it would take
+        # tickets from a counter; in virtual time a share is exact, and only all waiting is shared again
+        waiting = any(paused) if self.real_time else all(paused)
         differ = self.clock() - self._shared_at >= self.reshare_every and self.speeds() is not None
         if set(fleet.live()) != self._shared_with or differ or waiting:
             self.share()

@@ -32,7 +32,9 @@ class ReplicaSettings:
     take that many times longer (a straggler). ``crash`` ends it at once as
     ``lost``, its accumulated gradient never pushed, as when its machine dies.
     ``epoch`` numbers the driver's changes: a replica echoes the epoch it
-    acted on in its figures.
+    acted on in its figures. ``step_timeout``: a step that has not returned
+    after this many seconds ends the replica as ``failed`` (0: no bound; the
+    job's ``heartbeat_timeout``, on real machines).
     """
 
     n_fetch: int = 1
@@ -44,6 +46,7 @@ class ReplicaSettings:
     epoch: int = 0
     slow: float = 1.0
     crash: bool = False
+    step_timeout: float = 0.0
 
     def but(self, **changes: Any) -> ReplicaSettings:
         return replace(self, **changes)

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
+from ..given_up import given_up
+
 LOST = "Worker holding Actor was lost"  # Dask's words, which the drivers already expect
 
 
@@ -240,6 +242,9 @@ class Task(Future):
         return True
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the thread to end; whether it has."""
+        """Wait for the thread to end; whether it has. A thread given up on (``dbkit.runtime.given_up``: a
+        replica's step that never returned) is not waited for."""
+        if given_up(self._thread):
+            return False
         self._thread.join(timeout)
         return not self._thread.is_alive()
