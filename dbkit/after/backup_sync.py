@@ -43,6 +43,14 @@ class BackupSyncReplica(DownpourReplica):
     name: ClassVar[str] = "backup-sync"
     Knobs = BackupSyncKnobs
     knob: BackupSyncKnobs
+
+    @classmethod
+    def check_settings(cls, replicas: int, settings: dict) -> None:
+        """b backups of R replicas leave R - b gradients a round: at least one (#48: it was clamped unsaid)."""
+        b = settings.get("backups", BackupSyncKnobs().backups)
+        if b >= replicas:
+            raise ValueError(f"backups must be below replicas: {b} of {replicas} replicas' gradients dropped each "
+                             f"round would leave none; give --backups at most {replicas - 1} or more replicas")
     optimizers: ClassVar[tuple[str, ...] | None] = ("sgd",)
     coordinator_name: ClassVar[str | None] = "replica-clocks"
 

@@ -193,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             return status
         if report.get("error") or report.get("state") == "failed":  # the report is written; say why in one line
             errors = [e["message"] for e in report.get("events", []) if e.get("type") == "ErrorEvent"]
-            why = report.get("error") or (errors[-1] if errors else "see the report")
+            failed = [f"replica {r.get('replica')}: {r['error']}" for r in report.get("replicas") or []
+                      if r.get("state") == "failed" and r.get("error")]
+            why = report.get("error") or (errors[-1] if errors else "; ".join(failed[:3]) or "see the report")
             print(f"dbkit: the run failed: {why}", file=sys.stderr)
             return 1
         if _diverged(report):

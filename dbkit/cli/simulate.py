@@ -149,8 +149,15 @@ def calibrate_from_args(args: argparse.Namespace) -> int:
 
     from ..calibration import calibrate as measuring
     from ..calibration import control_plane, noise
+    from ..ps.checkpoint import probe_writable
     from ..runtime.sim.profile import noise_warning, user_folder, write
 
+    if not args.out or args.replace_here:  # where it will write, checked before minutes of measuring (#48)
+        try:
+            probe_writable(user_folder())
+        except OSError as e:
+            raise ValueError(f"calibrate would write to {user_folder()} (DBKIT_PROFILES, or ~/.config/dbkit/profiles) "
+                             f"but cannot ({e.strerror or e}); give --out PATH or a writable DBKIT_PROFILES") from e
     began = datetime.now()
     load = noise.machine_load()
     before = noise.probe()

@@ -105,8 +105,9 @@ class DownpourSGD(Job):
                  **settings: Any) -> None:
         base = config or self.defaults()
         config, dataset, network = resolve_job("downpour", model, data, base, dict(scheduler=scheduler, **settings))
-        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
+        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime, settings.get("runtime"))
         check_layout(network, config)  # refuses partitions the network or shards cannot take
+        replica_class(config.downpour.replica).check_settings(config.replicas, config.replica_settings())
         if self._machines is not None:
             self._machines.admit(network, config)
         super().__init__(config, dataset, network)
@@ -303,6 +304,7 @@ class DownpourSGD(Job):
     def _check(self, config: RunConfig) -> None:
         check_layout(self.network, config)
         loop = replica_class(config.downpour.replica)
+        loop.check_settings(config.replicas, config.replica_settings())
         if loop.coordinator_name is not None:  # refused before any replica is replaced
             coordinator_class(loop.coordinator_name)
         known = self._fleet.known() if self._fleet is not None else set(range(config.replicas))

@@ -76,6 +76,11 @@ class DownpourReplica:
     #: the coordinator its replicas share (``dbkit.downpour.coordinators``; None: they share only parameters)
     coordinator_name: ClassVar[str | None] = None
 
+    @classmethod
+    def check_settings(cls, replicas: int, settings: dict) -> None:
+        """Refuse (``ValueError``) its knobs' ``settings`` for a job of ``replicas`` replicas, where they cannot go
+        together (beyond each knob's own range); checked as a job is made and at every ``set()``."""
+
     def __init__(self, index: int, network: Network, X: np.ndarray, y: np.ndarray, server, batch_size: int,
                  n_fetch: int = 1, n_push: int = 1, lr: float = 0.05, seed: int = 0, max_nonfinite: int = 20,
                  overlap: bool = True, coordinator: Any = None, **knobs: Any) -> None:

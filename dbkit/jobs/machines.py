@@ -18,7 +18,9 @@ def open_session(config: RunConfig, machines: ClusterFactory | None, client: Any
         return machines.session(tag, network=network, config=config)
     if config.runtime == "in-process":
         from ..runtime.inprocess import InProcessCluster
+        from ..runtime.inprocess.cluster import admit_transport
 
+        admit_transport(config)
         return InProcessCluster(workers=config.workers).session(tag, closes_cluster=True)
     from ..runtime.dask.cluster import Cluster
 

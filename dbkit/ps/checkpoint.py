@@ -226,6 +226,9 @@ def read_manifest(directory: str | os.PathLike[str]) -> Manifest:
     contiguous = all(a < b for a, b in ranges) and all(r[1] == q[0] for r, q in zip(ranges, ranges[1:]))
     if not (ranges and ranges[0][0] == 0 and ranges[-1][1] == m.parameters and contiguous):
         raise CheckpointError(f"{path}: shard ranges {ranges} do not cover {m.parameters} parameters")
+    if len(m.versions) != len(ranges) or any(v < 0 for v in m.versions):
+        raise CheckpointError(f"{path}: versions {list(m.versions)} must be one whole number >= 0 per shard "
+                              f"({len(ranges)} shards): corrupt")
     return m
 
 

@@ -265,11 +265,17 @@ class ClusterFactory(Protocol):
         ...
 
 
-def given_cluster(cluster: Any, client: Any, scheduler: str | None, runtime: str = "dask") -> ClusterFactory | None:
+def given_cluster(cluster: Any, client: Any, scheduler: str | None, runtime: str = "dask",
+                  asked: str | None = None) -> ClusterFactory | None:
     """A job's ``cluster=`` checked: at most one of ``cluster``, ``client``, ``scheduler`` and a ``runtime`` that
-    starts its own workers, and machines that open sessions (``session(tag)``); ``None`` when it has none."""
+    starts its own workers, and machines that open sessions (``session(tag)``); ``None`` when it has none.
+    ``asked``: the ``runtime=`` the caller gave, if any (a ``runtime="dask"`` beside ``cluster=`` is refused too:
+    the job would run on the machines given, not on Dask)."""
     if runtime != "dask" and (cluster is not None or client is not None):
         raise ValueError(f"runtime={runtime!r} starts workers of its own: give it, or cluster=/client=, not both")
+    if asked is not None and cluster is not None:
+        raise ValueError(f"runtime={asked!r} and cluster={type(cluster).__name__}(...) both say where the job runs: "
+                         "give one (a job given cluster= runs on those machines)")
     if cluster is None:
         return None
     if client is not None or scheduler is not None:

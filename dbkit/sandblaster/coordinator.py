@@ -60,9 +60,15 @@ class CoordinatorState:
 
     @classmethod
     def from_dict(cls, d: dict) -> CoordinatorState:
-        return cls(tuple(HistoryPair(str(s), str(y), float(rho)) for s, y, rho in d["history"]), int(d["slot"]),
-                   float(d["f"]), float(d["grad_norm"]), tuple(Iteration(*r) for r in d["rows"]),
-                   int(d["evaluations"]))
+        """A saved state, checked: each pair's ``rho = 1 / (y . s)`` finite and positive (L-BFGS keeps a pair
+        only where the curvature ``y . s`` is positive), ``ValueError`` naming the pair otherwise."""
+        history = tuple(HistoryPair(str(s), str(y), float(rho)) for s, y, rho in d["history"])
+        for i, pair in enumerate(history):
+            if not (math.isfinite(pair.rho) and pair.rho > 0):
+                raise ValueError(f"history pair {i} ({pair.s}, {pair.y}) has rho {pair.rho!r}: it must be finite "
+                                 "and positive (1 / (y . s), kept only where y . s > 0)")
+        return cls(history, int(d["slot"]), float(d["f"]), float(d["grad_norm"]),
+                   tuple(Iteration(*r) for r in d["rows"]), int(d["evaluations"]))
 
 
 

@@ -81,7 +81,7 @@ class SandblasterLBFGS(Job):
                  **settings: Any) -> None:
         base = config or self.defaults()
         config, dataset, network = resolve_job("sandblaster", model, data, base, dict(scheduler=scheduler, **settings))
-        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
+        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime, settings.get("runtime"))
         if self._machines is not None:
             self._machines.admit(network, config)
         super().__init__(config, dataset, network)

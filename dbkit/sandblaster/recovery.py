@@ -87,6 +87,11 @@ class SandblasterCheckpoints:
             raise CheckpointError(f"{path} is a checkpoint of another model or layout")
         shards = [read_vectors(vectors_file(self.directory, i, it), self.model, span, it)
                   for i, span in enumerate(ranges)]
+        for i, shard in enumerate(shards):
+            missing = [name for name in state.vectors if name not in shard.vectors]
+            if missing:
+                raise CheckpointError(f"{vectors_file(self.directory, i, it)}: lacks the vectors {missing} that the "
+                                      f"checkpoint's coordinator needs ({path}); no usable Sandblaster checkpoint")
         return state, shards
 
     def bring_back(self, cluster: Runtime, server: ShardedParameters, shard_workers: list[str] | None,

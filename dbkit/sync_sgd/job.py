@@ -78,7 +78,7 @@ class SyncSGD(Job):
                                              or runtime != "dask") else None)
         config, dataset, network = resolve_job("sgd", model, data, config,
                                                dict(scheduler=scheduler, on_cluster=on_cluster, **settings))
-        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime)
+        self._machines = given_cluster(cluster, client, config.scheduler, config.runtime, settings.get("runtime"))
         if self._machines is not None:
             self._machines.admit(network, config)
         super().__init__(config, dataset, network)

@@ -26,6 +26,15 @@ from .task_side import InProcessTaskSide
 from .workers import ActorProxy, Placed, Task, Worker
 
 
+def admit_transport(config: Any) -> None:
+    """``ValueError`` for ``transport="actor"`` (#48: it was ignored): in-process replicas call their shards
+    directly, with neither Dask's actors nor its sockets to choose between."""
+    section = getattr(config, "downpour", None)
+    if getattr(section, "transport", "socket") == "actor":
+        raise ValueError("transport='actor' chooses how replicas reach shards on Dask workers; in-process workers' "
+                         "replicas call their shards directly: leave --transport out (or use --runtime dask)")
+
+
 class InProcessCluster:
     """``workers`` in-process workers, named ``inprocess://worker-K``; close it (or use ``with``) when done.
 
@@ -52,7 +61,9 @@ class InProcessCluster:
     fixed_settings: tuple[str, ...] = ()  # every setting a Dask cluster's job steers, these workers' do too
 
     def admit(self, network: Any, config: Any) -> None:
-        """Every job a Dask cluster runs, these workers run too."""
+        """Every job a Dask cluster runs, these workers run too; only the choice of Dask's transport is refused
+        (``admit_transport``)."""
+        admit_transport(config)
 
     def simulation(self) -> None:
         """Real machines: no simulation."""

@@ -15,6 +15,7 @@ Two ways to lay a job out, as on a real cluster:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,6 +42,10 @@ class Cluster:
     stack_gradients: bool = True  # gradients due together computed as one stack (the same numbers)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.profile, (Profile, str, os.PathLike)):
+            raise TypeError(f"sim.Cluster(profile=...) takes a Profile, a profile's name ('here', 'distbelief-2012') "
+                            f"or a JSON file's path, got {self.profile!r}; for the number of machines, "
+                            f"give Cluster(machines={self.profile!r})")
         if self.machines is not None and (isinstance(self.machines, bool) or not isinstance(self.machines, int)
                                           or not 1 <= self.machines <= MAX_MACHINES):
             raise ValueError(f"machines must be a whole number in [1, {MAX_MACHINES}], got {self.machines!r}")
