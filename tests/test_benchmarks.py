@@ -410,3 +410,9 @@ def test_fig3_emulated_predicts_a_saved_run_again_with_the_simulator_as_it_is_no
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "fig3_emulated.py"), "--predict",
                            str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "not a run saved with --json" in proc.stderr
+
+
+def test_wire_strangers(tmp_path):
+    r = run("wire_strangers", "--strangers", "20", "--rounds", "3", tmp_path=tmp_path)
+    assert set(r["median_seconds"]) == {"wire, none", "wire, strangers", "bare, none", "bare, strangers"}
+    assert r["strangers"] == 20 and r["ratio"] > 0 and r["floor_ratio"] > 0

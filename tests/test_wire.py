@@ -450,3 +450,50 @@ def test_a_users_error_on_the_wire_loop_is_reported_and_the_loop_serves_on():
     finally:
         threading.excepthook = before
         server.close()
+
+
+def test_a_replica_connects_and_fetches_while_200_idle_strangers_hold_connections():
+    """Issue #48, 1: 200 idle connections that never show the token (half a hello each) cost a replica with it
+    nothing: it is greeted, fetches and pushes while all 200 are still held open."""
+    shards = {"s0": ParameterShard(0, 0, 10, np.zeros(10, np.float32), "sgd", 0.1)}
+    server = WireServer(shards.get, hello_timeout=60.0)
+    idle = [socket.create_connection((server.address.host, server.address.port), timeout=5) for _ in range(200)]
+    try:
+        for s in idle:
+            s.sendall(b"\x00" * 7)
+        replica = WireShard(server.address, "s0", pusher="replica0")
+        assert replica.push(np.ones(10, np.float32), 0).result(timeout=5).accepted
+        version, params = replica.fetch().result(timeout=5)
+        assert version == 1 and params[0] == np.float32(-0.1)
+        assert server.connections == 201 and server.refused == 0  # every stranger still held, none in its way
+        replica.close()
+    finally:
+        for s in idle:
+            s.close()
+        server.close()
+
+
+def test_a_flood_from_one_address_drops_only_its_own_strangers_and_is_logged_once(caplog):
+    """Strangers from 127.0.0.2 keep their places while 60 more from 127.0.0.1 crowd out each other; the flood
+    is one warning, not one per connection."""
+    shards = {"s0": ParameterShard(0, 0, 10, np.zeros(10, np.float32), "sgd", 0.1)}
+    server = WireServer(shards.get, hello_timeout=60.0, max_strangers_per_address=8)
+    caplog.set_level("WARNING", logger="dbkit.wire")
+    other = [socket.create_connection((server.address.host, server.address.port), timeout=5,
+                                      source_address=("127.0.0.2", 0)) for _ in range(5)]
+    flood = [socket.create_connection((server.address.host, server.address.port), timeout=5) for _ in range(60)]
+    try:
+        deadline = time.monotonic() + 10
+        while (server.refused < 52 or server.connections > 13) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.refused == 52 and server.connections == 13  # 8 of the flood, all 5 of the other address
+        for s in other:  # still open: a byte sent is taken, not refused
+            s.sendall(b"\x00")
+        assert len([r for r in caplog.records if "without the token" in r.getMessage()]) == 1
+        replica = WireShard(server.address, "s0", pusher="replica0")
+        assert replica.fetch().result(timeout=5)[0] == 0
+        replica.close()
+    finally:
+        for s in other + flood:
+            s.close()
+        server.close()

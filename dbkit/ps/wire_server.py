@@ -36,6 +36,7 @@ import dataclasses
 import functools
 import hmac
 import json
+import logging
 import secrets
 import selectors
 import socket
@@ -57,8 +58,8 @@ Accepted = Callable[[int, socket.socket], None]  # a wired partition's door: (th
 class Peer:
     """One connection to the wire: who it is once it has shown a token, and what it reads and sends."""
 
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self.sock, self.deadline = sock, deadline
+    def __init__(self, sock: socket.socket, deadline: float, host: str = "") -> None:
+        self.sock, self.deadline, self.host = sock, deadline, host  # host: the address it came from
         self.stranger, self.closing = True, False
         self.key: str | None = None
         self.pusher: str | None = None
@@ -91,6 +92,13 @@ class Peer:
 
 HELLO_TIMEOUT = 10.0  # seconds a new connection has to show the token
 MAX_STRANGERS = 1024  # connections at once that have not shown it yet; one more drops the oldest of them
+#: strangers at once from one address: one more from there drops that address's oldest, so a flood from one host
+#: cannot push out the connections of others still showing their token (a multi-host cluster's wire listens on
+#: the worker's own address, which any host on the network can reach)
+MAX_STRANGERS_PER_ADDRESS = 256
+#: refusals after which a server says, once, that strangers are reaching it
+FLOOD = 32
+log = logging.getLogger("dbkit.wire")
 
 
 class WireServer:
@@ -108,15 +116,20 @@ class WireServer:
     max_strangers : int
         Connections at once that have not yet shown the token; one more drops the oldest of them, so idle
         strangers can neither exhaust the process's files nor keep a replica out.
+    max_strangers_per_address : int
+        Of those, from one address: one more from there drops that address's oldest instead.
     """
 
     def __init__(self, lookup: Callable[[str], Any], host: str = "127.0.0.1", hello_timeout: float = HELLO_TIMEOUT,
-                 max_strangers: int = MAX_STRANGERS, ends_with_doors: bool = False) -> None:
+                 max_strangers: int = MAX_STRANGERS, ends_with_doors: bool = False,
+                 max_strangers_per_address: int = MAX_STRANGERS_PER_ADDRESS) -> None:
         self._lookup, self.host = lookup, host
         self._doors: dict[bytes, Accepted] = {}  # a wired partition's token -> where its connections go
         self._ends_with_doors = ends_with_doors  # started for partitions only: closes with the last one
         self.hello_timeout, self.max_strangers = float(hello_timeout), int(max_strangers)
+        self.max_strangers_per_address = min(self.max_strangers, int(max_strangers_per_address))
         self.refused = 0  # connections closed for want of a token: wrong, late, or dropped for a newer one
+        self._turned_away = 0  # of them, those the wire closed itself (late, or dropped): a flood is said once
         self.requests = 0  # fetches and pushes served (for tests and benchmarks)
         self._token = secrets.token_bytes(16)
         self._listener = socket.create_server((host, 0))
@@ -155,17 +168,21 @@ class WireServer:
     def _accept(self) -> None:
         while True:
             try:
-                sock, _ = self._listener.accept()
+                sock, where = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # the listener closed
                 return
             sock.setblocking(False)
             tune(sock)
-            c = Peer(sock, time.monotonic() + self.hello_timeout)
+            host = str(where[0]) if isinstance(where, tuple) and where else ""
+            c = Peer(sock, time.monotonic() + self.hello_timeout, host)
             strangers = [s for s in self._connections.values() if s.stranger]
-            if len(strangers) >= self.max_strangers:
-                self._drop(strangers[0])
+            same = [s for s in strangers if s.host == host]
+            if len(same) >= self.max_strangers_per_address:  # a flood from one address crowds out only its own
+                self._turn_away(same[0])
+            elif len(strangers) >= self.max_strangers:
+                self._turn_away(strangers[0])
             c.expect_bytes(HELLO.size, self._hello_of(c))
             with self._lock:
                 self._connections[sock] = c
@@ -191,7 +208,17 @@ class WireServer:
 
     def _expire(self, now: float) -> None:
         for c in [c for c in self._connections.values() if c.stranger and c.deadline <= now]:
-            self._drop(c)
+            self._turn_away(c)
+
+    def _turn_away(self, c: Peer) -> None:
+        """Close a stranger the wire gives up on (too slow, or dropped for a newer one); the first ``FLOOD`` of
+        them are said once, as one warning (not one per connection)."""
+        self._drop(c)
+        self._turned_away += 1
+        if self._turned_away == FLOOD:
+            log.warning("dbkit wire on %s:%d: %d connections without the token turned away (too slow to show it, "
+                        "or dropped for newer ones); replicas holding it are served first. Strangers are reaching "
+                        "this worker's port", self.host, self.address.port, FLOOD)
 
     def _drop(self, c: Peer, refused: bool = True) -> None:
         with self._lock:
