@@ -26,6 +26,7 @@ import numpy as np
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Job, Monitor, job_from_checkpoint, resolve_job
+from ..jobs.extensions_on_workers import check_extensions_on_workers
 from ..jobs.folders import check_workers_can_write
 from ..jobs.machines import open_session
 from ..nn import Network
@@ -204,6 +205,7 @@ class DownpourSGD(Job):
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)
+        check_extensions_on_workers(cluster, c)  # a rule or loop of one's own: importable where it runs
         self.dashboard = cluster.dashboard_link()
         shard_workers = self._shard_workers or cluster.shard_places(c.shards) or workers
         replica_workers = (self._replica_workers or cluster.replica_places(0, c.replicas, c.downpour.partitions)
