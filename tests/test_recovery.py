@@ -420,6 +420,9 @@ def test_cli_a_hung_shard_worker_is_noticed_and_its_shard_restored_on_a_live_wor
     assert validate_report(report) == []
     if algorithm[0] == "downpour":
         assert f["replicas_restarted"] >= 1
+    else:  # #48, 8: the stopped worker's replica is counted lost (it held a shard and a replica)
+        on_victim = [r for r in report["replicas"] if r["worker"] == victim]
+        assert on_victim and all(r["state"] == "lost" for r in on_victim), report["replicas"]
 
 
 def test_a_second_worker_killed_as_the_restored_shard_is_placed_on_it_is_survived(digits, tmp_path, monkeypatch):

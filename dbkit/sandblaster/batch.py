@@ -183,15 +183,19 @@ class UnitBatch:
         except WorkerLeft:
             raise CancelledError(f"worker {worker} left the cluster holding the result") from None
 
-    def _check_workers(self) -> None:
+    def _check_workers(self, during: str = "the batch") -> None:
+        """Lose the replicas whose workers left the cluster (or were dropped as hung), then, if a shard's worker
+        left, end ``during`` (``RuntimeError``: the job brings the shard back from its checkpoint). The
+        replicas first: a worker holding both a shard and a replica is counted as both (#48: a stopped
+        worker's replica was not counted lost, and came back to a restored job as if nothing happened)."""
         alive = set(self.cluster.workers())
         gone = sorted({w for w in self.server.workers if w not in alive})
-        if gone:  # a shard went with its worker (or was dropped as hung): the batch cannot complete
-            raise RuntimeError(f"parameter shard's worker {gone[0]} left the cluster during the batch")
         for slot in self.dispatcher.live():
             if slot.worker not in alive:
                 self._futures.pop(slot.index, None)
                 self.dispatcher.lose(slot, f"worker {slot.worker} left the cluster", self._landed)
+        if gone:  # a shard went with its worker (or was dropped as hung): the batch cannot complete
+            raise RuntimeError(f"parameter shard's worker {gone[0]} left the cluster during {during}")
 
     def _flush(self) -> bool:
         """Push every live replica's committed units; False if a replica was lost meanwhile (redo)."""
@@ -210,6 +214,8 @@ class UnitBatch:
                 self.cluster.wait([f], timeout=0.25)
                 if slot.worker not in self.cluster.workers():
                     break
+                if any(w not in self.cluster.workers() for w in self.server.workers):  # a flush pushing to a
+                    self._check_workers("the flush")  # hung shard waits for it: restore now, not at the wake-up
             status, pushed = f.status, None
             if status == "finished":
                 try:
