@@ -26,7 +26,6 @@ import numpy as np
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Job, Monitor, job_from_checkpoint, resolve_job
-from ..jobs.extensions_on_workers import check_extensions_on_workers
 from ..jobs.folders import check_workers_can_write
 from ..jobs.machines import open_session
 from ..nn import Network
@@ -38,6 +37,7 @@ from ..telemetry import Relayout
 from ..training.figures import ReplicaFigures
 from .changes import apply_change, relayout
 from .coordinators import coordinator_class
+from .extensions_on_workers import check_extensions_on_workers
 from .fleet import Fleet, batch_figures
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of

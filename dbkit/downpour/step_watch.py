@@ -24,6 +24,7 @@ class StepWatch:
 
     def __init__(self, fail: Callable[[str], ReplicaFigures], name: str) -> None:
         self._fail = fail
+        # lock order: a leaf (the watch's own state; publishing happens outside it)
         self._lock = threading.Lock()
         self._stepping_since: float | None = None
         self._timeout = 0.0

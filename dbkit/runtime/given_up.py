@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import threading
 
-_lock = threading.Lock()  # lock order: alone
+# lock order: alone (a leaf: nothing is called under it)
+_lock = threading.Lock()
 _given_up: set[int] = set()
 
 

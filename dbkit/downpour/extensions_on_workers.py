@@ -13,8 +13,8 @@ from ..runtime.protocol import Runtime
 
 def extension_modules(config: RunConfig) -> dict[str, str]:
     """The modules of the job's rule and replica loop that are not dbkit's own: name -> file (or "")."""
-    from ..downpour.replica_kinds import replica_class
     from ..ps.update_rule import rule_class
+    from .replica_kinds import replica_class
 
     classes: list[type] = [rule_class(config.optimizer)]
     if config.algorithm == "downpour":
