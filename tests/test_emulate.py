@@ -638,3 +638,62 @@ def test_the_hosts_are_built_and_removed_from_inside_a_running_event_loop_as_in_
 
     made = asyncio.run(in_a_cell())
     assert "dbkit-h1" in made and leftovers() == []
+
+
+STRANGERS = """
+import socket, sys, time
+held = []
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    for _ in range(200):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(b"\\x00" * 7)  # half a hello, then nothing
+        held.append(s)
+print(len(held), flush=True)
+time.sleep(600)
+"""
+
+
+@needs_emulation
+def test_a_stranger_host_holding_connections_to_the_shards_wires_keeps_no_replica_off_them():
+    """Issue #48, 1, where a stranger can reach the wire: on a multi-host cluster a worker's shard wire listens on
+    the worker's own address, which any host on the network reaches. Host 4, not in the job, holds 200 idle
+    connections to each shard's wire; replicas added then connect, train, and are served."""
+    from distributed import Client
+
+    import dbkit
+
+    def wire_address(dask_worker) -> list[str]:  # noqa: ANN001 - on each worker: where its shard wire listens
+        return [f"{p.server.address.host}:{p.server.address.port}" for name, p in dask_worker.plugins.items()
+                if name.startswith("dbkit-shard-wire") and getattr(p, "server", None) is not None]
+
+    def wire_figures(dask_worker) -> list[tuple[int, dict]]:  # noqa: ANN001
+        return [(p.server.connections, dict(p.server.peers)) for name, p in dask_worker.plugins.items()
+                if name.startswith("dbkit-shard-wire") and getattr(p, "server", None) is not None]
+
+    with Cluster(hosts=4, link="100mbit", cpu=0.5) as emulated, Client(emulated.address) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        stranger = emulated.hosts[3]
+        shard_workers, replica_workers = workers[:2], [workers[2]]
+        assert all(stranger.address not in w for w in shard_workers + replica_workers)
+        with dbkit.DownpourSGD("mlp", "digits", client=client, replicas=1, shards=2, shard_workers=shard_workers,
+                               replica_workers=replica_workers) as job:
+            job.fit(steps=20, progress=False)
+            targets = [a for w in shard_workers for a in client.run(wire_address, workers=[w])[w]]
+            held = subprocess.Popen(["ip", "netns", "exec", stranger.netns, sys.executable, "-c", STRANGERS, *targets],
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                assert held.stdout is not None and int(held.stdout.readline()) == 200 * len(targets)
+                job.set(replicas=3)  # two new replicas connect to both wires past the strangers
+                job.fit(steps=120, progress=False)
+                figures = {w: client.run(wire_figures, workers=[w])[w] for w in shard_workers}
+                states = [(r.state, r.steps) for r in job.replicas()]
+            finally:
+                held.kill()
+                held.wait(timeout=30)
+    assert len(states) == 3 and all(state == "paused" and steps > 0 for state, steps in states), states
+    for wires in figures.values():
+        ((connections, peers),) = wires
+        assert connections >= 200 + 3  # the strangers still held, and the three replicas' connections
+        assert stranger.address not in peers  # none of the stranger's connections showed the token
+    assert leftovers() == []
