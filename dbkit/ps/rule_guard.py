@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .update_rule import UpdateRule
+from .update_rule import UpdateRule, finite_norm
 
 
 class RuleError(ValueError):
@@ -22,11 +22,6 @@ class RuleError(ValueError):
 def trusted(rule: UpdateRule) -> bool:
     """Whether ``rule`` is one of dbkit's own (tested here; not checked at each push)."""
     return type(rule).__module__.startswith("dbkit.")
-
-
-def _finite(values: np.ndarray) -> bool:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return bool(np.isfinite(np.dot(values, values)))
 
 
 class GuardedUpdate:
@@ -69,9 +64,9 @@ class GuardedUpdate:
                         f"{params.shape}")
             if out is not params:
                 np.copyto(params, out, casting="same_kind")  # the new parameters, returned
-        if not _finite(params):
+        if not finite_norm(params):
             return "wrote NaN or inf into the parameters (the pushed gradient and lr * gradient were finite)"
-        if state is not None and not _finite(state):
+        if state is not None and not finite_norm(state):
             return "wrote NaN or inf into its state"
         kept = state is None or self.state_before is None or np.array_equal(state, self.state_before)
         if moved and kept and np.array_equal(params, self.before):

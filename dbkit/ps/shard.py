@@ -26,7 +26,7 @@ from .checkpoint import ShardState, write_shard
 from .records import Histogram, PushAnswer, ShardFigures, coarse
 from .rule_guard import GuardedUpdate, trusted
 from .rules import check_lr
-from .update_rule import UpdateRule, make_rule
+from .update_rule import UpdateRule, finite_norm, make_rule
 from .vector_checkpoint import VectorState, write_vectors
 from .vectors import NamedVectors
 
@@ -139,7 +139,7 @@ class ParameterShard:
                 # The step is computed first, into aligned scratch, and checked there: a gradient off
                 # the network may start at any byte, and a BLAS dot over it would copy it slowly.
                 step = self.rule.scale(grad, self._scratch[0])
-                if not _finite_norm(step):
+                if not finite_norm(step):
                     reason = "non-finite: gradient has NaN or inf (or its step lr * grad overflows float32)"
             if reason is not None:
                 return self._refuse(reason)
@@ -244,7 +244,7 @@ class ParameterShard:
         """Why ``grad`` (pushed from ``fetched_version``) must be refused, or None: its form, its
         finiteness, its version."""
         reason = self._form_refusal(grad)
-        if reason is None and not _finite_norm(grad.astype(np.float32, copy=False)):
+        if reason is None and not finite_norm(grad.astype(np.float32, copy=False)):
             reason = "non-finite: gradient has NaN or inf (or overflows float32)"
         return reason or self._version_refusal(fetched_version)
 
@@ -356,9 +356,3 @@ class ParameterShard:
             self._examples_at[:] = self.examples
         return version
 
-
-def _finite_norm(values: np.ndarray) -> bool:
-    """True unless ``values`` holds NaN or inf or its squared norm overflows float32: one BLAS dot
-    instead of an elementwise scan (NaN and inf propagate into it)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return bool(np.isfinite(np.dot(values, values)))

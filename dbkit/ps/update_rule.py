@@ -155,3 +155,10 @@ def make_rule(optimizer: str | UpdateRule, lr: float | None = None, **knobs: Any
 def describe_rules() -> str:
     """One line per registered rule: its name, the first line of its docstring and its knobs (``--help``)."""
     return RULES.describe()
+
+
+def finite_norm(values: np.ndarray) -> bool:
+    """True unless ``values`` holds NaN or inf or its squared norm overflows float32: one BLAS dot
+    instead of an elementwise scan (NaN and inf propagate into it)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(np.dot(values, values)))
