@@ -137,13 +137,14 @@ def test_a_job_whose_rule_writes_nan_fails_blaming_the_rule_not_the_learning_rat
     assert "learning rate" not in out.stderr
 
 
-def test_an_extension_the_workers_cannot_import_is_named_in_one_line(tmp_path, dask_cluster_address):
+@pytest.mark.parametrize("algorithm", [("downpour",), ("sgd", "--on-cluster")], ids=lambda a: a[0])
+def test_an_extension_the_workers_cannot_import_is_named_in_one_line(tmp_path, dask_cluster_address, algorithm):
     """On a cluster of one's own the workers import what the driver loaded; a module only the driver has failed
     with four lines of Dask's deserialization. Now the module, its file and the worker are named before
-    anything starts, with what to do."""
+    anything starts, with what to do: for Downpour's shards and replicas, and SGD's shards on a cluster."""
     path = tmp_path / "only_here_rule.py"
     path.write_text(RULE.format(cls="OnlyHere", name="only-here", body="params -= np.float32(self.lr) * grad"))
-    out = subprocess.run([sys.executable, "-m", "dbkit", "run", "downpour", "--extension", str(path), "--optimizer",
+    out = subprocess.run([sys.executable, "-m", "dbkit", "run", *algorithm, "--extension", str(path), "--optimizer",
                           "only-here", "--model", "linear", "--steps", "20", "--scheduler", dask_cluster_address,
                           "--quiet"], capture_output=True, text=True, timeout=300, cwd="/")
     assert out.returncode == 2, out.stderr

@@ -26,18 +26,19 @@ import numpy as np
 from ..config import RunConfig
 from ..data import Dataset
 from ..jobs import FinalState, Job, Monitor, job_from_checkpoint, resolve_job
+from ..jobs.extensions_on_workers import check_extensions_on_workers
 from ..jobs.folders import check_workers_can_write
 from ..jobs.machines import open_session
 from ..nn import Network
 from ..partition import AlignedLayout
 from ..ps import Checkpoint, ShardFigures, read_checkpoint, read_manifest
+from ..ps.update_rule import rule_class
 from ..runtime.protocol import ClusterFactory, Runtime, given_cluster
 from ..settings import check
 from ..telemetry import Relayout
 from ..training.figures import ReplicaFigures
 from .changes import apply_change, relayout
 from .coordinators import coordinator_class
-from .extensions_on_workers import check_extensions_on_workers
 from .fleet import Fleet, batch_figures
 from .placement import Placement, check_layout
 from .recovery import JobLink, Recovery, check_layout_of, settings_of
@@ -205,7 +206,8 @@ class DownpourSGD(Job):
         workers = cluster.workers() or cluster.wait_for_workers(1)
         if c.checkpoint_dir is not None:  # each shard writes its own file, from its worker
             check_workers_can_write(cluster, c.checkpoint_dir)
-        check_extensions_on_workers(cluster, c)  # a rule or loop of one's own: importable where it runs
+        # a rule or loop of one's own: importable where it runs
+        check_extensions_on_workers(cluster, [rule_class(c.optimizer), replica_class(c.downpour.replica)])
         self.dashboard = cluster.dashboard_link()
         shard_workers = self._shard_workers or cluster.shard_places(c.shards) or workers
         replica_workers = (self._replica_workers or cluster.replica_places(0, c.replicas, c.downpour.partitions)

@@ -113,9 +113,12 @@ class SyncSGD(Job):
     def _place(self, cluster: Any) -> SGDTrainer:
         """The shards, and the trainer that fetches from and pushes to them (at a simulated instant on a
         simulated cluster, where its gradients take the driver machine's time)."""
+        from ..jobs.extensions_on_workers import check_extensions_on_workers
+        from ..ps.update_rule import rule_class
         from ..runtime.shards import start_shards
 
         c = self.config
+        check_extensions_on_workers(cluster, [rule_class(c.optimizer)])  # a rule of one's own: on every worker
         server = start_shards(cluster, self._start_params(), c.shards, c.rule(), c.lr,
                               workers=cluster.shard_places(c.shards))
         return SGDTrainer(cluster.computing(self.network), self.data, c.batch_size, c.lr, c.rule(), c.seed, server)

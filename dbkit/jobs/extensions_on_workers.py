@@ -1,24 +1,20 @@
 """A job's extensions (an update rule or a replica loop of one's own) checked on every worker before it starts
 (issue #48): a worker that cannot import the module that defines them would otherwise fail with four lines of
-Dask's deserialization and no module named. The check names the module, its file and the worker in one line."""
+Dask's deserialization and no module named. The check names the module, its file and the worker in one line.
+Every job whose classes run on workers uses it: Downpour (its rule and replica loop) and SGD on a cluster (its
+rule); Sandblaster's shards run dbkit's own rule only."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
-from ..config import RunConfig
 from ..runtime.protocol import Runtime
 
 
-def extension_modules(config: RunConfig) -> dict[str, str]:
-    """The modules of the job's rule and replica loop that are not dbkit's own: name -> file (or "")."""
-    from ..ps.update_rule import rule_class
-    from .replica_kinds import replica_class
-
-    classes: list[type] = [rule_class(config.optimizer)]
-    if config.algorithm == "downpour":
-        classes.append(replica_class(config.downpour.replica))
+def extension_modules(classes: Iterable[type]) -> dict[str, str]:
+    """The modules of ``classes`` that are not dbkit's own: name -> file (or "")."""
     out = {}
     for cls in classes:
         module = cls.__module__
@@ -37,9 +33,10 @@ def _import(module: str) -> str | None:  # runs on a worker
     return None
 
 
-def check_extensions_on_workers(cluster: Runtime, config: RunConfig) -> None:
-    """``ValueError`` naming the first worker that cannot import one of the job's extension modules."""
-    for module, path in extension_modules(config).items():
+def check_extensions_on_workers(cluster: Runtime, classes: Iterable[type]) -> None:
+    """``ValueError`` naming the first worker that cannot import the module of one of ``classes`` (a job's
+    update rule, its replica loop) that is not dbkit's own."""
+    for module, path in extension_modules(classes).items():
         answers: dict[str, Any] = cluster.run_on_workers(_import, module)
         for worker in sorted(answers):
             why = answers[worker]
