@@ -5,8 +5,6 @@ real machines, simulated seconds on a simulated one (its report says so, with it
 
 import time
 
-import pytest
-
 import dbkit
 from dbkit.telemetry import validate_report
 
@@ -87,39 +85,6 @@ def test_fit_steps_means_steps_over_all_replicas_on_every_runtime(anywhere):
         job.fit(steps=100, progress=False)
         second = [r.steps for r in job.replicas()]
     assert sum(first) == 300 and sum(second) == 400, (first, second)
-
-
-@pytest.mark.cluster
-def test_a_job_paused_with_steps_left_shares_nothing_while_it_waits(where, monkeypatch):
-    """A fit paused by the user with steps left: its replicas wait for a resume, not for steps. The budget
-    took their waiting for an end of their shares and shared the steps again at every poll (a call to every
-    worker each 0.25 s, for as long as the job stayed paused). Resumed by a new fit, the count is exact."""
-    import threading
-
-    from dbkit.downpour.fleet import Fleet
-
-    job = dbkit.DownpourSGD("linear", "digits", replicas=2, shards=1, lr=0.05, optimizer="sgd", **where)
-    shares: list[int] = []
-    share = Fleet.share_caps
-
-    def counted(self, *args, **kwargs):  # noqa: ANN001, ANN202 - the method it wraps
-        shares.append(1)
-        return share(self, *args, **kwargs)
-
-    with job:
-        fit = threading.Thread(target=job.fit, kwargs={"steps": 10**7, "progress": False})
-        fit.start()
-        while sum(r.steps for r in job.replicas()) < 20:
-            time.sleep(0.01)
-        job.pause()
-        fit.join(30)
-        assert job.state == "paused" and not fit.is_alive()
-        monkeypatch.setattr(Fleet, "share_caps", counted)
-        time.sleep(1.5)  # six polls
-        assert shares == []
-        before = sum(r.steps for r in job.replicas())
-        job.fit(steps=50, progress=False)
-        assert sum(r.steps for r in job.replicas()) == before + 50 and shares
 
 
 def test_the_command_lines_steps_are_steps_over_all_replicas(tmp_path):

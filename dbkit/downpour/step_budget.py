@@ -7,7 +7,7 @@ speeds are known to differ, in proportion to them, so that they reach their shar
 taking tickets from one counter would. The shares are worked out again whenever replicas come or go, all
 of them wait with steps left (on real machines, any of them: a replica's speed there is known only roughly),
 or their speeds differ (on real machines at most every ``RESHARE_EVERY`` seconds: each share is a call to
-every worker); never while the job is held (a replica paused by the user waits for a resume, not for steps).
+every worker).
 
 A share worked out while replicas run keeps ``HELD_BACK`` steps a replica back: a replica polled at 59
 steps that takes two more before its new cap of 61 arrives would end a step over, and the run with it
@@ -64,8 +64,8 @@ class StepBudget:
         """After a poll (``total`` steps so far): share again if replicas came or went, their speeds
         differ, or all of them wait with steps left."""
         fleet = self.fleet
-        if total >= self.cap or fleet.paused:  # held (the user's pause, between fits): its replicas wait for a
-            return  # resume, not for steps; sharing then would cost a call to every worker at each poll
+        if total >= self.cap:
+            return
         paused = [f.state == "paused" for f in fleet.figures().values() if f.live]
         # on real machines a replica at its share takes more as soon as a poll sees it wait, as it would take
         # tickets from a counter; in virtual time a share is exact, and only all waiting is shared again
