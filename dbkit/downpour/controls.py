@@ -47,6 +47,11 @@ class ControlActors:
 
     def tell(self, call: Callable[[Any, int], Any]) -> int:
         """``call(control, epoch)`` on every worker's control actor, at a new epoch; returns the epoch."""
+        return self.ask(call)[0]
+
+    def ask(self, call: Callable[[Any, int], Any]) -> tuple[int, list[Any]]:
+        """``call(control, epoch)`` on every worker's control actor, at a new epoch; returns the epoch and
+        the answers (a lost worker's, or one that did not come within 10 s, left out)."""
         with self._lock:
             self.epoch += 1
             epoch = self.epoch
@@ -56,12 +61,13 @@ class ControlActors:
                 pending.append(call(ctl, epoch))
             except RuntimeError:  # "Worker holding Actor was lost": its replicas are gone already
                 pass
+        answers = []
         for p in pending:
             try:
-                p.result(timeout=10)
+                answers.append(p.result(timeout=10))
             except Exception:  # noqa: BLE001 - the same, noticed while waiting
                 pass
-        return epoch
+        return epoch, answers
 
     def forget(self, worker: str) -> None:
         """``worker`` is lost: drop its control actor."""

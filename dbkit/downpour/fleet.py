@@ -25,6 +25,7 @@ from .replica_kinds import replica_class
 from .replica_task import run_replica
 from .resize import Resize, resize
 from .shares import split
+from .step_grants import StepGrants
 
 
 class Fleet:
@@ -41,6 +42,9 @@ class Fleet:
         self.tag = tag
         self.book = ReplicaBook()
         self.controls = ControlActors(cluster, tag)
+        #: on real machines, the caps in force, known exactly (a budget of steps is never overrun); in virtual
+        #: time a share reaches its replicas at a known instant, and ``share_caps`` is exact
+        self.grants = None if cluster.holds_time else StepGrants(self.controls, self.book)
         self.rows = shard_indices(data.n_train, config.replicas, seed=config.seed)  # each replica's data shard
         self.cap = NO_CAP  # total steps at which replicas pause (NO_CAP: none)
         self.paused = False
@@ -74,6 +78,9 @@ class Fleet:
         worker = p.parts.workers_of(index)[0] if p.partitions > 1 else p.replica_worker(index)
         control = self.controls.on(worker)
         cap = NO_CAP if self.cap == NO_CAP else max(0, self.cap - self.book.total_steps())
+        if self.grants is not None and cap != NO_CAP:  # nothing until a share gives it steps no replica holds
+            cap = 0
+            self.grants.launched(index, cap)
         settings = ReplicaSettings(c.downpour.n_fetch, c.downpour.n_push, c.lr, self.paused, False, cap,
                                    self.controls.epoch, slow=dict(c.slow_replicas).get(index, 1.0),
                                    step_timeout=0.0 if self.cluster.holds_time else c.heartbeat_timeout)
@@ -205,6 +212,8 @@ class Fleet:
         with self.launching:
             if steps is None:
                 self.cap = NO_CAP
+                if self.grants is not None:
+                    self.grants.forget()
                 self.steer(max_steps=NO_CAP, wait=0)
                 return None
             figures = self.book.figures()
@@ -225,6 +234,15 @@ class Fleet:
             caps = {i: {"max_steps": figures[i].steps + s} for i, s in zip(live, shares)}
             self.controls.tell(lambda ctl, epoch: ctl.set_each(caps, epoch))
             return self.cap
+
+    def share_exactly(self, total: int, weights: dict[int, float] | None = None) -> None:
+        """Cap the live replicas so that all replicas together never take more than ``total`` steps, and take
+        it exactly once all reach their caps, each toward its share by ``weights`` (``StepGrants``; real
+        machines only)."""
+        assert self.grants is not None
+        with self.launching:
+            self.cap = total
+            self.grants.share(total, weights)
 
     def set_slow(self, factors: dict[int, float], wait: float = 10.0) -> None:
         """Slow each live replica by its factor in ``factors`` (1 for the others); with ``wait``, returns once

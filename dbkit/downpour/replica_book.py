@@ -89,6 +89,11 @@ class ReplicaBook:
         with self._lock:
             return sorted(i for i, e in self.entries.items() if e.live)
 
+    def running(self) -> list[int]:
+        """Replicas whose tasks have not been seen to end (the live ones, and those told to stop)."""
+        with self._lock:
+            return sorted(i for i, e in self.entries.items() if e.running)
+
     def live_count(self) -> int:
         with self._lock:
             return len(self.live()) + len(self._pending_warm)

@@ -10,6 +10,7 @@ facts). The driver changes a replica's ``ReplicaSettings`` by calling
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -26,28 +27,62 @@ from .replica_loop import run_replica_loop
 
 
 class ReplicaControl:
-    """Settings and latest figures of the replicas on one worker (an actor)."""
+    """Settings and latest figures of the replicas on one worker (an actor).
+
+    A replica reads its settings with the steps it has taken (``read``), and a step its cap allows counts
+    as begun there, under the control's lock: a cap is never set below the steps its replica has begun, and
+    ``cap_each`` answers with the caps it set, so a driver sharing a budget of steps knows each cap in force
+    exactly (``dbkit.downpour.step_grants``).
+    """
 
     def __init__(self) -> None:
         self.settings: dict[int, ReplicaSettings] = {}
         self.figures: dict[int, ReplicaFigures] = {}
+        # lock order: leaf (each replica's settings and the steps it has begun, read by it, changed by the driver)
+        self._lock = threading.Lock()
+        self._begun: dict[int, int] = {}  # replica -> the steps it has taken or begun
 
     def register(self, index: int, settings: ReplicaSettings) -> None:
-        self.settings[index] = settings
+        with self._lock:
+            self.settings[index], self._begun[index] = settings, 0
+
+    def read(self, index: int, steps: int) -> ReplicaSettings:
+        """Replica ``index``'s settings, read before its next step (it has taken ``steps``): if they let it
+        step, that step counts as begun, and no cap set from now on is below it."""
+        with self._lock:
+            s = self.settings[index]
+            if not s.paused and steps < s.max_steps:
+                self._begun[index] = max(self._begun.get(index, 0), steps + 1)
+            return s
 
     def set(self, indices: list[int] | None = None, **changes: Any) -> list[int]:
         """Apply ``changes`` (fields of ``ReplicaSettings``) to replicas ``indices`` (all here if None)."""
-        targets = list(self.settings) if indices is None else [i for i in indices if i in self.settings]
-        for i in targets:
-            self.settings[i] = self.settings[i].but(**changes)
-        return targets
+        with self._lock:
+            targets = list(self.settings) if indices is None else [i for i in indices if i in self.settings]
+            for i in targets:
+                self.settings[i] = self._changed(i, changes)
+            return targets
 
     def set_each(self, changes: dict[int, dict[str, Any]], epoch: int) -> list[int]:
         """Apply each replica's own ``changes[index]`` (those on this worker) at ``epoch``."""
-        targets = [i for i in changes if i in self.settings]
-        for i in targets:
-            self.settings[i] = self.settings[i].but(epoch=epoch, **changes[i])
-        return targets
+        with self._lock:
+            targets = [i for i in changes if i in self.settings]
+            for i in targets:
+                self.settings[i] = self._changed(i, {**changes[i], "epoch": epoch})
+            return targets
+
+    def cap_each(self, caps: dict[int, int], epoch: int) -> dict[int, int]:
+        """Cap each replica of ``caps`` on this worker at its steps there (never below the steps it has
+        begun), at ``epoch``; returns the caps set."""
+        with self._lock:
+            for i in (i for i in caps if i in self.settings):
+                self.settings[i] = self._changed(i, {"max_steps": caps[i], "epoch": epoch})
+            return {i: self.settings[i].max_steps for i in caps if i in self.settings}
+
+    def _changed(self, index: int, changes: dict[str, Any]) -> ReplicaSettings:
+        if "max_steps" in changes:  # (a step begun is taken: a cap below it would not hold it)
+            changes = {**changes, "max_steps": max(int(changes["max_steps"]), self._begun.get(index, 0))}
+        return self.settings[index].but(**changes)
 
     def ping(self) -> int:
         """The driver's heartbeat: answered at once (a hung machine answers nothing)."""
@@ -104,8 +139,8 @@ def run_replica(side: TaskSide, index: int, control_key: str, network: Any, X: n
 
     try:
         with side.one_blas_thread():
-            return run_replica_loop(replica, side.while_alive(lambda: ctl.settings[index]), publish,
-                                    worker=side.address, clock=side.time)
+            settings = side.while_alive(lambda: ctl.read(index, replica.counters.steps))
+            return run_replica_loop(replica, settings, publish, worker=side.address, clock=side.time)
     finally:
         if server is not None:
             server.close()  # its wire connections (after the answers to what it pushed)

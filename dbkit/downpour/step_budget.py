@@ -6,13 +6,17 @@ run: the steps left are shared among the live replicas (``Fleet.share_caps``), e
 speeds are known to differ, in proportion to them, so that they reach their shares together, as replicas
 taking tickets from one counter would. The shares are worked out again whenever replicas come or go, all
 of them wait with steps left (on real machines, any of them: a replica's speed there is known only roughly),
-or their speeds differ (on real machines at most every ``RESHARE_EVERY`` seconds: each share is a call to
-every worker).
+or their speeds differ (on real machines at most every ``RESHARE_EVERY`` seconds: a share that changes caps
+is a call to every worker).
 
-A share worked out while replicas run keeps ``HELD_BACK`` steps a replica back: a replica polled at 59
-steps that takes two more before its new cap of 61 arrives would end a step over, and the run with it
-(241 of 240 steps). Once every replica waits at its cap, their figures are exact (none steps) and the rest
-is shared out whole, so the total is the one asked.
+On real machines a running replica steps on between the poll a share is worked out from and its new cap's
+arrival, so the caps there are changed through ``StepGrants`` (``Fleet.share_exactly``): lowered before
+they are raised, each answered with the cap set (never below the steps begun), so that the caps in force
+never add up to more than the total (a share that changes no cap sends nothing). In virtual time a share
+reaches its replicas at a known instant; a share worked out while replicas run there keeps ``HELD_BACK``
+steps a replica back (a replica polled at 59 steps that takes two more before its new cap of 61 arrives
+would end a step over: 241 of 240 steps). Once every replica waits at its cap, their figures are exact and
+the rest is shared out whole, so the total is the one asked.
 """
 
 from __future__ import annotations
@@ -82,6 +86,10 @@ class StepBudget:
         if not (math.isfinite(self.cap) and live):
             return
         self._shared_with, self._shared_at = set(live), self.clock()
+        if self.real_time:  # exact from the caps in force (``StepGrants``): nothing held back
+            self.waypoint = None
+            self.fleet.share_exactly(int(self.cap), self.speeds())
+            return
         figures = self.fleet.figures()
         running = any(figures[i].state != "paused" for i in live)
         left = max(0, int(self.cap) - self.fleet.total_steps())
