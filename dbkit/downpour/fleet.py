@@ -16,6 +16,7 @@ from ..config import RunConfig
 from ..data import Dataset, shard_indices
 from ..nn import Network
 from ..ps.client import CALL_TIMEOUT, resolve
+from ..runtime.clock import REAL_TIME
 from ..runtime.protocol import Runtime
 from ..training.figures import NO_CAP, ReplicaFigures, ReplicaSettings
 from .controls import ControlActors
@@ -44,7 +45,7 @@ class Fleet:
         self.controls = ControlActors(cluster, tag)
         #: on real machines, the caps in force, known exactly (a budget of steps is never overrun); in virtual
         #: time a share reaches its replicas at a known instant, and ``share_caps`` is exact
-        self.grants = None if cluster.holds_time else StepGrants(self.controls, self.book)
+        self.grants = StepGrants(self.controls, self.book) if cluster.time is REAL_TIME else None
         self.rows = shard_indices(data.n_train, config.replicas, seed=config.seed)  # each replica's data shard
         self.cap = NO_CAP  # total steps at which replicas pause (NO_CAP: none)
         self.paused = False
