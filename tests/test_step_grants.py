@@ -124,7 +124,10 @@ def test_fit_steps_are_exact_when_every_cap_arrives_late_in_process(late_caps):
 def test_a_job_held_with_steps_left_stops_sending_caps(monkeypatch):
     """A fit ended by its seconds leaves steps of its budget: its replicas wait, held, and each poll shares
     the steps left again. That sent a call to every worker at every poll (24 in 3 s with two in-process
-    workers); a share that changes no cap now sends nothing."""
+    workers); a share that changes no cap now sends nothing. But a held fleet was still shared again every
+    0.5 s by its replicas' speeds, which go on changing while they wait (steps over seconds since first seen:
+    CI saw 24 calls, not 12). Here one replica is 3x slow and one joins late, so the speeds differ and drift;
+    a held fleet is no longer shared again on real machines."""
     from dbkit.runtime import InProcessCluster
 
     calls = []
@@ -138,8 +141,10 @@ def test_a_job_held_with_steps_left_stops_sending_caps(monkeypatch):
         monkeypatch.setattr(ReplicaControl, name, counted)
     with InProcessCluster(workers=2) as machines:
         job = dbkit.DownpourSGD("linear", "digits", replicas=3, shards=1, lr=0.05, optimizer="sgd",
-                                eval_every=50, cluster=machines)
+                                eval_every=50, slow_replicas={0: 3.0}, cluster=machines)
         with job:
+            job.fit(seconds=0.5, progress=False)
+            job.set(replicas=4)
             job.fit(steps=10**6, seconds=1.0, progress=False)
             time.sleep(0.5)  # (the first share after the hold: the caps of replicas that stepped as it came)
             before, steps = len(calls), job.snapshot().step

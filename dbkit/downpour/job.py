@@ -239,7 +239,7 @@ class DownpourSGD(Job):
             return None
         wait = self._watch.tick()
         if self._budget is not None and not self.ended:
-            self._budget.review(self._progress())
+            self._budget.review(self._progress(), held=self._fleet_paused)
             self._monitor.waypoint = self._budget.waypoint
         target, cluster = self._monitor.target, self._res.cluster
         if cluster is not None and (self.ended or (target is not None and self._progress() >= target)):

@@ -64,11 +64,13 @@ class StepBudget:
         else:
             self.fleet.set_caps(max(0, int(cap) - self.fleet.total_steps()))
 
-    def review(self, total: int) -> None:
+    def review(self, total: int, held: bool = False) -> None:
         """After a poll (``total`` steps so far): share again if replicas came or went, their speeds
-        differ, or all of them wait with steps left."""
+        differ, or all of them wait with steps left. On real machines a fleet ``held`` (paused by the job)
+        is not shared again: the caps in force (``StepGrants``) hold, and the next fit aims afresh; a share
+        there only re-weighted paused replicas' speeds, a call to every worker at every poll."""
         fleet = self.fleet
-        if total >= self.cap:
+        if total >= self.cap or (held and self.real_time):
             return
         paused = [f.state == "paused" for f in fleet.figures().values() if f.live]
         # on real machines a replica at its share takes more as soon as a poll sees it wait, as it would take
