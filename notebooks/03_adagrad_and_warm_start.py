@@ -38,6 +38,7 @@ from dbkit.telemetry import Divergence, SummaryTable, compare_runs
 
 small = data.small()
 seconds = 8 if small else 30
+steps = 3000 if small else 12000  # the warm-start comparison's budget, over all replicas
 cluster = dbkit.Cluster(n_workers=2)
 common = dict(client=cluster.client, shards=2, lr=1.0, eval_every=200)
 
@@ -94,21 +95,33 @@ print(f"here, in {seconds} s on two shared cores: six Adagrad replicas {six_adag
 # ## Warm start
 #
 # Adagrad survives, but at this rate it starts badly: its first steps are its largest. The paper warm-started:
-# one replica trains alone for a while, then the others join. Below, the same Adagrad run with one replica alone
-# for its first 1,500 steps.
+# one replica trains alone for a while, then the others join. Below, six Adagrad replicas again, started cold
+# and warm (one replica alone for its first 1,500 steps), each for the same 3,000 steps over all replicas.
+# Steps, not seconds: one replica takes its 1,500 steps more slowly than six take theirs, so in a fixed time a
+# busy machine would end the warm run just after the others joined, and compare less work.
 
 # %%
-with dbkit.DownpourSGD("mlp", "signals", replicas=6, optimizer="adagrad", warm_start_steps=1500, **common) as job:
-    job.fit(seconds=seconds)
-starts = {"Adagrad, cold start": runs["Adagrad, 6 replicas"], "Adagrad, warm start (1,500 steps)": job.report()}
-display(compare_runs(starts, title="six replicas, Adagrad at rate 1.0: cold start against warm start"))
+starts = {}
+for name, warm in (("Adagrad, cold start", 0), ("Adagrad, warm start (1,500 steps)", 1500)):
+    with dbkit.DownpourSGD("mlp", "signals", replicas=6, optimizer="adagrad", warm_start_steps=warm, **common) as job:
+        job.fit(steps=steps)
+    starts[name] = job.report()
+display(compare_runs(starts, title=f"six Adagrad replicas at rate 1.0, {steps:,} steps: cold start against warm"))
 table = SummaryTable({**runs, **starts})
+cold, warm = table["Adagrad, cold start"], table["Adagrad, warm start (1,500 steps)"]
+print(f"after {steps:,} steps over all replicas: cold start loss {cold.full_batch_loss:.2f} (test accuracy "
+      f"{cold.test_accuracy:.2f}), warm start loss {warm.full_batch_loss:.2f} ({warm.test_accuracy:.2f}): the warm "
+      f"start ends {'lower' if warm.full_batch_loss < cold.full_batch_loss else 'no lower'}")
 table
 
 # %% [markdown]
 # **Reading it.** With a warm start the first, largest Adagrad steps come from one replica with fresh
 # parameters; when the other five join, the accumulators have grown and the steps are small enough that
-# staleness does no harm. The warm-started run ends higher in the same time.
+# staleness does little harm. After the same number of steps the warm-started run ends at a clearly lower loss
+# (the line above the table; in our runs by 0.5 or more). Its test accuracy is usually higher too,
+# but at this large rate both stay near 0.3-0.4 and can come close, so the loss is the measure to read. Just
+# after the others join, the warm run's accuracy can dip for a moment, as the plot may show; in our runs it
+# recovered within a few hundred steps.
 #
 # ## At the paper's scale (simulated): 200 replicas with Adagrad against one with SGD
 #
@@ -128,15 +141,15 @@ print("simulated, distbelief-2012 (simulated seconds to 0.4):", reached)
 # %% [markdown]
 # **Reading it.** With Adagrad, 200 stale replicas train, and reach the accuracy several times sooner than one
 # SGD replica (the closing cell checks: at least twice as soon). Does fixed-rate SGD scale that way too? The
-# same 200 replicas with plain SGD at the rate one replica uses best (0.08), from the same warm start, for 0.4
-# simulated seconds (a little longer than Adagrad needed):
+# same 200 replicas with plain SGD at the rate one replica uses best (0.08), from the same warm start, for 0.2
+# simulated seconds past it (longer than Adagrad took past its warm start to reach 0.4):
 
 # %%
 sgd_200 = Method("Downpour 200", "downpour", 200, optimizer="sgd", lr=METHODS[0].lr)
-fixed = figure4(dataclasses.replace(setup, seconds=0.4), methods=(sgd_200,), progress=print)["methods"]["Downpour 200"]
+fixed = figure4(dataclasses.replace(setup, seconds=0.2), methods=(sgd_200,), progress=print)["methods"]["Downpour 200"]
 later = fixed["test_accuracy"][len(fixed["test_accuracy"]) // 2:]
 print(f"200 SGD replicas, lr {sgd_200.lr} (simulated, distbelief-2012): test accuracy {fixed['test_accuracy'][0]:.2f} "
-      f"at the warm start; over the second half of 0.4 simulated s, mean {sum(later) / len(later):.2f}, "
+      f"at the warm start; over the second half of 0.2 simulated s, mean {sum(later) / len(later):.2f}, "
       f"best {max(later):.2f}; reached 0.4: {fixed['time_to_target'] is not None}")
 
 # %% [markdown]
@@ -175,7 +188,7 @@ wrecked = table["SGD, 6 replicas"]
 assert wrecked.state == "diverged" or wrecked.test_accuracy < 0.2, f"six SGD replicas should diverge:\n{table}"
 adagrad = table["Adagrad, 6 replicas"]
 assert adagrad.state == "stopped" and adagrad.test_accuracy > 0.2, f"ten classes, chance is 0.1:\n{table}"
-assert table["Adagrad, warm start (1,500 steps)"].test_accuracy > table["Adagrad, cold start"].test_accuracy
+assert warm.full_batch_loss < cold.full_batch_loss, f"a warm start should end lower:\n{table}"
 sgd_alone, adagrad_200 = reached["SGD"], reached["Downpour Adagrad 200"]
 assert adagrad_200 is not None and sgd_alone is not None and adagrad_200 < sgd_alone / 2, reached
 assert fixed["time_to_target"] is None and max(later) < 0.3 and sum(later) / len(later) < fixed["test_accuracy"][0], \
